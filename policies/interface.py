@@ -1,0 +1,104 @@
+"""What a batch policy sees and what it returns.
+
+The simulator's objects satisfy these Protocols structurally; policies never import the
+simulator. A policy *decides* (which requests run this step and how many tokens each,
+which to preempt, which to reject); the engine *acts* (allocates and frees KV blocks,
+changes request states, stamps times).
+
+Token counters of a request (vLLM's model, no phase flags)::
+
+    |<------------- num_tokens = prompt + generated ------------->|
+    |<---- num_computed_tokens (KV written) ---->|<-- to compute -->|
+
+A request is "in prefill" while ``num_computed_tokens < num_prompt_tokens``; when a step
+brings ``num_computed_tokens`` up to ``num_tokens``, it samples one new token. After a
+recompute preemption ``num_computed_tokens`` is 0 again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+PreemptionMode = Literal["recompute", "swap"]
+
+
+class RequestView(Protocol):
+    """Read-only counters of one request."""
+
+    @property
+    def request_id(self) -> int: ...
+    @property
+    def arrival_s(self) -> float: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def num_prompt_tokens(self) -> int: ...
+    @property
+    def num_output_tokens(self) -> int: ...
+    @property
+    def num_computed_tokens(self) -> int: ...
+    @property
+    def num_generated_tokens(self) -> int: ...
+    @property
+    def num_tokens(self) -> int: ...
+    @property
+    def num_blocks(self) -> int: ...
+    @property
+    def is_swapped(self) -> bool: ...
+
+
+class ReplicaView(Protocol):
+    """Read-only state of one replica at a step boundary."""
+
+    @property
+    def waiting(self) -> Sequence[RequestView]:
+        """Queued requests in service order (preempted ones first)."""
+        ...
+
+    @property
+    def running(self) -> Sequence[RequestView]:
+        """Admitted requests, oldest admission first."""
+        ...
+
+    @property
+    def num_free_blocks(self) -> int: ...
+    @property
+    def num_total_blocks(self) -> int: ...
+    @property
+    def block_size(self) -> int: ...
+    @property
+    def max_model_len(self) -> int: ...
+
+    def num_new_blocks(self, request: RequestView, num_kv_tokens: int) -> int:
+        """Blocks ``request`` must newly get so that it holds KV for ``num_kv_tokens`` tokens."""
+        ...
+
+
+@dataclass(slots=True)
+class StepPlan:
+    """A policy's decision for one engine step.
+
+    ``scheduled`` lists (request, number of new tokens to compute) in execution order; a
+    request not yet running is admitted. ``kv_tokens`` optionally raises the KV a
+    scheduled request must hold after allocation above ``computed + new`` (reservation
+    for the maximum output, as static and Orca-style batching do). ``preempt`` is applied
+    before allocation, ``reject`` ends waiting requests that can never run under this
+    policy. ``discard_kv`` frees every scheduled request's KV after the step (no KV cache).
+    When nothing is scheduled the replica sleeps until an arrival or ``wake_at_s``.
+    """
+
+    scheduled: list[tuple[RequestView, int]] = field(default_factory=list)
+    kv_tokens: dict[RequestView, int] = field(default_factory=dict)
+    preempt: list[RequestView] = field(default_factory=list)
+    preemption_mode: PreemptionMode = "recompute"
+    reject: list[tuple[RequestView, str]] = field(default_factory=list)
+    discard_kv: bool = False
+    wake_at_s: float | None = None
+
+
+class BatchPolicy(Protocol):
+    """Plans one engine step from a replica's read-only view. Pure: no clock, no side effects."""
+
+    def plan_step(self, view: ReplicaView, now_s: float) -> StepPlan: ...

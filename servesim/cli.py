@@ -1,0 +1,35 @@
+"""The `servesim` command line. User errors print one line and exit with status 2."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from servesim import __version__
+from servesim.commands import estimate, explain, presets, run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="servesim",
+        description="Discrete-event simulator of LLM inference serving.",
+    )
+    parser.add_argument("--version", action="version", version=f"servesim {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in (run, estimate, explain, presets):
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, OSError) as exc:
+        message = str(exc).strip() or type(exc).__name__
+        print(f"servesim {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("servesim: interrupted", file=sys.stderr)
+        return 130

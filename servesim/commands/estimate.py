@@ -1,0 +1,104 @@
+"""`servesim estimate`: the cost of one engine step of a given shape, op by op."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.table import Table
+
+from servesim import display
+from simulator.cost import COST_MODELS, OP_NAMES, BatchShape
+from simulator.cost.roofline import RooflineParams
+from simulator.presets import resolve_hardware, resolve_model
+
+
+def _prefill(text: str) -> tuple[int, int]:
+    tokens, _, cached = text.partition(":")
+    try:
+        new, old = int(tokens), int(cached or 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--prefill {text!r}: expected TOKENS or TOKENS:CACHED") from None
+    if new < 1 or old < 0:
+        raise argparse.ArgumentTypeError(f"--prefill {text!r}: TOKENS must be >= 1 and CACHED >= 0")
+    return new, old
+
+
+def _decode(text: str) -> tuple[int, int]:
+    count, sep, context = text.partition(":")
+    try:
+        n, ctx = int(count), int(context)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--decode {text!r}: expected COUNT:CONTEXT") from None
+    if not sep or n < 1 or ctx < 1:
+        raise argparse.ArgumentTypeError(f"--decode {text!r}: expected COUNT:CONTEXT, both >= 1")
+    return n, ctx
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "estimate",
+        help="cost of one engine step of a given shape, with the per-op breakdown",
+        description="Predict one engine step: prefill chunks (TOKENS new on top of CACHED) and "
+        "decode groups (COUNT sequences at CONTEXT tokens each). Times are summed over layers; "
+        "FLOPs and bytes are per GPU.",
+    )
+    p.add_argument("--model", required=True, help="model preset or config.json")
+    p.add_argument("--hardware", required=True, help="hardware preset or spec YAML")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
+    p.add_argument("--prefill", type=_prefill, action="append", default=[], metavar="TOKENS[:CACHED]")
+    p.add_argument("--decode", type=_decode, action="append", default=[], metavar="COUNT:CONTEXT")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=main)
+
+
+def shape_from(prefills: list[tuple[int, int]], decodes: list[tuple[int, int]]) -> BatchShape:
+    num_decode = sum(n for n, _ in decodes)
+    return BatchShape(
+        prefill_new_tokens=tuple(n for n, _ in prefills),
+        prefill_cached_tokens=tuple(c for _, c in prefills),
+        num_decode_seqs=num_decode,
+        decode_context_tokens=sum(n * ctx for n, ctx in decodes),
+        num_sampled_tokens=len(prefills) + num_decode,
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    if not args.prefill and not args.decode:
+        raise ValueError("give at least one --prefill TOKENS[:CACHED] or --decode COUNT:CONTEXT")
+    if args.tp < 1:
+        raise ValueError(f"--tp must be at least 1 (got {args.tp})")
+    model, hardware = resolve_model(args.model), resolve_hardware(args.hardware)
+    cost = COST_MODELS.get("roofline")(RooflineParams(), model, hardware, args.tp)
+    step = cost.breakdown(shape_from(args.prefill, args.decode))
+    assert step.ops is not None
+    ops = {name: step.ops[name] for name in OP_NAMES if name in step.ops}
+    flops = sum(op.flops for op in ops.values())
+    nbytes = sum(op.bytes for op in ops.values())
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "step_time_s": step.total_s,
+                    "ops": {k: v.seconds for k, v in ops.items()},
+                    "flops": flops,
+                    "bytes": nbytes,
+                }
+            )
+        )
+        return 0
+    table = Table(title=f"one step of {model.name} on {hardware.name} x{args.tp} (roofline)", title_justify="left")
+    for col in ("op", "ms", "share", "GFLOP/GPU", "MB/GPU"):
+        table.add_column(col, justify="left" if col == "op" else "right")
+    for name, op in ops.items():
+        table.add_row(
+            name,
+            f"{op.seconds * 1e3:.4f}",
+            f"{op.seconds / step.total_s:.1%}",
+            f"{op.flops / 1e9:,.2f}",
+            f"{op.bytes / 1e6:,.2f}",
+        )
+    table.add_section()
+    table.add_row("total", f"{step.total_s * 1e3:.4f}", "100.0%", f"{flops / 1e9:,.2f}", f"{nbytes / 1e6:,.2f}")
+    display.stdout.print(table)
+    return 0

@@ -1,0 +1,47 @@
+"""`servesim run`: simulate one scenario and write its run folder."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from pathlib import Path
+
+from servesim import display
+from servesim.commands.common import add_scenario_args, scenario_from_args
+from simulator.build import build
+
+
+def default_out_dir() -> Path:
+    return Path("runs") / dt.datetime.now().strftime("run-%Y%m%d-%H%M%S")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run",
+        help="simulate a scenario (the embedded default without arguments)",
+        description="Simulate a scenario and write summary.json, config.json and the per-request "
+        "and per-step tables to a run folder.",
+    )
+    add_scenario_args(p)
+    p.add_argument("--out", type=Path, help="run folder (default: runs/run-YYYYmmdd-HHMMSS)")
+    p.add_argument("--format", choices=("parquet", "csv"), default="parquet", help="table format")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    cfg, base_dir = scenario_from_args(args)
+    sim = build(cfg, base_dir=base_dir)
+    with display.progress_bar("simulating", enabled=not args.quiet) as progress:
+        result = sim.run(progress=progress)
+    out = result.write(args.out or default_out_dir(), args.format)
+    if args.json:
+        print(json.dumps(json.loads((out / "summary.json").read_text())))
+        return 0
+    model, hw = result.config["model"]["name"], result.config["hardware"]["name"]
+    title = f"{model} on {hw} x{cfg.parallelism.tp}, policy {cfg.policy.kind}"
+    display.stdout.print(display.summary_table(result.summary, title))
+    display.stdout.print(f"run folder: {out}")
+    return 0

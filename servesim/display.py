@@ -1,0 +1,83 @@
+"""Terminal output: summary tables and progress bars (rich)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+stdout = Console(soft_wrap=True)
+stderr = Console(stderr=True)
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+SUMMARY_ROWS: tuple[tuple[str, str], ...] = (
+    ("completed", "Successful requests"),
+    ("rejected", "Rejected requests"),
+    ("duration", "Duration (s)"),
+    ("total_input_tokens", "Total input tokens"),
+    ("total_output_tokens", "Total generated tokens"),
+    ("request_throughput", "Request throughput (req/s)"),
+    ("request_goodput", "Request goodput (req/s)"),
+    ("slo_attainment", "SLO attainment"),
+    ("output_throughput", "Output token throughput (tok/s)"),
+    ("total_token_throughput", "Total token throughput (tok/s)"),
+    ("preemptions", "Preemptions"),
+    ("mean_kv_usage", "Mean KV-cache usage"),
+    ("max_kv_usage", "Peak KV-cache usage"),
+)
+LATENCY_ROWS = (
+    ("ttft", "Time to first token"),
+    ("tpot", "Time per output token (excl. 1st)"),
+    ("itl", "Inter-token latency"),
+    ("e2el", "End-to-end latency"),
+)
+
+
+def summary_table(summary: Mapping[str, Any], title: str = "servesim run") -> Table:
+    """The headline metrics as a two-column table in the spirit of `vllm bench serve`."""
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, label in SUMMARY_ROWS:
+        if key in summary:
+            table.add_row(label, _fmt(summary[key], 3 if "usage" in key or "attainment" in key else 2))
+    for key, label in LATENCY_ROWS:
+        table.add_section()
+        table.add_row(f"[bold]{label} (ms)[/bold]", "")
+        for stat in ("mean", "median", "p90", "p99"):
+            table.add_row(
+                f"  {stat.capitalize() if stat in ('mean', 'median') else stat.upper()}",
+                _fmt(summary.get(f"{stat}_{key}_ms")),
+            )
+    return table
+
+
+@contextlib.contextmanager
+def progress_bar(description: str, enabled: bool) -> Iterator[Callable[[int, int], None]]:
+    """A progress callback ``(done, total)`` drawing a bar on stderr when ``enabled`` and a terminal."""
+    if not enabled or not sys.stderr.isatty():
+        yield lambda done, total: None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=stderr, transient=True) as progress:
+        task = progress.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        yield update

@@ -1,0 +1,96 @@
+"""The cost-model interface: ``BatchShape`` in, ``StepTime`` out.
+
+A cost model never sees Request objects, the clock or an RNG. It is built once per
+replica for a given model, hardware and parallelism (so the shape carries only what
+changes from step to step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from policies.registry import Registry
+
+# The op decomposition shared by every cost model, the calibration harness and
+# `servesim estimate`, in execution order.
+OP_NAMES: tuple[str, ...] = (
+    "embed",
+    "qkv_proj",
+    "attn_prefill",
+    "attn_decode",
+    "o_proj",
+    "mlp_gate_up",
+    "mlp_act",
+    "mlp_down",
+    "norm",
+    "all_reduce",
+    "lm_head",
+    "cpu_overhead",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchShape:
+    """The work of one engine step, in plain numbers.
+
+    ``prefill_new_tokens[i]`` tokens of chunk i are computed on top of
+    ``prefill_cached_tokens[i]`` tokens already in its KV cache. Decode sequences are
+    summarised by their count and the sum of their context lengths (cached tokens plus
+    the new one): decode attention reads every cached K/V once, so its cost depends on
+    the total, not on how it is spread. ``num_sampled_tokens`` counts sequences that
+    produce a token this step (rows of the LM head). ``swap_bytes`` is KV moved over
+    the host link during the step (swap out plus swap in).
+    """
+
+    prefill_new_tokens: tuple[int, ...] = ()
+    prefill_cached_tokens: tuple[int, ...] = ()
+    num_decode_seqs: int = 0
+    decode_context_tokens: int = 0
+    num_sampled_tokens: int = 0
+    swap_bytes: float = 0.0
+
+    @property
+    def num_new_tokens(self) -> int:
+        """Tokens computed this step (the row count of every linear layer)."""
+        return sum(self.prefill_new_tokens) + self.num_decode_seqs
+
+    @property
+    def num_seqs(self) -> int:
+        return len(self.prefill_new_tokens) + self.num_decode_seqs
+
+    @property
+    def is_empty(self) -> bool:
+        return self.num_seqs == 0
+
+
+@dataclass(frozen=True, slots=True)
+class OpCost:
+    """One op's cost in a step, summed over layers: seconds, FLOPs and bytes moved per GPU."""
+
+    seconds: float
+    flops: float = 0.0
+    bytes: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class StepTime:
+    """Seconds one step takes, with an optional per-op breakdown."""
+
+    total_s: float
+    ops: Mapping[str, OpCost] | None = None
+
+
+class CostModel(Protocol):
+    """Predicts the duration of an engine step. Pure and deterministic."""
+
+    def step_time(self, shape: BatchShape) -> StepTime: ...
+
+    def breakdown(self, shape: BatchShape) -> StepTime:
+        """Like ``step_time`` but always with the per-op breakdown (slower)."""
+        ...
+
+
+# Registered factories take (params, model: ModelSpec, hardware: HardwareSpec, tp: int).
+COST_MODELS: Registry = Registry("cost model")

@@ -1,0 +1,147 @@
+"""Run-time recording: per-request rows, per-step rows and inter-token latencies.
+
+Rows are appended as primitives into typed arrays (8 bytes a value) and turned into
+tables after the run; nothing per token is kept per request. ITLs are pooled as
+(value, count) pairs: every request that emitted at the end of the previous step and
+emits again at the end of this one has the same gap, so one pair covers them all.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+
+import numpy as np
+import pandas as pd
+
+from simulator.monitor import LevelMonitor
+from simulator.request import Request, State
+
+NAN = math.nan
+
+REQUEST_FLOAT_COLUMNS = ("arrival_s", "enqueued_s", "first_scheduled_s", "first_token_s", "finished_s")
+REQUEST_INT_COLUMNS = (
+    "request_id",
+    "replica_id",
+    "num_prompt_tokens",
+    "num_output_tokens",
+    "num_generated_tokens",
+    "num_preemptions",
+)
+STEP_FLOAT_COLUMNS = ("start_s", "duration_s")
+STEP_INT_COLUMNS = (
+    "replica_id",
+    "num_running",
+    "num_waiting",
+    "num_prefill_tokens",
+    "num_decode_tokens",
+    "num_kv_blocks_used",
+    "num_preempted",
+)
+
+
+def _opt(value: float | None) -> float:
+    return NAN if value is None else value
+
+
+class MetricsRecorder:
+    """Collects what a run produces; ``requests_frame`` / ``steps_frame`` / ``itl_pairs`` read it out."""
+
+    def __init__(self, record_steps: bool = True) -> None:
+        self._req_f = {c: array("d") for c in REQUEST_FLOAT_COLUMNS}
+        self._req_i = {c: array("q") for c in REQUEST_INT_COLUMNS}
+        self._status = array("b")  # 1 finished, 0 rejected
+        self.reject_reasons: dict[int, str] = {}
+        self.record_steps = record_steps
+        self._step_f = {c: array("d") for c in STEP_FLOAT_COLUMNS}
+        self._step_i = {c: array("q") for c in STEP_INT_COLUMNS}
+        self._itl_value = array("d")
+        self._itl_count = array("q")
+        self.in_system = LevelMonitor()
+        self.num_arrived = 0
+
+    # -- during the run ----------------------------------------------------------------
+
+    def arrived(self, now_s: float) -> None:
+        self.num_arrived += 1
+        self.in_system.add(now_s, 1)
+
+    def request_done(self, req: Request, now_s: float) -> None:
+        """Record a request that reached FINISHED or REJECTED; it may be dropped afterwards."""
+        f, i = self._req_f, self._req_i
+        f["arrival_s"].append(req.arrival_s)
+        f["enqueued_s"].append(_opt(req.enqueued_s))
+        f["first_scheduled_s"].append(_opt(req.first_scheduled_s))
+        f["first_token_s"].append(_opt(req.first_token_s))
+        f["finished_s"].append(_opt(req.finished_s))
+        i["request_id"].append(req.request_id)
+        i["replica_id"].append(-1 if req.replica_id is None else req.replica_id)
+        i["num_prompt_tokens"].append(req.num_prompt_tokens)
+        i["num_output_tokens"].append(req.num_output_tokens)
+        i["num_generated_tokens"].append(req.num_generated_tokens)
+        i["num_preemptions"].append(req.num_preemptions)
+        finished = req.state is State.FINISHED
+        self._status.append(1 if finished else 0)
+        if not finished:
+            self.reject_reasons[req.request_id] = req.reject_reason or ""
+        self.in_system.add(now_s, -1)
+
+    def itl(self, value_s: float, count: int = 1) -> None:
+        self._itl_value.append(value_s)
+        self._itl_count.append(count)
+
+    def step(
+        self,
+        replica_id: int,
+        start_s: float,
+        duration_s: float,
+        num_running: int,
+        num_waiting: int,
+        num_prefill_tokens: int,
+        num_decode_tokens: int,
+        num_kv_blocks_used: int,
+        num_preempted: int,
+    ) -> None:
+        if not self.record_steps:
+            return
+        self._step_f["start_s"].append(start_s)
+        self._step_f["duration_s"].append(duration_s)
+        s = self._step_i
+        s["replica_id"].append(replica_id)
+        s["num_running"].append(num_running)
+        s["num_waiting"].append(num_waiting)
+        s["num_prefill_tokens"].append(num_prefill_tokens)
+        s["num_decode_tokens"].append(num_decode_tokens)
+        s["num_kv_blocks_used"].append(num_kv_blocks_used)
+        s["num_preempted"].append(num_preempted)
+
+    # -- after the run -----------------------------------------------------------------
+
+    @property
+    def num_done(self) -> int:
+        return len(self._status)
+
+    def requests_frame(self) -> pd.DataFrame:
+        """One row per request that ended, sorted by request id."""
+        cols: dict[str, np.ndarray] = {c: np.frombuffer(a, dtype=np.int64) for c, a in self._req_i.items()}
+        cols.update({c: np.frombuffer(a, dtype=np.float64) for c, a in self._req_f.items()})
+        frame = pd.DataFrame(cols)
+        status = np.frombuffer(self._status, dtype=np.int8)
+        frame["status"] = np.where(status == 1, "finished", "rejected")
+        frame["reject_reason"] = (
+            [self.reject_reasons.get(int(r), "") for r in frame["request_id"]] if len(frame) else []
+        )
+        return frame.sort_values("request_id", kind="stable").reset_index(drop=True)
+
+    def steps_frame(self) -> pd.DataFrame:
+        cols: dict[str, np.ndarray] = {c: np.frombuffer(a, dtype=np.int64) for c, a in self._step_i.items()}
+        cols.update({c: np.frombuffer(a, dtype=np.float64) for c, a in self._step_f.items()})
+        order = ["replica_id", "start_s", "duration_s", *STEP_INT_COLUMNS[1:]]
+        return pd.DataFrame(cols)[order]
+
+    def itl_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Pooled inter-token latencies as (values in s, counts)."""
+        return (
+            np.frombuffer(self._itl_value, dtype=np.float64).copy(),
+            np.frombuffer(self._itl_count, dtype=np.int64).copy(),
+        )

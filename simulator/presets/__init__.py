@@ -1,0 +1,83 @@
+"""Built-in model and hardware presets, and resolution of a user's reference to a spec.
+
+A reference is a preset name (``llama-3.1-8b``, ``h100-sxm``), a path to a YAML file
+holding a spec, or (models only) a path to a Hugging Face ``config.json``.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from simulator.hf_config import model_spec_from_hf_config
+from simulator.specs import HardwareSpec, ModelSpec
+from simulator.validation import format_validation_error
+
+
+def _load_yaml_resource(filename: str) -> dict:
+    text = resources.files(__package__).joinpath(filename).read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+@functools.cache
+def model_presets() -> dict[str, ModelSpec]:
+    """Model presets by name (lowercase, hyphenated)."""
+    return {k: ModelSpec(**v) for k, v in _load_yaml_resource("models.yaml").items()}
+
+
+@functools.cache
+def hardware_presets() -> dict[str, HardwareSpec]:
+    """Hardware presets by name (lowercase, hyphenated)."""
+    return {k: HardwareSpec(**v) for k, v in _load_yaml_resource("hardware.yaml").items()}
+
+
+def _looks_like_path(ref: str) -> bool:
+    return ref.endswith((".yaml", ".yml", ".json")) or "/" in ref or "\\" in ref
+
+
+def _read_yaml_spec(path: Path, cls: type[ModelSpec] | type[HardwareSpec]):
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read file ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of {cls.__name__} fields")
+    try:
+        return cls(**data)
+    except ValidationError as exc:
+        raise ValueError(format_validation_error(exc, source=str(path))) from None
+
+
+def resolve_model(ref: str | ModelSpec, base_dir: Path | None = None) -> ModelSpec:
+    """Turn a preset name, a spec YAML path or a Hugging Face config.json path into a ModelSpec."""
+    if isinstance(ref, ModelSpec):
+        return ref
+    presets = model_presets()
+    if ref in presets:
+        return presets[ref]
+    if _looks_like_path(ref):
+        path = (base_dir or Path.cwd()) / ref
+        if path.suffix == ".json":
+            return model_spec_from_hf_config(path)
+        return _read_yaml_spec(path, ModelSpec)
+    raise ValueError(
+        f"unknown model {ref!r}; presets: {', '.join(presets)} (or give a path to a config.json or a spec .yaml)"
+    )
+
+
+def resolve_hardware(ref: str | HardwareSpec, base_dir: Path | None = None) -> HardwareSpec:
+    """Turn a preset name or a spec YAML path into a HardwareSpec."""
+    if isinstance(ref, HardwareSpec):
+        return ref
+    presets = hardware_presets()
+    if ref in presets:
+        return presets[ref]
+    if _looks_like_path(ref):
+        return _read_yaml_spec((base_dir or Path.cwd()) / ref, HardwareSpec)
+    raise ValueError(f"unknown hardware {ref!r}; presets: {', '.join(presets)} (or give a path to a spec .yaml)")

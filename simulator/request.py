@@ -1,0 +1,97 @@
+"""The request entity and its lifecycle state machine.
+
+Progress is counters, not phase flags (see ``policies.interface``). State changes go
+through ``transition()`` only, which checks the move against ``ALLOWED`` and stamps the
+matching timestamp.
+
+    QUEUED (at the router) -> WAITING (replica queue) -> RUNNING -> FINISHED
+                                                          RUNNING <-> PREEMPTED
+    QUEUED | WAITING -> REJECTED (with a reason)
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class State(enum.Enum):
+    QUEUED = enum.auto()
+    WAITING = enum.auto()
+    RUNNING = enum.auto()
+    PREEMPTED = enum.auto()
+    FINISHED = enum.auto()
+    REJECTED = enum.auto()
+
+
+ALLOWED: dict[State, frozenset[State]] = {
+    State.QUEUED: frozenset({State.WAITING, State.REJECTED}),
+    State.WAITING: frozenset({State.RUNNING, State.REJECTED}),
+    State.RUNNING: frozenset({State.PREEMPTED, State.FINISHED}),
+    State.PREEMPTED: frozenset({State.RUNNING}),
+    State.FINISHED: frozenset(),
+    State.REJECTED: frozenset(),
+}
+
+TERMINAL = frozenset({State.FINISHED, State.REJECTED})
+
+
+@dataclass(slots=True, eq=False)
+class Request:
+    """One inference request. Identity equality, so requests work as dict keys and set members."""
+
+    request_id: int
+    arrival_s: float
+    num_prompt_tokens: int
+    num_output_tokens: int
+    priority: int = 0
+    state: State = State.QUEUED
+    num_computed_tokens: int = 0
+    num_generated_tokens: int = 0
+    num_blocks: int = 0
+    num_kv_tokens: int = 0
+    is_swapped: bool = False
+    num_preemptions: int = 0
+    replica_id: int | None = None
+    enqueued_s: float | None = None
+    first_scheduled_s: float | None = None
+    first_token_s: float | None = None
+    last_token_s: float | None = None
+    finished_s: float | None = None
+    reject_reason: str | None = None
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens of the sequence so far: prompt plus generated."""
+        return self.num_prompt_tokens + self.num_generated_tokens
+
+    @property
+    def is_prefill(self) -> bool:
+        return self.num_computed_tokens < self.num_prompt_tokens
+
+    @property
+    def is_finished(self) -> bool:
+        return self.num_generated_tokens >= self.num_output_tokens
+
+
+def transition(req: Request, new: State, now_s: float, reason: str | None = None) -> None:
+    """Move ``req`` to ``new`` at ``now_s``, stamping the matching timestamp.
+
+    Raises AssertionError on a move the state machine does not allow: that is a bug in
+    the engine, never a user error.
+    """
+    assert new in ALLOWED[req.state], f"request {req.request_id}: {req.state.name} -> {new.name}"
+    if new is State.WAITING:
+        req.enqueued_s = now_s
+    elif new is State.RUNNING:
+        if req.first_scheduled_s is None:
+            req.first_scheduled_s = now_s
+    elif new is State.PREEMPTED:
+        req.num_preemptions += 1
+    elif new is State.FINISHED:
+        req.finished_s = now_s
+    elif new is State.REJECTED:
+        assert reason, "a rejection needs a reason"
+        req.reject_reason = reason
+        req.finished_s = now_s
+    req.state = new

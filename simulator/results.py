@@ -1,0 +1,73 @@
+"""The outputs of a run and the run folder they are written to."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+TableFormat = Literal["parquet", "csv"]
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, np.generic):
+        return _json_safe(value.item())
+    return value
+
+
+@dataclass(slots=True)
+class RunResult:
+    """What one run produced: the resolved config, the summary and the tables."""
+
+    config: dict[str, Any]
+    summary: dict[str, Any]
+    requests: pd.DataFrame
+    steps: pd.DataFrame
+    itl_values_s: np.ndarray
+    itl_counts: np.ndarray
+
+    def write(self, out_dir: Path | str, table_format: TableFormat = "parquet") -> Path:
+        """Write summary.json, config.json and the tables into ``out_dir`` (created if needed)."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        summary = {k: _json_safe(v) for k, v in self.summary.items()}
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        (out / "config.json").write_text(json.dumps(self.config, indent=2, default=str) + "\n")
+        itl = pd.DataFrame({"itl_s": self.itl_values_s, "count": self.itl_counts})
+        for name, frame in (("requests", self.requests), ("steps", self.steps), ("itl", itl)):
+            if table_format == "csv":
+                frame.to_csv(out / f"{name}.csv", index=False)
+            else:
+                frame.to_parquet(out / f"{name}.parquet", index=False)
+        return out
+
+    @classmethod
+    def load(cls, run_dir: Path | str) -> RunResult:
+        """Read a run folder written by ``write`` (Parquet or CSV tables)."""
+        d = Path(run_dir)
+        if not (d / "summary.json").is_file():
+            raise ValueError(f"{d}: not a run folder (no summary.json)")
+
+        def table(name: str) -> pd.DataFrame:
+            if (d / f"{name}.parquet").is_file():
+                return pd.read_parquet(d / f"{name}.parquet")
+            if (d / f"{name}.csv").is_file():
+                return pd.read_csv(d / f"{name}.csv", keep_default_na=False, na_values=[""])
+            raise ValueError(f"{d}: missing {name}.parquet or {name}.csv")
+
+        itl = table("itl")
+        return cls(
+            json.loads((d / "config.json").read_text()),
+            json.loads((d / "summary.json").read_text()),
+            table("requests"),
+            table("steps"),
+            itl["itl_s"].to_numpy(dtype=np.float64),
+            itl["count"].to_numpy(dtype=np.int64),
+        )

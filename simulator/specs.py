@@ -1,0 +1,138 @@
+"""Model and hardware specifications: what the cost model and the KV accounting read.
+
+Both are frozen pydantic models; their derived figures (parameter count, KV bytes per
+token, weight bytes) are computed from the fields, never stored.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+PositiveInt = Annotated[int, Field(ge=1)]
+
+
+class ModelSpec(BaseModel):
+    """A decoder-only transformer's shapes, enough to count FLOPs, bytes and KV memory."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="Label used in reports and tables.")
+    num_layers: PositiveInt = Field(description="Decoder layers.")
+    hidden_size: PositiveInt = Field(description="Model width d_model.")
+    num_attention_heads: PositiveInt = Field(description="Query heads.")
+    num_kv_heads: PositiveInt = Field(description="Key/value heads (GQA/MQA when fewer than query heads).")
+    head_dim: PositiveInt = Field(description="Width of one attention head.")
+    intermediate_size: PositiveInt = Field(description="MLP inner width (per expert for MoE).")
+    gated_mlp: bool = Field(True, description="SwiGLU-style gate+up projections (3 matrices) or a plain 2-matrix MLP.")
+    num_experts: PositiveInt = Field(1, description="MoE experts per layer; 1 for a dense model.")
+    num_experts_per_token: PositiveInt = Field(1, description="MoE top-k experts each token is routed to.")
+    vocab_size: PositiveInt = Field(description="Vocabulary size (embedding and LM head rows).")
+    tie_word_embeddings: bool = Field(False, description="LM head shares the embedding matrix.")
+    qkv_bias: bool = Field(False, description="Q/K/V projections carry a bias (Qwen2).")
+    weight_bytes: float = Field(2.0, gt=0, description="Bytes per weight (2 for bf16/fp16, 1 for fp8).")
+    kv_cache_bytes: float = Field(2.0, gt=0, description="Bytes per cached K or V element.")
+    max_context_tokens: PositiveInt = Field(description="Maximum sequence length (prompt plus output).")
+
+    @model_validator(mode="after")
+    def _check_shapes(self) -> ModelSpec:
+        if self.num_attention_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
+                f"num_kv_heads ({self.num_kv_heads})"
+            )
+        if self.num_experts_per_token > self.num_experts:
+            raise ValueError(
+                f"num_experts_per_token ({self.num_experts_per_token}) exceeds num_experts ({self.num_experts})"
+            )
+        return self
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 1
+
+    @property
+    def q_size(self) -> int:
+        """Width of the query projection output."""
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_size(self) -> int:
+        """Width of the key (or value) projection output."""
+        return self.num_kv_heads * self.head_dim
+
+    @property
+    def mlp_matrices(self) -> int:
+        return 3 if self.gated_mlp else 2
+
+    def attention_params_per_layer(self) -> int:
+        h = self.hidden_size
+        params = h * (self.q_size + 2 * self.kv_size) + self.q_size * h
+        if self.qkv_bias:
+            params += self.q_size + 2 * self.kv_size
+        return params
+
+    def expert_params(self) -> int:
+        """Weights of one expert's MLP (of the only MLP for a dense model)."""
+        return self.mlp_matrices * self.hidden_size * self.intermediate_size
+
+    def mlp_params_per_layer(self) -> int:
+        params = self.num_experts * self.expert_params()
+        if self.is_moe:
+            params += self.hidden_size * self.num_experts  # router
+        return params
+
+    def num_params(self) -> int:
+        """Total parameters: embeddings, decoder layers (with 2 norms each), final norm, LM head."""
+        h, v = self.hidden_size, self.vocab_size
+        per_layer = self.attention_params_per_layer() + self.mlp_params_per_layer() + 2 * h
+        lm_head = 0 if self.tie_word_embeddings else v * h
+        return v * h + self.num_layers * per_layer + h + lm_head
+
+    def num_active_params(self) -> int:
+        """Parameters touched per token (MoE counts top-k experts only)."""
+        inactive = (self.num_experts - self.num_experts_per_token) * self.expert_params()
+        return self.num_params() - self.num_layers * inactive
+
+    def weight_bytes_total(self) -> float:
+        return self.num_params() * self.weight_bytes
+
+    def kv_heads_per_gpu(self, tp: int) -> int:
+        """KV heads each of ``tp`` GPUs holds: split when tp divides them, else replicated."""
+        return max(1, -(-self.num_kv_heads // tp))
+
+    def check_tensor_parallel(self, tp: int) -> None:
+        """Raise ValueError when ``tp`` cannot split the heads evenly."""
+        if self.num_attention_heads % tp:
+            raise ValueError(f"tp={tp} does not divide the {self.num_attention_heads} attention heads of {self.name}")
+        if self.num_kv_heads % tp and tp % self.num_kv_heads:
+            raise ValueError(
+                f"tp={tp} neither divides nor is a multiple of the {self.num_kv_heads} KV heads of {self.name}"
+            )
+
+    def kv_bytes_per_token(self) -> float:
+        """KV-cache bytes one token occupies across all layers: 2 x layers x kv_heads x head_dim x bytes."""
+        return 2 * self.num_layers * self.kv_size * self.kv_cache_bytes
+
+
+class HardwareSpec(BaseModel):
+    """One accelerator's datasheet figures (dense, no sparsity), in SI units."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="Label used in reports and tables.")
+    flops_per_s: float = Field(gt=0, description="Dense bf16/fp16 tensor FLOP/s at peak.")
+    memory_bytes: float = Field(gt=0, description="Device memory in bytes.")
+    memory_bandwidth_bytes_per_s: float = Field(gt=0, description="Peak device-memory bandwidth.")
+    interconnect_bandwidth_bytes_per_s: float = Field(
+        gt=0, description="Intra-node GPU-to-GPU bandwidth per direction (NVLink, Infinity Fabric or PCIe)."
+    )
+    interconnect_latency_s: float = Field(ge=0, description="Latency of one interconnect hop.")
+    host_link_bandwidth_bytes_per_s: float = Field(
+        gt=0, description="Device-to-host bandwidth per direction (PCIe), used for swapping."
+    )
+    host_link_latency_s: float = Field(ge=0, description="Latency of one host-link transfer.")
+    price_per_hour_usd: float | None = Field(
+        None, ge=0, description="Rental price of one device per hour, for cost figures."
+    )

@@ -1,0 +1,118 @@
+"""Summary metrics, defined as `vllm bench serve` defines them, from the result tables.
+
+TTFT = first token - arrival; E2EL = finish - arrival; TPOT = (E2EL - TTFT) / (n - 1)
+for n > 1 output tokens; ITL = gaps between consecutive token emissions pooled over
+requests. Duration = last finish - start of the arrival schedule (0). Percentiles use
+numpy's default (linear) interpolation. Client-side delays shift arrivals and token
+receipts as a benchmark client would see them. Field names follow vLLM's result JSON.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+PERCENTILES = (50, 90, 95, 99)
+LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
+
+
+def weighted_percentile(values: np.ndarray, counts: np.ndarray, q: float) -> float:
+    """``np.percentile(np.repeat(values, counts), q)`` without materialising the repeat."""
+    order = np.argsort(values, kind="stable")
+    v, c = values[order], counts[order]
+    total = int(c.sum())
+    pos = (total - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    ends = np.cumsum(c)  # ends[i] - 1 is the last expanded index of v[i]
+    v_lo = v[np.searchsorted(ends, lo, side="right")]
+    v_hi = v[np.searchsorted(ends, hi, side="right")]
+    return float(v_lo + (v_hi - v_lo) * (pos - lo))
+
+
+def _stats_ms(name: str, values_s: np.ndarray, counts: np.ndarray | None = None) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    keys = [f"mean_{name}_ms", f"median_{name}_ms", f"std_{name}_ms"] + [f"p{p}_{name}_ms" for p in PERCENTILES]
+    if counts is None:
+        counts = np.ones(len(values_s), dtype=np.int64)
+    if int(counts.sum()) == 0:
+        return dict.fromkeys(keys)
+    ms = values_s * 1000.0
+    total = counts.sum()
+    mean = float((ms * counts).sum() / total)
+    out[f"mean_{name}_ms"] = mean
+    out[f"median_{name}_ms"] = weighted_percentile(ms, counts, 50)
+    out[f"std_{name}_ms"] = float(math.sqrt(max(((ms - mean) ** 2 * counts).sum() / total, 0.0)))
+    for p in PERCENTILES:
+        out[f"p{p}_{name}_ms"] = weighted_percentile(ms, counts, p)
+    return out
+
+
+def request_latencies(requests: pd.DataFrame, stream_delay_s: float = 0.0) -> pd.DataFrame:
+    """Per finished request: ttft_s, tpot_s (NaN when one token), e2el_s, as a client sees them."""
+    done = requests[requests["status"] == "finished"]
+    ttft = done["first_token_s"].to_numpy() + stream_delay_s - done["arrival_s"].to_numpy()
+    e2el = done["finished_s"].to_numpy() + stream_delay_s - done["arrival_s"].to_numpy()
+    n = done["num_generated_tokens"].to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tpot = np.where(n > 1, (e2el - ttft) / np.maximum(n - 1, 1), np.nan)
+    return pd.DataFrame(
+        {
+            "request_id": done["request_id"].to_numpy(),
+            "ttft_s": ttft,
+            "tpot_s": tpot,
+            "e2el_s": e2el,
+            "num_generated_tokens": n,
+            "num_prompt_tokens": done["num_prompt_tokens"].to_numpy(),
+        }
+    )
+
+
+def summarize(
+    requests: pd.DataFrame,
+    itl_values_s: np.ndarray,
+    itl_counts: np.ndarray,
+    slo: Mapping[str, float | None] | None = None,
+    stream_delay_s: float = 0.0,
+    extra: Mapping[str, float | int | None] | None = None,
+) -> dict[str, float | int | None]:
+    """The run's headline numbers (vLLM field names, plus servesim's own)."""
+    lat = request_latencies(requests, stream_delay_s)
+    completed = len(lat)
+    finished_s = requests.loc[requests["status"] == "finished", "finished_s"].to_numpy()
+    duration = float(finished_s.max()) + stream_delay_s if completed else 0.0
+    total_in = int(lat["num_prompt_tokens"].sum())
+    total_out = int(lat["num_generated_tokens"].sum())
+    per_s = (lambda x: x / duration) if duration > 0 else (lambda x: 0.0)
+    out: dict[str, float | int | None] = {
+        "num_requests": len(requests),
+        "completed": completed,
+        "rejected": int((requests["status"] == "rejected").sum()),
+        "duration": duration,
+        "total_input_tokens": total_in,
+        "total_output_tokens": total_out,
+        "request_throughput": per_s(completed),
+        "output_throughput": per_s(total_out),
+        "total_token_throughput": per_s(total_in + total_out),
+    }
+    if slo is not None and any(v is not None for v in slo.values()):
+        good = np.ones(completed, dtype=bool)
+        if slo.get("ttft_ms") is not None:
+            good &= lat["ttft_s"].to_numpy() * 1000 <= slo["ttft_ms"]
+        if slo.get("tpot_ms") is not None:
+            good &= np.nan_to_num(lat["tpot_s"].to_numpy(), nan=0.0) * 1000 <= slo["tpot_ms"]
+        if slo.get("e2el_ms") is not None:
+            good &= lat["e2el_s"].to_numpy() * 1000 <= slo["e2el_ms"]
+        out["request_goodput"] = per_s(int(good.sum()))
+        out["slo_attainment"] = float(good.mean()) if completed else None
+    tpot = lat["tpot_s"].to_numpy()
+    out.update(_stats_ms("ttft", lat["ttft_s"].to_numpy()))
+    out.update(_stats_ms("tpot", tpot[~np.isnan(tpot)]))
+    out.update(_stats_ms("itl", itl_values_s, itl_counts))
+    out.update(_stats_ms("e2el", lat["e2el_s"].to_numpy()))
+    out["preemptions"] = int(requests["num_preemptions"].sum())
+    if extra:
+        out.update(extra)
+    return out

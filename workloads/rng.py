@@ -1,0 +1,25 @@
+"""Random streams: one numpy Generator per purpose, all derived from the run's seed.
+
+Streams are keyed by a fixed integer per purpose (not spawned in order), so adding a new
+stream never changes the numbers an existing one draws.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+
+class Stream(enum.IntEnum):
+    ARRIVALS = 0
+    LENGTHS = 1
+    ROUTING = 2
+    SESSIONS = 3
+    CLASSES = 4
+    SAMPLING = 5
+
+
+def rng_for(seed: int, stream: Stream) -> np.random.Generator:
+    """The generator of ``stream`` for a run seeded with ``seed``."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(int(stream),)))
