@@ -35,6 +35,7 @@ def model_spec_from_hf_config(path: Path) -> ModelSpec:
                 return cfg[key]
         raise ValueError(f"{path}: missing field {keys[0]!r}")
 
+    num_layers = need("num_hidden_layers", "n_layer")
     hidden = need("hidden_size", "n_embd", "d_model")
     heads = need("num_attention_heads", "n_head")
     model_type = str(cfg.get("model_type", ""))
@@ -47,7 +48,7 @@ def model_spec_from_hf_config(path: Path) -> ModelSpec:
     try:
         return ModelSpec(
             name=str(cfg.get("_name_or_path") or Path(path).parent.name or model_type or "model"),
-            num_layers=need("num_hidden_layers", "n_layer"),
+            num_layers=num_layers,
             hidden_size=hidden,
             num_attention_heads=heads,
             num_kv_heads=cfg.get("num_key_value_heads") or heads,

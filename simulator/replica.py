@@ -240,10 +240,13 @@ class Replica:
         assert not (set(map(id, running)) & set(map(id, waiting))), "a request is both running and waiting"
         self.kv.check(running)
         bs = self.kv.block_size
+        reserves = getattr(self.policy, "reserves_kv", False)
         for r in running:
             assert r.state is State.RUNNING
             assert r.num_blocks == -(-r.num_kv_tokens // bs), "blocks do not match the KV tokens held"
             assert r.num_kv_tokens >= r.num_computed_tokens, "running request lacks KV for its tokens"
+            if not reserves:
+                assert r.num_kv_tokens == r.num_computed_tokens, "running request holds KV it does not use"
             assert r.num_generated_tokens < r.num_output_tokens
         for r in waiting:
             assert r.state in (State.WAITING, State.PREEMPTED)

@@ -99,12 +99,14 @@ def summarize(
     }
     if slo is not None and any(v is not None for v in slo.values()):
         good = np.ones(completed, dtype=bool)
+        # Inclusive bounds, with a relative 1e-9 slack so float noise (0.3 s = 300.00000000000006 ms)
+        # does not fail a request sitting exactly on its SLO.
         if slo.get("ttft_ms") is not None:
-            good &= lat["ttft_s"].to_numpy() * 1000 <= slo["ttft_ms"]
+            good &= lat["ttft_s"].to_numpy() * 1000 <= slo["ttft_ms"] * (1 + 1e-9)
         if slo.get("tpot_ms") is not None:
-            good &= np.nan_to_num(lat["tpot_s"].to_numpy(), nan=0.0) * 1000 <= slo["tpot_ms"]
+            good &= np.nan_to_num(lat["tpot_s"].to_numpy(), nan=0.0) * 1000 <= slo["tpot_ms"] * (1 + 1e-9)
         if slo.get("e2el_ms") is not None:
-            good &= lat["e2el_s"].to_numpy() * 1000 <= slo["e2el_ms"]
+            good &= lat["e2el_s"].to_numpy() * 1000 <= slo["e2el_ms"] * (1 + 1e-9)
         out["request_goodput"] = per_s(int(good.sum()))
         out["slo_attainment"] = float(good.mean()) if completed else None
     tpot = lat["tpot_s"].to_numpy()

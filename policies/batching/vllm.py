@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from policies.batching.registry import BATCH_POLICIES
-from policies.interface import PreemptionMode, ReplicaView, RequestView, StepPlan
+from policies.interface import ReplicaView, RequestView, StepPlan
 
 
 class VllmParams(BaseModel):
@@ -36,10 +36,8 @@ class VllmParams(BaseModel):
         "are rejected.",
     )
     watermark: float = Field(0.01, ge=0, lt=1, description="Fraction of KV blocks kept free when admitting a prefill.")
-    preemption_mode: PreemptionMode = Field(
-        "recompute",
-        description="What happens to a preempted request's KV: dropped and recomputed, or "
-        "swapped to host memory and back.",
+    preemption_mode: Literal["recompute"] = Field(
+        "recompute", description="What happens to a preempted request's KV: dropped and recomputed."
     )
 
     @model_validator(mode="after")

@@ -1,0 +1,51 @@
+"""Shared fixtures and factories: small configs, hand-made request streams, checked runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from simulator.build import build
+from simulator.results import RunResult
+from simulator.scenario import validate_scenario
+from workloads import RequestStream
+
+
+def make_stream(arrivals: list[float], prompts: list[int], outputs: list[int]) -> RequestStream:
+    """A request stream from plain lists (sorted by arrival)."""
+    return RequestStream(
+        np.asarray(arrivals, dtype=np.float64),
+        np.asarray(prompts, dtype=np.int64),
+        np.asarray(outputs, dtype=np.int64),
+    )
+
+
+def make_config(**fields: Any):
+    """A scenario: constant 1 s steps and 64 blocks of 16 tokens unless overridden."""
+    base: dict[str, Any] = {
+        "cost_model": {"kind": "constant", "step_time_s": 1.0},
+        "kv_cache": {"num_blocks": 64, "block_size": 16},
+    }
+    for key, value in fields.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict) and key != "cost_model":
+            base[key] = base[key] | value
+        else:
+            base[key] = value
+    return validate_scenario(base)
+
+
+def run_checked(cfg, stream: RequestStream | None = None) -> RunResult:
+    """Run with the invariants asserted after every step."""
+    return build(cfg, stream=stream, check_invariants=True).run()
+
+
+@pytest.fixture
+def by_id():
+    """Index a run's request table by request id."""
+
+    def index(result: RunResult):
+        return result.requests.set_index("request_id")
+
+    return index

@@ -1,0 +1,138 @@
+"""The real console script, run as a user runs it."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SERVESIM = shutil.which("servesim") or str(Path(sys.executable).parent / "servesim")
+
+
+def servesim(*args, cwd=None):
+    return subprocess.run([SERVESIM, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+VLLM_KEYS = {"completed", "duration", "request_throughput", "output_throughput", "total_token_throughput",
+             "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
+             "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms"}
+
+
+def test_run_without_arguments_runs_the_default(tmp_path):
+    proc = servesim("run", "--quiet", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Llama-3.1-8B on H100-SXM5-80GB" in proc.stdout and "Successful requests" in proc.stdout
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert VLLM_KEYS <= set(summary)
+    assert summary["completed"] == 1000 and summary["rejected"] == 0
+    for name in ("config.json", "requests.parquet", "steps.parquet", "itl.parquet"):
+        assert (run_dir / name).is_file()
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["model"]["name"] == "Llama-3.1-8B" and config["kv_cache"]["num_blocks"] > 0
+
+
+def test_run_with_scenario_file_and_overrides(tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        "model: llama-2-7b\nhardware: a100-80gb\npolicy: {kind: vllm, max_num_seqs: 64}\n"
+        "workload:\n  num_requests: 50\n  arrival: {kind: gamma, rate_per_s: 2, burstiness: 0.5}\n"
+        "  lengths: {kind: independent, prompt: {kind: fixed, tokens: 300}, output: {kind: fixed, tokens: 50}}\n"
+    )
+    out = tmp_path / "out"
+    proc = servesim("run", scenario, "--num-requests", 30, "--seed", 3, "--slo-ttft-ms", 500,
+                    "--slo-tpot-ms", 50, "--out", out, "--format", "csv", "--json")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["completed"] == 30 and "request_goodput" in summary
+    assert (out / "requests.csv").is_file()
+    config = json.loads((out / "config.json").read_text())
+    assert config["seed"] == 3 and config["model"]["name"] == "Llama-2-7B"
+    assert config["policy"]["max_num_seqs"] == 64
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("run", "--model", "llama-9"), "unknown model 'llama-9'"),
+        (("run", "--hardware", "h900"), "unknown hardware 'h900'"),
+        (("run", "--rate", "-2"), "workload.arrival.poisson.rate_per_s: Input should be greater than 0"),
+        (("run", "--policy", "fancy"), "unknown batch policy 'fancy'; known:"),
+        (("run", "missing.yaml"), "missing.yaml: no such file"),
+        (("run", "--model", "llama-3.1-70b"), "does not fit on H100-SXM5-80GB with tp=1"),
+        (("run", "--tp", "3"), "tp=3 does not divide"),
+        (("estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"), "give at least one --prefill"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_exit_2(args, message, tmp_path):
+    proc = servesim(*args, "--quiet" if args[0] == "run" else "--json", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_misspelt_yaml_field_names_file_and_field(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("modle: llama-3.1-8b\nworkload:\n  num_requests: 5\n  arival: {kind: poisson, rate_per_s: 1}\n")
+    proc = servesim("run", bad, "--quiet", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "bad.yaml: modle: unknown field" in proc.stderr
+    assert "bad.yaml: workload.arival: unknown field" in proc.stderr
+
+
+def test_invalid_yaml_names_the_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seed: 1\nworkload: [unclosed\n")
+    proc = servesim("run", bad, "--quiet", cwd=tmp_path)
+    assert proc.returncode == 2 and "bad.yaml: line 3" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_unknown_flag_exits_2():
+    proc = servesim("run", "--no-such-flag")
+    assert proc.returncode == 2 and "unrecognized arguments" in proc.stderr
+
+
+def test_estimate_json():
+    proc = servesim("estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--prefill", "512:128",
+                    "--decode", "32:1000", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert set(out) == {"step_time_s", "ops", "flops", "bytes"}
+    assert out["step_time_s"] == pytest.approx(sum(out["ops"].values()))
+    assert {"embed", "qkv_proj", "attn_prefill", "attn_decode", "o_proj", "mlp_gate_up", "mlp_act", "mlp_down",
+            "norm", "lm_head", "cpu_overhead"} == set(out["ops"])
+    proc = servesim("estimate", "--model", "llama-3.1-70b", "--hardware", "h100-sxm", "--tp", "4", "--decode",
+                    "8:100", "--json")
+    assert "all_reduce" in json.loads(proc.stdout)["ops"]
+
+
+def test_estimate_table():
+    proc = servesim("estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--prefill", "100")
+    assert proc.returncode == 0 and "attn_prefill" in proc.stdout and "total" in proc.stdout
+
+
+def test_explain_reproduces_the_course_arithmetic():
+    proc = servesim("explain")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for figure in ("320,000", "1,280,000", "5,120,000", "20,480,000", "81,920,000", "4.0x", "102,134,400",
+                   "803,200", "127.2x", "131,072 bytes per token"):
+        assert figure in out
+    assert "with KV cache (vllm)" in out and "no_kv_cache" in out
+
+
+def test_presets_json():
+    proc = servesim("presets", "--json")
+    data = json.loads(proc.stdout)
+    assert data["models"]["llama-3.1-8b"]["kv_bytes_per_token"] == 131072
+    assert data["models"]["llama-3.1-8b"]["num_params"] == pytest.approx(8.03e9, rel=0.001)
+    assert {"a100-40gb", "a100-80gb", "h100-sxm", "h200", "l40s", "b200", "mi300x"} <= set(data["hardware"])
+    assert servesim("presets").returncode == 0
+
+
+def test_python_module_entry_point():
+    proc = subprocess.run([sys.executable, "-m", "servesim", "--version"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "servesim" in proc.stdout
