@@ -44,8 +44,10 @@ def main() -> None:
         runs = [measure(n) for _ in range(args.repeats)]
         wall = statistics.median(r["total_s"] for r in runs)
         run_s = statistics.median(r["run_s"] for r in runs)
-        print(f"{n:>10,} {wall:>16.2f} {n / run_s:>10,.0f} {runs[0]['steps']:>9,} "
-              f"{max(r['peak_rss_mb'] for r in runs):>12.0f}")
+        print(
+            f"{n:>10,} {wall:>16.2f} {n / run_s:>10,.0f} {runs[0]['steps']:>9,} "
+            f"{max(r['peak_rss_mb'] for r in runs):>12.0f}"
+        )
 
 
 if __name__ == "__main__":

@@ -15,9 +15,25 @@ def servesim(*args, cwd=None):
     return subprocess.run([SERVESIM, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
-VLLM_KEYS = {"completed", "duration", "request_throughput", "output_throughput", "total_token_throughput",
-             "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
-             "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms"}
+VLLM_KEYS = {
+    "completed",
+    "duration",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "mean_itl_ms",
+    "median_itl_ms",
+    "p99_itl_ms",
+    "mean_e2el_ms",
+    "median_e2el_ms",
+    "p99_e2el_ms",
+}
 
 
 def test_run_without_arguments_runs_the_default(tmp_path):
@@ -26,7 +42,7 @@ def test_run_without_arguments_runs_the_default(tmp_path):
     assert "Llama-3.1-8B on H100-SXM5-80GB" in proc.stdout and "Successful requests" in proc.stdout
     (run_dir,) = (tmp_path / "runs").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert VLLM_KEYS <= set(summary)
+    assert set(summary) >= VLLM_KEYS
     assert summary["completed"] == 1000 and summary["rejected"] == 0
     for name in ("config.json", "requests.parquet", "steps.parquet", "itl.parquet"):
         assert (run_dir / name).is_file()
@@ -42,8 +58,23 @@ def test_run_with_scenario_file_and_overrides(tmp_path):
         "  lengths: {kind: independent, prompt: {kind: fixed, tokens: 300}, output: {kind: fixed, tokens: 50}}\n"
     )
     out = tmp_path / "out"
-    proc = servesim("run", scenario, "--num-requests", 30, "--seed", 3, "--slo-ttft-ms", 500,
-                    "--slo-tpot-ms", 50, "--out", out, "--format", "csv", "--json")
+    proc = servesim(
+        "run",
+        scenario,
+        "--num-requests",
+        30,
+        "--seed",
+        3,
+        "--slo-ttft-ms",
+        500,
+        "--slo-tpot-ms",
+        50,
+        "--out",
+        out,
+        "--format",
+        "csv",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["completed"] == 30 and "request_goodput" in summary
@@ -96,16 +127,38 @@ def test_unknown_flag_exits_2():
 
 
 def test_estimate_json():
-    proc = servesim("estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--prefill", "512:128",
-                    "--decode", "32:1000", "--json")
+    proc = servesim(
+        "estimate",
+        "--model",
+        "llama-3.1-8b",
+        "--hardware",
+        "h100-sxm",
+        "--prefill",
+        "512:128",
+        "--decode",
+        "32:1000",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert set(out) == {"step_time_s", "ops", "flops", "bytes"}
     assert out["step_time_s"] == pytest.approx(sum(out["ops"].values()))
-    assert {"embed", "qkv_proj", "attn_prefill", "attn_decode", "o_proj", "mlp_gate_up", "mlp_act", "mlp_down",
-            "norm", "lm_head", "cpu_overhead"} == set(out["ops"])
-    proc = servesim("estimate", "--model", "llama-3.1-70b", "--hardware", "h100-sxm", "--tp", "4", "--decode",
-                    "8:100", "--json")
+    assert {
+        "embed",
+        "qkv_proj",
+        "attn_prefill",
+        "attn_decode",
+        "o_proj",
+        "mlp_gate_up",
+        "mlp_act",
+        "mlp_down",
+        "norm",
+        "lm_head",
+        "cpu_overhead",
+    } == set(out["ops"])
+    proc = servesim(
+        "estimate", "--model", "llama-3.1-70b", "--hardware", "h100-sxm", "--tp", "4", "--decode", "8:100", "--json"
+    )
     assert "all_reduce" in json.loads(proc.stdout)["ops"]
 
 
@@ -118,8 +171,18 @@ def test_explain_reproduces_the_course_arithmetic():
     proc = servesim("explain")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    for figure in ("320,000", "1,280,000", "5,120,000", "20,480,000", "81,920,000", "4.0x", "102,134,400",
-                   "803,200", "127.2x", "131,072 bytes per token"):
+    for figure in (
+        "320,000",
+        "1,280,000",
+        "5,120,000",
+        "20,480,000",
+        "81,920,000",
+        "4.0x",
+        "102,134,400",
+        "803,200",
+        "127.2x",
+        "131,072 bytes per token",
+    ):
         assert figure in out
     assert "with KV cache (vllm)" in out and "no_kv_cache" in out
 

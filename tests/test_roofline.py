@@ -87,8 +87,15 @@ def test_moe_reads_only_touched_experts_at_small_batch():
     assert many / one == pytest.approx(4, rel=0.05)  # 2 of 8 experts at batch 1, all 8 at 256
 
 
-SHAPES = [prefill(1), prefill(100), prefill(1000), prefill(1000, 3000), decode(1, 10), decode(64, 500),
-          BatchShape((100, 20), (0, 50), 10, 5000, 12)]
+SHAPES = [
+    prefill(1),
+    prefill(100),
+    prefill(1000),
+    prefill(1000, 3000),
+    decode(1, 10),
+    decode(64, 500),
+    BatchShape((100, 20), (0, 50), 10, 5000, 12),
+]
 
 
 @pytest.mark.parametrize("name", COST_MODELS.names())

@@ -87,7 +87,7 @@ def test_custom_hardware_yaml_misspelt_field_is_named(tmp_path):
 
 
 def test_unknown_preset_lists_known_ones():
-    with pytest.raises(ValueError, match="unknown model 'llama-9'.*llama-3.1-8b"):
+    with pytest.raises(ValueError, match=r"unknown model 'llama-9'.*llama-3.1-8b"):
         resolve_model("llama-9")
-    with pytest.raises(ValueError, match="unknown hardware 'h900'.*h100-sxm"):
+    with pytest.raises(ValueError, match=r"unknown hardware 'h900'.*h100-sxm"):
         resolve_hardware("h900")

@@ -14,17 +14,27 @@ def test_weighted_percentile_equals_numpy_on_the_expansion(q):
 
 
 def _requests(rows):
-    cols = ["request_id", "arrival_s", "first_token_s", "finished_s", "num_generated_tokens", "num_prompt_tokens",
-            "status", "num_preemptions"]
+    cols = [
+        "request_id",
+        "arrival_s",
+        "first_token_s",
+        "finished_s",
+        "num_generated_tokens",
+        "num_prompt_tokens",
+        "status",
+        "num_preemptions",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
 def test_metric_definitions_and_inclusive_goodput():
-    req = _requests([
-        [0, 0.0, 0.1, 1.1, 11, 5, "finished", 0],  # ttft 100 ms, tpot 100 ms
-        [1, 1.0, 1.3, 1.3, 1, 5, "finished", 0],   # ttft 300 ms, one token: tpot counts as 0 for goodput
-        [2, 2.0, np.nan, 2.0, 0, 5, "rejected", 0],
-    ])
+    req = _requests(
+        [
+            [0, 0.0, 0.1, 1.1, 11, 5, "finished", 0],  # ttft 100 ms, tpot 100 ms
+            [1, 1.0, 1.3, 1.3, 1, 5, "finished", 0],  # ttft 300 ms, one token: tpot counts as 0 for goodput
+            [2, 2.0, np.nan, 2.0, 0, 5, "rejected", 0],
+        ]
+    )
     s = summarize(req, np.array([0.1]), np.array([10]), {"ttft_ms": 300.0, "tpot_ms": 100.0})
     assert s["completed"] == 2 and s["rejected"] == 1
     assert s["duration"] == pytest.approx(1.3)

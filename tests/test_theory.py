@@ -18,8 +18,11 @@ def _mdl_config(rate: float, n: int, seed: int):
             "workload": {
                 "num_requests": n,
                 "arrival": {"kind": "poisson", "rate_per_s": rate, "normalize": False},
-                "lengths": {"kind": "independent", "prompt": {"kind": "fixed", "tokens": 10},
-                            "output": {"kind": "fixed", "tokens": 10}},
+                "lengths": {
+                    "kind": "independent",
+                    "prompt": {"kind": "fixed", "tokens": 10},
+                    "output": {"kind": "fixed", "tokens": 10},
+                },
             },
         }
     )

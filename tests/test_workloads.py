@@ -60,8 +60,14 @@ def test_independent_length_distributions():
 
 
 def test_fixed_lengths():
-    s = _gen(num_requests=10, lengths={"kind": "independent", "prompt": {"kind": "fixed", "tokens": 7},
-                                       "output": {"kind": "fixed", "tokens": 3}})
+    s = _gen(
+        num_requests=10,
+        lengths={
+            "kind": "independent",
+            "prompt": {"kind": "fixed", "tokens": 7},
+            "output": {"kind": "fixed", "tokens": 3},
+        },
+    )
     assert set(s.num_prompt_tokens) == {7} and set(s.num_output_tokens) == {3}
 
 
