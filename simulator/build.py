@@ -56,7 +56,7 @@ def build(
     plan = memory_plan(cfg, model, hardware)
     num_blocks = cfg.kv_cache.num_blocks if plan is None else plan.num_blocks
     if stream is None:
-        stream = generate(cfg.workload, cfg.seed)
+        stream = generate(cfg.workload, cfg.seed, base_dir)
 
     env = simpy.Environment()
     recorder = MetricsRecorder(record_steps=record_steps)

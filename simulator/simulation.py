@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
+from functools import partial
 from typing import Any
 
+import numpy as np
 import simpy
 
 from simulator.metrics import MetricsRecorder
@@ -44,17 +46,40 @@ class Simulation:
         self._next_replica = 0
         for replica in replicas:
             replica.on_done = self._request_done
+        self._prompt = stream.num_prompt_tokens.tolist()
+        self._output = stream.num_output_tokens.tolist()
+        self._priority = stream.priority.tolist() if stream.priority is not None else None
+        # dependent requests (sessions, closed-loop users): parent index -> children
+        self._children: dict[int, list[int]] = {}
+        self._think_s: list[float] = []
+        if stream.parent is not None:
+            assert stream.think_s is not None
+            self._think_s = stream.think_s.tolist()
+            for child, parent in enumerate(stream.parent.tolist()):
+                if parent >= 0:
+                    self._children.setdefault(parent, []).append(child)
+
+    def _roots(self) -> list[int]:
+        if self.stream.parent is None:
+            return list(range(len(self.stream)))
+        return np.flatnonzero(self.stream.parent < 0).tolist()
 
     def _arrivals(self) -> Generator[simpy.Event, None, None]:
-        env, s = self.env, self.stream
-        arrival, prompt, output = s.arrival_s.tolist(), s.num_prompt_tokens.tolist(), s.num_output_tokens.tolist()
-        for i in range(len(arrival)):
-            at = arrival[i] + self.ingest_delay_s
+        env = self.env
+        arrival = self.stream.arrival_s
+        for i in self._roots():
+            sent_s = float(arrival[i])
+            at = sent_s + self.ingest_delay_s
             if at > env.now:
                 yield env.timeout(at - env.now)
-            req = Request(i, arrival[i], prompt[i], output[i])
-            self.recorder.arrived(env.now)
-            self._route(req).enqueue(req)
+            self._admit(i, sent_s)
+
+    def _admit(self, i: int, sent_s: float, _event: simpy.Event | None = None) -> None:
+        """Request i reaches the serving system (it was sent by the client at ``sent_s``)."""
+        priority = self._priority[i] if self._priority is not None else 0
+        req = Request(i, sent_s, self._prompt[i], self._output[i], priority)
+        self.recorder.arrived(self.env.now)
+        self._route(req).enqueue(req)
 
     def _route(self, req: Request) -> Replica:
         replica = self.replicas[self._next_replica]
@@ -62,6 +87,10 @@ class Simulation:
         return replica
 
     def _request_done(self, req: Request) -> None:
+        for child in self._children.pop(req.request_id, ()):
+            think = self._think_s[child]
+            sent_s = self.env.now + think
+            self.env.timeout(think + self.ingest_delay_s).callbacks.append(partial(self._admit, child, sent_s))
         done = self.recorder.num_done
         if self._progress is not None and (done % self._progress_every == 0 or done == len(self.stream)):
             self._progress(done, len(self.stream))
@@ -82,6 +111,15 @@ class Simulation:
         requests = rec.requests_frame()
         lat = request_latencies(requests, self.stream_delay_s)
         requests = requests.merge(lat[["request_id", "ttft_s", "tpot_s", "e2el_s"]], on="request_id", how="left")
+        ids = requests["request_id"].to_numpy()
+        for column in ("priority", "session_id", "parent"):
+            values = getattr(self.stream, column)
+            if values is not None:
+                requests[column] = values[ids]
+        for column, names in (("slo_class", self.stream.slo_class_names), ("tenant", self.stream.tenant_names)):
+            codes = getattr(self.stream, column)
+            if codes is not None:
+                requests[column] = np.asarray(names, dtype=object)[codes[ids]] if names else codes[ids]
         itl_values, itl_counts = rec.itl_pairs()
         duration = float(requests["finished_s"].max()) if len(requests) else 0.0
         kv_means = [r.kv_monitor.time_average(duration) / r.kv.num_total_blocks for r in self.replicas]
