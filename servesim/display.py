@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-stdout = Console(soft_wrap=True)
+# Wide enough for the comparison tables when output goes to a file or pipe (rich assumes 80).
+stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 stderr = Console(stderr=True)
 
 

@@ -12,12 +12,13 @@ import simpy
 import policies
 from simulator.config import ScenarioConfig
 from simulator.cost import COST_MODELS
-from simulator.kv import BlockManager, MemoryPlan, plan_memory
+from simulator.kv import BlockManager, HostPool, MemoryPlan, plan_memory
 from simulator.metrics import MetricsRecorder
 from simulator.presets import resolve_hardware, resolve_model
 from simulator.replica import Replica
 from simulator.simulation import Simulation
 from simulator.specs import HardwareSpec, ModelSpec
+from simulator.transfer import Link
 from workloads import RequestStream, generate
 
 
@@ -58,6 +59,10 @@ def build(
     if stream is None:
         stream = generate(cfg.workload, cfg.seed, base_dir)
 
+    block_bytes = model.kv_bytes_per_token_per_gpu(tp) * cfg.kv_cache.block_size
+    num_host_blocks = int(cfg.kv_cache.swap_space_bytes // block_bytes)
+    host_link = Link(hardware.host_link_bandwidth_bytes_per_s, hardware.host_link_latency_s)
+
     env = simpy.Environment()
     recorder = MetricsRecorder(record_steps=record_steps)
     policy_cls = policies.BATCH_POLICIES.get(cfg.policy.kind)
@@ -72,6 +77,9 @@ def build(
             recorder,
             max_model_len,
             check_invariants=check_invariants,
+            host=HostPool(num_host_blocks),
+            host_link=host_link,
+            block_bytes=block_bytes,
         )
     ]
     resolved = cfg.model_dump(mode="json") | {

@@ -47,6 +47,9 @@ class KvCacheConfig(_Frozen):
     num_blocks: int | None = Field(
         None, ge=1, description="Set the KV capacity in blocks directly instead of computing it from memory."
     )
+    swap_space_bytes: float = Field(
+        4 * 2**30, ge=0, description="Host memory per GPU for KV swapped out by preemption (vLLM's swap_space)."
+    )
 
 
 class SloConfig(_Frozen):

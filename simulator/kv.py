@@ -65,6 +65,27 @@ class BlockManager:
         assert held == self.num_used_blocks, f"held {held} != used {self.num_used_blocks}"
 
 
+class HostPool:
+    """Blocks of host memory holding the KV of requests swapped out of the device."""
+
+    def __init__(self, num_blocks: int) -> None:
+        self.num_total_blocks = num_blocks
+        self.num_free_blocks = num_blocks
+
+    def store(self, req: Request, num_blocks: int) -> None:
+        assert num_blocks <= self.num_free_blocks and req.num_host_blocks == 0
+        self.num_free_blocks -= num_blocks
+        req.num_host_blocks = num_blocks
+
+    def load(self, req: Request) -> int:
+        """Release ``req``'s host blocks (its KV goes back to the device); returns how many."""
+        n = req.num_host_blocks
+        req.num_host_blocks = 0
+        self.num_free_blocks += n
+        assert self.num_free_blocks <= self.num_total_blocks, "host blocks freed twice"
+        return n
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryPlan:
     """Per-GPU memory budget of one replica and the KV blocks it leaves."""
@@ -104,8 +125,7 @@ def plan_memory(
     usable = hardware.memory_bytes * gpu_memory_utilization
     weights = model.weight_bytes_total() / tp
     reserve = default_reserve_bytes(model, tp) if reserve_bytes is None else reserve_bytes
-    kv_per_token = 2 * model.num_layers * model.kv_heads_per_gpu(tp) * model.head_dim * model.kv_cache_bytes
-    block_bytes = kv_per_token * block_size
+    block_bytes = model.kv_bytes_per_token_per_gpu(tp) * block_size
     kv_bytes = usable - weights - reserve
     num_blocks = int(kv_bytes // block_bytes) if kv_bytes > 0 else 0
     if num_blocks < 1:

@@ -14,10 +14,11 @@ import simpy
 
 from policies.interface import BatchPolicy, StepPlan
 from simulator.cost.shape import BatchShape, CostModel
-from simulator.kv import BlockManager
+from simulator.kv import BlockManager, HostPool
 from simulator.metrics import MetricsRecorder
 from simulator.monitor import LevelMonitor
 from simulator.request import Request, State, transition
+from simulator.transfer import Link
 
 
 class Replica:
@@ -34,6 +35,9 @@ class Replica:
         max_model_len: int,
         on_done: Callable[[Request], None] | None = None,
         check_invariants: bool = False,
+        host: HostPool | None = None,
+        host_link: Link | None = None,
+        block_bytes: float = 0.0,
     ) -> None:
         self.env = env
         self.replica_id = replica_id
@@ -44,6 +48,12 @@ class Replica:
         self.max_model_len = max_model_len
         self.on_done = on_done
         self.check_invariants = check_invariants
+        self.host = host
+        self.host_link = host_link
+        self.block_bytes = block_bytes  # per GPU: swaps on the tp GPUs run in parallel
+        self._swap_bytes = 0.0
+        self._num_swaps = 0
+        self.num_swaps_out = 0
         self._waiting: deque[Request] = deque()
         self._running: list[Request] = []
         self._wake: simpy.Event | None = None
@@ -135,6 +145,9 @@ class Replica:
             shape = self._shape(plan)
             start = env.now
             dt = self.cost_model.step_time(shape).total_s
+            if self._num_swaps:
+                assert self.host_link is not None
+                dt += self.host_link.time_s(self._swap_bytes, self._num_swaps)
             yield env.timeout(dt)
             self._apply(plan, start)
             self.kv_monitor.set(env.now, self.kv.num_used_blocks)
@@ -159,10 +172,19 @@ class Replica:
         for req, reason in plan.reject:
             self._waiting.remove(req)
             self._end(req, State.REJECTED, reason)
+        self._swap_bytes = 0.0
+        self._num_swaps = 0
         for req in plan.preempt:
             self._running.remove(req)
-            self.kv.free(req)
-            req.num_computed_tokens = 0  # recompute: the KV is gone
+            blocks = self.kv.free(req)
+            host = self.host
+            if plan.preemption_mode == "swap" and host is not None and 0 < blocks <= host.num_free_blocks:
+                host.store(req, blocks)  # KV kept in host memory; counters unchanged
+                self._swap_bytes += blocks * self.block_bytes
+                self._num_swaps += 1
+                self.num_swaps_out += 1
+            else:
+                req.num_computed_tokens = 0  # recompute (or swap space exhausted): the KV is gone
             transition(req, State.PREEMPTED, now)
             self._waiting.appendleft(req)  # preempted newest first, so the oldest ends in front
         for req, n in plan.scheduled:
@@ -173,6 +195,10 @@ class Replica:
                     self._waiting.remove(req)
                 transition(req, State.RUNNING, now)
                 self._running.append(req)
+                if req.num_host_blocks:
+                    assert self.host is not None
+                    self._swap_bytes += self.host.load(req) * self.block_bytes
+                    self._num_swaps += 1
             kv_tokens = plan.kv_tokens.get(req, req.num_computed_tokens + n)
             self.kv.allocate(req, kv_tokens)
         return len(plan.preempt)
@@ -186,7 +212,9 @@ class Replica:
         sampled = 0
         for req, n in plan.scheduled:
             computed = req.num_computed_tokens
-            if n == 1 and computed > 0:
+            # A decode computes the one token sampled last step; a 1-token chunk of a prompt
+            # (or of a recompute) is prefill work, even though it costs the same.
+            if n == 1 and computed >= req.num_prompt_tokens:
                 num_decode += 1
                 decode_ctx += computed + 1
             else:
@@ -251,3 +279,10 @@ class Replica:
         for r in waiting:
             assert r.state in (State.WAITING, State.PREEMPTED)
             assert r.num_blocks == 0
+            if r.num_host_blocks:
+                assert r.num_host_blocks == -(-r.num_computed_tokens // bs), "swapped KV does not match tokens"
+            else:
+                assert r.num_computed_tokens == 0, "a queued request kept computed tokens without KV"
+        if self.host is not None:
+            held = sum(r.num_host_blocks for r in waiting)
+            assert held == self.host.num_total_blocks - self.host.num_free_blocks, "host blocks leaked"

@@ -50,7 +50,7 @@ class Request:
     num_generated_tokens: int = 0
     num_blocks: int = 0
     num_kv_tokens: int = 0
-    is_swapped: bool = False
+    num_host_blocks: int = 0
     num_preemptions: int = 0
     replica_id: int | None = None
     enqueued_s: float | None = None
@@ -64,6 +64,11 @@ class Request:
     def num_tokens(self) -> int:
         """Tokens of the sequence so far: prompt plus generated."""
         return self.num_prompt_tokens + self.num_generated_tokens
+
+    @property
+    def is_swapped(self) -> bool:
+        """The request's KV sits in host memory (preempted by swap)."""
+        return self.num_host_blocks > 0
 
     @property
     def is_prefill(self) -> bool:

@@ -128,6 +128,7 @@ class Simulation:
             "max_kv_usage": max(r.kv_monitor.max_level / r.kv.num_total_blocks for r in self.replicas),
             "mean_requests_in_system": rec.in_system.time_average(duration),
             "num_steps": sum(r.num_steps for r in self.replicas),
+            "swaps_out": sum(r.num_swaps_out for r in self.replicas),
             "num_kv_blocks": sum(r.kv.num_total_blocks for r in self.replicas),
         }
         summary = summarize(requests, itl_values, itl_counts, self.slo, self.stream_delay_s, extra)

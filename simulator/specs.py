@@ -111,6 +111,10 @@ class ModelSpec(BaseModel):
                 f"tp={tp} neither divides nor is a multiple of the {self.num_kv_heads} KV heads of {self.name}"
             )
 
+    def kv_bytes_per_token_per_gpu(self, tp: int) -> float:
+        """KV bytes of one token on each of ``tp`` GPUs (heads split, or replicated when fewer than tp)."""
+        return 2 * self.num_layers * self.kv_heads_per_gpu(tp) * self.head_dim * self.kv_cache_bytes
+
     def kv_bytes_per_token(self) -> float:
         """KV-cache bytes one token occupies across all layers: 2 x layers x kv_heads x head_dim x bytes."""
         return 2 * self.num_layers * self.kv_size * self.kv_cache_bytes

@@ -14,7 +14,7 @@ def format_validation_error(exc: ValidationError, source: str | None = None) -> 
         if err["type"] == "extra_forbidden":
             msg = "unknown field (misspelt?)"
         got = ""
-        if err["type"] not in ("missing", "extra_forbidden") and "input" in err:
+        if err["type"] not in ("missing", "extra_forbidden", "value_error") and "input" in err:
             shown = repr(err["input"])
             got = f" (got {shown[:60]})"
         prefix = f"{source}: " if source else ""

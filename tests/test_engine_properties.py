@@ -27,22 +27,39 @@ def scenarios(draw):
     block_size = draw(st.sampled_from([1, 2, 4, 16]))
     num_blocks = draw(st.integers(4, 120))
     max_num_seqs = draw(st.integers(1, 8))
-    params = {"kind": policy, "max_num_seqs": max_num_seqs}
+    fields = policies.BATCH_POLICIES.entry(policy).params.model_fields
+    cap = "max_num_seqs" if "max_num_seqs" in fields else "max_batch_size"
+    params = {"kind": policy, cap: max_num_seqs}
+    if "token_budget" in fields:
+        params["token_budget"] = draw(st.integers(max_num_seqs, 64))
+    if policy == "priority":
+        params["mode"] = draw(st.sampled_from(["strict", "aging"]))
+    if "preemption_mode" in fields:
+        params["preemption_mode"] = draw(st.sampled_from(["recompute", "swap"]))
     if policy == "vllm":
         params["watermark"] = draw(st.sampled_from([0.0, 0.01, 0.1]))
     cfg = validate_scenario(
         {
             "policy": params,
             "cost_model": {"kind": "constant", "step_time_s": draw(st.sampled_from([0.5, 1.0])), "per_token_s": 0.01},
-            "kv_cache": {"num_blocks": num_blocks, "block_size": block_size},
+            "kv_cache": {
+                "num_blocks": num_blocks,
+                "block_size": block_size,
+                "swap_space_bytes": draw(st.sampled_from([0, 2**20, 2**30])),
+            },
             "max_model_len": draw(st.integers(20, 60)),
         }
     )
     stream = make_stream(np.cumsum(gaps).tolist(), prompts, outputs)
+    if policy == "priority":
+        from workloads import RequestStream
+
+        prio = np.asarray(draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)))
+        stream = RequestStream(stream.arrival_s, stream.num_prompt_tokens, stream.num_output_tokens, priority=prio)
     return cfg, stream
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_conservation_and_kv_invariants(case):
     cfg, stream = case

@@ -4,21 +4,25 @@ Models vLLM's V0 scheduler without chunked prefill: at each step, if requests ar
 waiting it runs a prefill-only step admitting as many as fit (FCFS, under
 ``max_num_seqs``, ``max_num_batched_tokens`` and the free-block watermark); otherwise it
 runs one decode token for every running request, preempting the newest running request
-(recompute: its KV is dropped and its prompt plus generated tokens are prefilled again
-later) whenever a decode cannot get a block.
+whenever a decode cannot get a block. A preempted request either drops its KV and
+prefills its prompt plus generated tokens again later (``recompute``) or has its KV
+swapped to host memory and back before it resumes (``swap``); swapped requests resume,
+joining the decode batch, before any new prefill is admitted.
 
-Left out: chunked prefill (see ``sarathi``), speculative decoding, beam search, the
-V1 engine's unified token budget, and prefix caching (a block-manager option).
+Left out: chunked prefill (see ``sarathi``), speculative decoding, beam search, the V1
+engine's unified token budget, and the CPU-side cost of block tables.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from policies.batching.common import Budget, admit_waiting, newest, oversized, schedule_running, total_tokens
 from policies.batching.registry import BATCH_POLICIES
-from policies.interface import ReplicaView, RequestView, StepPlan
+from policies.interface import PreemptionMode, ReplicaView, RequestView, StepPlan
 
 
 class VllmParams(BaseModel):
@@ -36,8 +40,10 @@ class VllmParams(BaseModel):
         "are rejected.",
     )
     watermark: float = Field(0.01, ge=0, lt=1, description="Fraction of KV blocks kept free when admitting a prefill.")
-    preemption_mode: Literal["recompute"] = Field(
-        "recompute", description="What happens to a preempted request's KV: dropped and recomputed."
+    preemption_mode: PreemptionMode = Field(
+        "recompute",
+        description="A preempted request's KV is dropped and recomputed, or swapped to host memory "
+        "(kv_cache.swap_space_bytes per GPU) and back; when host memory is full, recompute.",
     )
 
     @model_validator(mode="after")
@@ -62,58 +68,30 @@ class VllmPolicy:
 
     def plan_step(self, view: ReplicaView, now_s: float) -> StepPlan:
         plan = StepPlan(preemption_mode=self.preemption_mode)
-        if view.waiting:
-            self._plan_prefills(view, plan)
+        limit = self.max_num_batched_tokens or view.max_model_len
+        watermark_blocks = int(self.watermark * view.num_total_blocks)
+        waiting = view.waiting
+        if waiting and not waiting[0].is_swapped:
+            budget = Budget(limit, self.max_num_seqs - len(view.running), view.num_free_blocks)
+
+            def reject(req: RequestView) -> str | None:
+                if (reason := oversized(req, limit)) is not None:
+                    return reason
+                need = view.num_new_blocks(req, total_tokens(req))
+                if need > view.num_total_blocks - watermark_blocks:
+                    return (
+                        f"needs {need} KV blocks but the cache holds {view.num_total_blocks} with a "
+                        f"watermark of {watermark_blocks}"
+                    )
+                return None
+
+            admit_waiting(view, waiting, plan, budget, watermark_blocks, reject=reject)
             if plan.scheduled:
                 return plan
-        self._plan_decodes(view, plan)
+        budget = Budget(limit, self.max_num_seqs, view.num_free_blocks)
+        schedule_running(view, view.running, plan, budget, newest)
+        if waiting and waiting[0].is_swapped and not plan.preempt:
+            budget.seqs = self.max_num_seqs - len(plan.scheduled)
+            swapped = itertools.takewhile(lambda r: r.is_swapped, waiting)
+            admit_waiting(view, swapped, plan, budget, watermark_blocks)
         return plan
-
-    def _plan_prefills(self, view: ReplicaView, plan: StepPlan) -> None:
-        limit = self.max_num_batched_tokens or view.max_model_len
-        budget = limit
-        num_seqs = len(view.running)
-        free = view.num_free_blocks
-        watermark_blocks = int(self.watermark * view.num_total_blocks)
-        for req in view.waiting:
-            if req.num_prompt_tokens + req.num_output_tokens > limit:
-                plan.reject.append(
-                    (
-                        req,
-                        f"prompt + output of {req.num_prompt_tokens + req.num_output_tokens} "
-                        f"tokens exceeds max_num_batched_tokens ({limit})",
-                    )
-                )
-                continue
-            num_new = req.num_tokens - req.num_computed_tokens
-            need = view.num_new_blocks(req, req.num_computed_tokens + num_new)
-            if view.num_new_blocks(req, req.num_prompt_tokens + req.num_output_tokens) > (
-                view.num_total_blocks - watermark_blocks
-            ):
-                plan.reject.append((req, "needs more KV blocks than the cache holds above the watermark"))
-                continue
-            if num_seqs >= self.max_num_seqs or num_new > budget or free - need < watermark_blocks:
-                break  # FCFS: the head of the queue blocks the rest, as in vLLM
-            plan.scheduled.append((req, num_new))
-            budget -= num_new
-            free -= need
-            num_seqs += 1
-
-    def _plan_decodes(self, view: ReplicaView, plan: StepPlan) -> None:
-        running: list[RequestView] = list(view.running)
-        free = view.num_free_blocks
-        i = 0
-        while i < len(running):
-            req = running[i]
-            num_new = req.num_tokens - req.num_computed_tokens
-            need = view.num_new_blocks(req, req.num_computed_tokens + num_new)
-            while need > free:
-                victim = running.pop()  # newest admission first
-                plan.preempt.append(victim)
-                free += victim.num_blocks
-                if victim is req:
-                    break
-            else:
-                free -= need
-                plan.scheduled.append((req, num_new))
-                i += 1

@@ -10,13 +10,14 @@ from simulator.config import ScenarioConfig
 from simulator.scenario import read_scenario_dict, set_path, validate_scenario
 
 
-def add_scenario_args(parser: argparse.ArgumentParser) -> None:
+def add_scenario_args(parser: argparse.ArgumentParser, include_policy: bool = True) -> None:
     parser.add_argument("scenario", nargs="?", type=Path, help="scenario YAML file (default: the embedded default)")
     g = parser.add_argument_group("scenario overrides")
     g.add_argument("--model", help="model preset, config.json or spec YAML (e.g. llama-3.1-8b)")
     g.add_argument("--hardware", help="hardware preset or spec YAML (e.g. h100-sxm)")
     g.add_argument("--tp", type=int, help="tensor-parallel degree")
-    g.add_argument("--policy", help="batch policy name (e.g. vllm)")
+    if include_policy:
+        g.add_argument("--policy", help="batch policy name (e.g. vllm)")
     g.add_argument("--rate", type=float, help="mean arrival rate, requests/s")
     g.add_argument("--num-requests", type=int, help="number of requests")
     g.add_argument("--duration", type=float, help="arrivals stop after this many seconds (instead of --num-requests)")

@@ -131,13 +131,6 @@ class RooflineCostModel:
             ops["lm_head"] = self._op(2 * S * h * vocab, w * h * vocab + a * S * h + 4 * S * vocab, 2, gemm, 1)
         if shape.num_seqs:
             ops["cpu_overhead"] = OpCost(p.step_overhead_s + p.per_seq_overhead_s * shape.num_seqs)
-        if shape.swap_bytes:
-            hw = self.hardware
-            ops["kv_swap"] = OpCost(
-                shape.swap_bytes / hw.host_link_bandwidth_bytes_per_s + hw.host_link_latency_s,
-                0.0,
-                shape.swap_bytes,
-            )
         return ops
 
     def _mlp_ops(self, T: int, ops: dict[str, OpCost]) -> None:

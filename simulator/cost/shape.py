@@ -40,8 +40,8 @@ class BatchShape:
     summarised by their count and the sum of their context lengths (cached tokens plus
     the new one): decode attention reads every cached K/V once, so its cost depends on
     the total, not on how it is spread. ``num_sampled_tokens`` counts sequences that
-    produce a token this step (rows of the LM head). ``swap_bytes`` is KV moved over
-    the host link during the step (swap out plus swap in).
+    produce a token this step (rows of the LM head). KV moved over links (swaps,
+    disaggregated transfers) is not compute: the engine times it with ``simulator.transfer``.
     """
 
     prefill_new_tokens: tuple[int, ...] = ()
@@ -49,7 +49,6 @@ class BatchShape:
     num_decode_seqs: int = 0
     decode_context_tokens: int = 0
     num_sampled_tokens: int = 0
-    swap_bytes: float = 0.0
 
     @property
     def num_new_tokens(self) -> int:

@@ -1,0 +1,116 @@
+"""Building blocks shared by the batch policies: budgets, admission and preemption loops.
+
+They only read views and append to a StepPlan; the engine carries the plan out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from policies.interface import ReplicaView, RequestView, StepPlan
+
+
+@dataclass(slots=True)
+class Budget:
+    """What is left for the step being planned: tokens, sequence slots and free KV blocks."""
+
+    tokens: int
+    seqs: int
+    free_blocks: int
+
+
+def total_tokens(req: RequestView) -> int:
+    """Prompt plus the full output: the most KV a request can ever need."""
+    return req.num_prompt_tokens + req.num_output_tokens
+
+
+def oversized(req: RequestView, limit: int | None) -> str | None:
+    """A rejection reason when prompt plus output exceed a per-step token ``limit`` the request needs whole."""
+    if limit is not None and total_tokens(req) > limit:
+        return f"prompt + output of {total_tokens(req)} tokens exceeds max_num_batched_tokens ({limit})"
+    return None
+
+
+def schedule_running(
+    view: ReplicaView,
+    order: Sequence[RequestView],
+    plan: StepPlan,
+    budget: Budget,
+    pick_victim: Callable[[list[RequestView]], RequestView],
+    chunk: Callable[[RequestView, int], int] | None = None,
+) -> None:
+    """Give every running request in ``order`` its next tokens, preempting when blocks run out.
+
+    Each request gets ``num_tokens - num_computed_tokens`` new tokens (1 for a decode), or
+    ``chunk(req, tokens_left)`` when given (chunked prefill). When a request cannot get the
+    blocks it needs, ``pick_victim`` chooses a request to preempt from those not yet
+    scheduled (the request itself included); a preempted request frees its blocks. vLLM's
+    ``_schedule_running`` loop.
+    """
+    pending = list(order)
+    while pending:
+        req = pending[0]
+        want = req.num_tokens - req.num_computed_tokens
+        n = chunk(req, budget.tokens) if chunk is not None else want
+        if n <= 0:
+            pending.pop(0)
+            continue
+        need = view.num_new_blocks(req, req.num_computed_tokens + n)
+        if need > budget.free_blocks:
+            victim = pick_victim(pending)
+            pending.remove(victim)
+            plan.preempt.append(victim)
+            budget.free_blocks += victim.num_blocks
+            continue
+        pending.pop(0)
+        budget.free_blocks -= need
+        budget.tokens -= n
+        plan.scheduled.append((req, n))
+
+
+def admit_waiting(
+    view: ReplicaView,
+    order: Iterable[RequestView],
+    plan: StepPlan,
+    budget: Budget,
+    watermark_blocks: int = 0,
+    chunk: Callable[[RequestView, int], int] | None = None,
+    reserve_full: bool = False,
+    reject: Callable[[RequestView], str | None] | None = None,
+    make_room: Callable[[RequestView, int], bool] | None = None,
+) -> None:
+    """Admit waiting requests in ``order`` while tokens, slots and blocks last (head-of-line blocking).
+
+    A request gets all its remaining tokens (a full prefill, or a recompute), or
+    ``chunk(req, tokens_left)`` when given. With ``reserve_full`` its KV is reserved for
+    prompt + output at admission. ``reject(req)`` returns a reason when the request can
+    never run under this policy (it is rejected and the loop goes on). When a request does
+    not fit, ``make_room(req, need_blocks)`` may preempt running requests to free a slot
+    and ``need_blocks`` blocks (priority scheduling); it returns whether it succeeded.
+    """
+    for req in order:
+        if reject is not None and (reason := reject(req)) is not None:
+            plan.reject.append((req, reason))
+            continue
+        remaining = req.num_tokens - req.num_computed_tokens
+        n = chunk(req, budget.tokens) if chunk is not None else remaining
+        if n <= 0 or n > budget.tokens:
+            break
+        kv_tokens = total_tokens(req) if reserve_full else req.num_computed_tokens + n
+        need = view.num_new_blocks(req, kv_tokens)
+        if (budget.seqs <= 0 or budget.free_blocks - need < watermark_blocks) and (
+            make_room is None or not make_room(req, need + watermark_blocks)
+        ):
+            break
+        budget.free_blocks -= need
+        budget.tokens -= n
+        budget.seqs -= 1
+        plan.scheduled.append((req, n))
+        if reserve_full:
+            plan.kv_tokens[req] = kv_tokens
+
+
+def newest(pending: list[RequestView]) -> RequestView:
+    """The most recently admitted of the requests not yet scheduled (vLLM's victim)."""
+    return pending[-1]

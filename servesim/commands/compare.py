@@ -1,0 +1,119 @@
+"""`servesim compare`: the same requests through several batch policies, side by side."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from pathlib import Path
+
+from rich.table import Table
+
+import policies
+from servesim import display
+from servesim.commands.common import add_scenario_args, scenario_from_args
+from simulator.compare import expand_variants, run_comparison
+from simulator.results import _json_safe
+
+DEFAULT_POLICIES = "static,dynamic,continuous,vllm,sarathi"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "compare",
+        help="run the same requests through several policies and compare",
+        description="Run the identical request sequence (same arrivals, lengths and seed) through each "
+        "policy or parameter variant; print one table, write each variant's run folder and a "
+        "comparison.json.",
+    )
+    add_scenario_args(p, include_policy=False)
+    p.add_argument(
+        "--policies", default=DEFAULT_POLICIES, help=f"comma-separated policy names (default: {DEFAULT_POLICIES})"
+    )
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="POLICY.PARAM=V1[,V2...]",
+        help="parameter values of one policy; several values make several variants",
+    )
+    p.add_argument("--rates", help="comma-separated arrival rates, requests/s (latency-versus-load curves)")
+    p.add_argument("--workers", type=int, help="parallel processes (default: one per CPU)")
+    p.add_argument("--out", type=Path, help="output folder (default: runs/compare-YYYYmmdd-HHMMSS)")
+    p.add_argument("--format", choices=("parquet", "csv"), default="parquet", help="table format")
+    p.add_argument("--json", action="store_true", help="print comparison.json instead of a table")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=main)
+
+
+def _rates(text: str | None) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        rates = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--rates {text!r}: expected comma-separated numbers") from None
+    if not rates or any(r <= 0 for r in rates):
+        raise ValueError(f"--rates {text!r}: rates must be positive")
+    return rates
+
+
+COLUMNS = (
+    ("request_throughput", "req/s", 2),
+    ("output_throughput", "out tok/s", 0),
+    ("mean_ttft_ms", "TTFT mean ms", 1),
+    ("p99_ttft_ms", "TTFT p99 ms", 1),
+    ("mean_tpot_ms", "TPOT mean ms", 2),
+    ("p99_tpot_ms", "TPOT p99 ms", 2),
+    ("p99_e2el_ms", "E2EL p99 ms", 0),
+    ("request_goodput", "goodput req/s", 2),
+    ("preemptions", "preempt", 0),
+    ("rejected", "rejected", 0),
+)
+
+
+def main(args: argparse.Namespace) -> int:
+    args.policy = None
+    cfg, base_dir = scenario_from_args(args)
+    names = [n.strip() for n in args.policies.split(",") if n.strip()]
+    for name in names:
+        policies.BATCH_POLICIES.entry(name)  # unknown names list the known ones
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers must be at least 1 (got {args.workers})")
+    base = cfg.model_dump(mode="json")
+    variants = expand_variants(names, args.sets, base["policy"])
+    out = args.out or Path("runs") / dt.datetime.now().strftime("compare-%Y%m%d-%H%M%S")
+    rates = _rates(args.rates)
+    with display.progress_bar("comparing", enabled=not args.quiet) as progress:
+        rows = run_comparison(base, variants, out, rates, base_dir, args.workers, args.format, progress)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "rates_per_s": rates,
+        "variants": [v.label for v in variants],
+        "rows": [r | {"summary": {k: _json_safe(v) for k, v in r["summary"].items()}} for r in rows],
+    }
+    (out / "comparison.json").write_text(json.dumps(doc, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(doc))
+        return 0
+    table = Table(title=f"comparison ({len(rows)} runs, identical requests per rate)", title_justify="left")
+    table.add_column("variant", no_wrap=True)
+    if rates:
+        table.add_column("rate", justify="right")
+    has_goodput = any("request_goodput" in r["summary"] for r in rows)
+    for key, label, _ in COLUMNS:
+        if key != "request_goodput" or has_goodput:
+            table.add_column(label, justify="right")
+    for r in rows:
+        s = r["summary"]
+        cells = [r["variant"]] + ([f"{r['rate_per_s']:g}"] if rates else [])
+        for key, _, digits in COLUMNS:
+            if key == "request_goodput" and not has_goodput:
+                continue
+            v = s.get(key)
+            cells.append("-" if v is None else f"{v:,.{digits}f}")
+        table.add_row(*cells)
+    display.stdout.print(table)
+    display.stdout.print(f"runs and comparison.json in {out}")
+    return 0

@@ -1,0 +1,60 @@
+"""The known qualitative results of the batching ladder, on the default scenario near saturation.
+
+Llama-3.1-8B on one H100 with ShareGPT lengths saturates near 6.7 requests/s under vllm;
+7.5 requests/s keeps every policy under load.
+"""
+
+import numpy as np
+import pytest
+
+from simulator.build import build
+from simulator.presets import hardware_presets, model_presets
+from simulator.scenario import validate_scenario
+from workloads import generate
+
+BASE = {"workload": {"num_requests": 800, "arrival": {"kind": "poisson", "rate_per_s": 7.5}}}
+POLICIES = ("static", "dynamic", "continuous", "vllm", "sarathi", "priority", "no_kv_cache")
+
+
+@pytest.fixture(scope="module")
+def ladder():
+    stream = generate(validate_scenario(BASE).workload, 0)
+    out = {p: build(validate_scenario(BASE | {"policy": p}), stream=stream).run() for p in POLICIES}
+    return out, stream
+
+
+def test_iteration_level_batching_doubles_static_throughput(ladder):
+    runs, _ = ladder
+    static = runs["static"].summary["output_throughput"]
+    assert runs["continuous"].summary["output_throughput"] >= 2 * static
+    assert runs["vllm"].summary["output_throughput"] >= 2 * static
+
+
+def test_chunked_prefill_removes_decode_stalls(ladder):
+    runs, _ = ladder
+    assert runs["sarathi"].summary["p99_tpot_ms"] < runs["vllm"].summary["p99_tpot_ms"]
+    assert runs["sarathi"].summary["p99_itl_ms"] < runs["vllm"].summary["p99_itl_ms"]
+
+
+def test_request_level_batching_has_the_worst_ttft(ladder):
+    runs, _ = ladder
+    others = max(runs[p].summary["mean_ttft_ms"] for p in ("continuous", "vllm", "sarathi", "priority"))
+    assert runs["static"].summary["mean_ttft_ms"] > others
+    assert runs["dynamic"].summary["mean_ttft_ms"] > others
+
+
+def test_without_kv_cache_throughput_follows_the_flop_arithmetic(ladder):
+    runs, stream = ladder
+    no_cache = runs["no_kv_cache"].summary["output_throughput"]
+    assert no_cache < 0.02 * runs["vllm"].summary["output_throughput"]
+    # Saturated and compute-bound: every output token costs a forward pass over the whole sequence,
+    # 2 x (non-embedding parameters) x (prompt + tokens so far) FLOPs, at the achievable GEMM rate.
+    m, h = model_presets()["llama-3.1-8b"], hardware_presets()["h100-sxm"]
+    params = m.num_params() - 2 * m.vocab_size * m.hidden_size
+    p = stream.num_prompt_tokens.astype(float)
+    n = stream.num_output_tokens.astype(float)
+    positions = n * p + n * (n - 1) / 2  # sum over output tokens of the sequence length processed
+    seconds = (2 * params * positions).sum() / (h.flops_per_s * 0.70)
+    predicted = n.sum() / seconds
+    assert no_cache == pytest.approx(predicted, rel=0.35)
+    assert np.isfinite(no_cache)
