@@ -3,5 +3,16 @@
 from policies.batching import BATCH_POLICIES
 from policies.interface import BatchPolicy, ReplicaView, RequestView, StepPlan
 from policies.registry import Registry
+from policies.routing import ROUTERS, ReplicaState, Router
 
-__all__ = ["BATCH_POLICIES", "BatchPolicy", "Registry", "ReplicaView", "RequestView", "StepPlan"]
+__all__ = [
+    "BATCH_POLICIES",
+    "ROUTERS",
+    "BatchPolicy",
+    "Registry",
+    "ReplicaState",
+    "ReplicaView",
+    "RequestView",
+    "Router",
+    "StepPlan",
+]

@@ -39,6 +39,11 @@ class RequestView(Protocol):
     @property
     def priority(self) -> int: ...
     @property
+    def session_id(self) -> int:
+        """Conversation or agent-loop id, -1 for none."""
+        ...
+
+    @property
     def num_prompt_tokens(self) -> int: ...
     @property
     def num_output_tokens(self) -> int: ...
@@ -77,7 +82,18 @@ class ReplicaView(Protocol):
     def max_model_len(self) -> int: ...
 
     def num_new_blocks(self, request: RequestView, num_kv_tokens: int) -> int:
-        """Blocks ``request`` must newly get so that it holds KV for ``num_kv_tokens`` tokens."""
+        """Blocks ``request`` must take from the free pool to hold KV for ``num_kv_tokens`` tokens.
+
+        For a request not yet admitted this accounts for a cached prefix it would reuse.
+        """
+        ...
+
+    def num_freeable_blocks(self, request: RequestView) -> int:
+        """Blocks that return to the free pool if ``request`` is preempted (shared ones do not)."""
+        ...
+
+    def prefix_hit_tokens(self, request: RequestView) -> int:
+        """Prompt tokens of a request without KV that a prefix cache would let it skip if admitted now."""
         ...
 
 

@@ -5,33 +5,134 @@ The one place that resolves presets and files and looks names up in the registri
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import simpy
 
 import policies
-from simulator.config import ScenarioConfig
+from simulator.config import ReplicaGroupConfig, ScenarioConfig
 from simulator.cost import COST_MODELS
+from simulator.engine import Engine
 from simulator.kv import BlockManager, HostPool, MemoryPlan, plan_memory
 from simulator.metrics import MetricsRecorder
+from simulator.prefix_cache import PrefixCache
 from simulator.presets import resolve_hardware, resolve_model
 from simulator.replica import Replica
-from simulator.simulation import Simulation
+from simulator.simulation import KvTransfer, Simulation
 from simulator.specs import HardwareSpec, ModelSpec
 from simulator.transfer import Link
 from workloads import RequestStream, generate
+from workloads.rng import Stream, rng_for
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSetup:
+    """A replica group with every default filled in and its specs resolved."""
+
+    name: str
+    group: ReplicaGroupConfig
+    model: ModelSpec
+    hardware: HardwareSpec
+    tp: int
+    pp: int
+    max_model_len: int
+    num_blocks: int  # per replica
+    memory: MemoryPlan | None
 
 
 def resolve_specs(cfg: ScenarioConfig, base_dir: Path | None = None) -> tuple[ModelSpec, HardwareSpec]:
     return resolve_model(cfg.model, base_dir), resolve_hardware(cfg.hardware, base_dir)
 
 
-def memory_plan(cfg: ScenarioConfig, model: ModelSpec, hardware: HardwareSpec) -> MemoryPlan | None:
-    """The per-GPU memory budget, or None when the config fixes the block count."""
-    if cfg.kv_cache.num_blocks is not None:
+def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir: Path | None) -> GroupSetup:
+    """Resolve one group: its specs, parallelism, max length and KV capacity (ValueError if it cannot run)."""
+    name = g.name or (g.role if g.role != "mixed" else f"group{index}")
+    model = resolve_model(g.model if g.model is not None else cfg.model, base_dir)
+    hardware = resolve_hardware(g.hardware if g.hardware is not None else cfg.hardware, base_dir)
+    par = g.parallelism or cfg.parallelism
+    model.check_tensor_parallel(par.tp)
+    model.layers_per_stage(par.pp)
+    max_model_len = cfg.max_model_len or model.max_context_tokens
+    if max_model_len > model.max_context_tokens:
+        raise ValueError(
+            f"max_model_len ({max_model_len}) exceeds {model.name}'s max context ({model.max_context_tokens})"
+        )
+    kv = g.kv_cache or cfg.kv_cache
+    memory = None
+    if kv.num_blocks is None:
+        memory = plan_memory(
+            model, hardware, par.tp, kv.block_size, kv.gpu_memory_utilization, kv.reserve_bytes, par.pp
+        )
+    num_blocks = kv.num_blocks if memory is None else memory.num_blocks
+    if num_blocks < par.pp:
+        raise ValueError(f"group {name}: {num_blocks} KV blocks cannot be shared by {par.pp} pipeline engines")
+    return GroupSetup(name, g, model, hardware, par.tp, par.pp, max_model_len, num_blocks, memory)
+
+
+def _make_replica(
+    env: simpy.Environment,
+    replica_id: int,
+    setup: GroupSetup,
+    cfg: ScenarioConfig,
+    recorder: MetricsRecorder,
+    check_invariants: bool,
+) -> Replica:
+    g, model, hw, tp, pp = setup.group, setup.model, setup.hardware, setup.tp, setup.pp
+    kvc = g.kv_cache or cfg.kv_cache
+    policy_params = g.policy or cfg.policy
+    cost_params = g.cost_model or cfg.cost_model
+    block_bytes = model.kv_bytes_per_token_per_gpu(tp, pp) * kvc.block_size
+    host_link = Link(hw.host_link_bandwidth_bytes_per_s, hw.host_link_latency_s)
+    interconnect = Link(hw.interconnect_bandwidth_bytes_per_s, hw.interconnect_latency_s)
+    stages = [simpy.Resource(env, capacity=1) for _ in range(pp)] if pp > 1 else None
+
+    def handoff_s(shape) -> float:
+        # activations of every token computed, split over the tp GPUs of a stage
+        return interconnect.time_s(shape.num_new_tokens * model.hidden_size * 2 / tp)
+
+    engines = []
+    for e in range(pp):
+        blocks = setup.num_blocks // pp
+        if kvc.prefix_caching:
+            kv = PrefixCache(blocks, kvc.block_size, int(kvc.host_cache_bytes // block_bytes))
+        else:
+            kv = BlockManager(blocks, kvc.block_size)
+        engines.append(
+            Engine(
+                env,
+                replica_id,
+                policies.BATCH_POLICIES.get(policy_params.kind)(policy_params),
+                COST_MODELS.get(cost_params.kind)(cost_params, model, hw, tp, pp),
+                kv,
+                recorder,
+                setup.max_model_len,
+                engine_id=e,
+                role=g.role,
+                host=HostPool(int(kvc.swap_space_bytes // block_bytes)),
+                host_link=host_link,
+                block_bytes=block_bytes,
+                stages=stages,
+                handoff_s=handoff_s if stages else None,
+                check_invariants=check_invariants,
+            )
+        )
+    return Replica(replica_id, setup.name, g.role, engines, env)
+
+
+def _kv_transfer(cfg: ScenarioConfig, setups: list[GroupSetup]) -> KvTransfer | None:
+    prefill = [s for s in setups if s.group.role == "prefill"]
+    if not prefill:
         return None
-    kv = cfg.kv_cache
-    return plan_memory(model, hardware, cfg.parallelism.tp, kv.block_size, kv.gpu_memory_utilization, kv.reserve_bytes)
+    hw = prefill[0].hardware
+    t = cfg.kv_transfer
+    link = Link(
+        t.bandwidth_bytes_per_s if t.bandwidth_bytes_per_s is not None else hw.interconnect_bandwidth_bytes_per_s,
+        t.latency_s if t.latency_s is not None else hw.interconnect_latency_s,
+    )
+    return KvTransfer(link, t.layerwise_overlap)
 
 
 def build(
@@ -46,55 +147,59 @@ def build(
     Raises ValueError for configurations that cannot run (unknown presets, a model that
     does not fit, a tp that does not divide the heads).
     """
-    model, hardware = resolve_specs(cfg, base_dir)
-    tp = cfg.parallelism.tp
-    model.check_tensor_parallel(tp)
-    max_model_len = cfg.max_model_len or model.max_context_tokens
-    if max_model_len > model.max_context_tokens:
-        raise ValueError(
-            f"max_model_len ({max_model_len}) exceeds {model.name}'s max context ({model.max_context_tokens})"
-        )
-    plan = memory_plan(cfg, model, hardware)
-    num_blocks = cfg.kv_cache.num_blocks if plan is None else plan.num_blocks
+    setups = [setup_group(cfg, g, i, base_dir) for i, g in enumerate(cfg.replica_groups())]
     if stream is None:
         stream = generate(cfg.workload, cfg.seed, base_dir)
-
-    block_bytes = model.kv_bytes_per_token_per_gpu(tp) * cfg.kv_cache.block_size
-    num_host_blocks = int(cfg.kv_cache.swap_space_bytes // block_bytes)
-    host_link = Link(hardware.host_link_bandwidth_bytes_per_s, hardware.host_link_latency_s)
-
     env = simpy.Environment()
     recorder = MetricsRecorder(record_steps=record_steps)
-    policy_cls = policies.BATCH_POLICIES.get(cfg.policy.kind)
-    cost_cls = COST_MODELS.get(cfg.cost_model.kind)
+    ids = itertools.count()
     replicas = [
-        Replica(
-            env,
-            0,
-            policy_cls(cfg.policy),
-            cost_cls(cfg.cost_model, model, hardware, tp),
-            BlockManager(num_blocks, cfg.kv_cache.block_size),
-            recorder,
-            max_model_len,
-            check_invariants=check_invariants,
-            host=HostPool(num_host_blocks),
-            host_link=host_link,
-            block_bytes=block_bytes,
-        )
+        _make_replica(env, next(ids), s, cfg, recorder, check_invariants) for s in setups for _ in range(s.group.count)
     ]
-    resolved = cfg.model_dump(mode="json") | {
-        "model": model.model_dump(mode="json"),
-        "hardware": hardware.model_dump(mode="json"),
-        "max_model_len": max_model_len,
-        "kv_cache": cfg.kv_cache.model_dump(mode="json") | {"num_blocks": num_blocks},
-    }
+    router = policies.ROUTERS.get(cfg.router.kind)(cfg.router, rng_for(cfg.seed, Stream.ROUTING))
     return Simulation(
         env,
         replicas,
+        router,
         stream,
         recorder,
-        resolved,
+        resolved_config(cfg, setups),
         cfg.slo.model_dump(),
         cfg.client.ingest_delay_s,
         cfg.client.stream_delay_s,
+        _kv_transfer(cfg, setups),
     )
+
+
+def resolved_config(cfg: ScenarioConfig, setups: list[GroupSetup]) -> dict[str, Any]:
+    """The config as run: presets spelt out, and per group its resolved specs and KV capacity."""
+    first = setups[0]
+    out = cfg.model_dump(mode="json") | {
+        "model": first.model.model_dump(mode="json"),
+        "hardware": first.hardware.model_dump(mode="json"),
+        "max_model_len": first.max_model_len,
+        "kv_cache": cfg.kv_cache.model_dump(mode="json") | {"num_blocks": first.num_blocks},
+    }
+    out["resolved_groups"] = [
+        {
+            "name": s.name,
+            "role": s.group.role,
+            "count": s.group.count,
+            "model": s.model.model_dump(mode="json"),
+            "hardware": s.hardware.model_dump(mode="json"),
+            "tp": s.tp,
+            "pp": s.pp,
+            "num_blocks_per_replica": s.num_blocks,
+            "max_model_len": s.max_model_len,
+        }
+        for s in setups
+    ]
+    return out
+
+
+def memory_plan(cfg: ScenarioConfig, model: ModelSpec, hardware: HardwareSpec) -> MemoryPlan | None:
+    """The per-GPU memory budget of the scenario's top-level deployment, or None when blocks are fixed."""
+    if cfg.kv_cache.num_blocks is not None:
+        return None
+    kv, par = cfg.kv_cache, cfg.parallelism
+    return plan_memory(model, hardware, par.tp, kv.block_size, kv.gpu_memory_utilization, kv.reserve_bytes, par.pp)

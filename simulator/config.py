@@ -7,9 +7,9 @@ never touches disk: preset names and file paths are resolved by the composition 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
 import policies
 from policies.batching.vllm import VllmParams
@@ -29,6 +29,7 @@ class ParallelismConfig(_Frozen):
     """How one replica's model is split across GPUs."""
 
     tp: int = Field(1, ge=1, description="Tensor-parallel degree: GPUs sharing every layer.")
+    pp: int = Field(1, ge=1, description="Pipeline-parallel stages, each a share of the layers on its own tp GPUs.")
 
 
 class KvCacheConfig(_Frozen):
@@ -49,6 +50,15 @@ class KvCacheConfig(_Frozen):
     )
     swap_space_bytes: float = Field(
         4 * 2**30, ge=0, description="Host memory per GPU for KV swapped out by preemption (vLLM's swap_space)."
+    )
+    prefix_caching: bool = Field(
+        False, description="Reuse the KV of cached prompt prefixes (blocks identified by the workload's hashes)."
+    )
+    host_cache_bytes: float = Field(
+        0.0,
+        ge=0,
+        description="With prefix caching: host memory per GPU for a second tier that keeps evicted "
+        "prefix blocks and reloads them over the host link.",
     )
 
 
@@ -71,6 +81,18 @@ class ClientConfig(_Frozen):
     stream_delay_s: float = Field(0.0, ge=0, description="From the engine emitting a token to the client receiving it.")
 
 
+class KvTransferConfig(_Frozen):
+    """The link that carries a prompt's KV from a prefill replica to a decode replica."""
+
+    bandwidth_bytes_per_s: float | None = Field(
+        None, gt=0, description="Per GPU, per direction; None: the prefill hardware's interconnect."
+    )
+    latency_s: float | None = Field(None, ge=0, description="Per transfer; None: the interconnect's latency.")
+    layerwise_overlap: bool = Field(
+        False, description="Send each layer's KV while later layers compute, hiding most of the transfer."
+    )
+
+
 def validate_tagged(registry: Registry, value: Any) -> BaseModel:
     """Validate ``{kind: NAME, ...params}`` (or just ``NAME``) against the params model NAME registered."""
     if isinstance(value, BaseModel):
@@ -84,6 +106,36 @@ def validate_tagged(registry: Registry, value: Any) -> BaseModel:
         return entry.params.model_validate(value)
     except ValidationError as exc:
         raise ValueError(format_validation_error(exc)) from None
+
+
+def _optional_tagged(registry: Registry, value: Any) -> BaseModel | None:
+    return None if value is None else validate_tagged(registry, value)
+
+
+class ReplicaGroupConfig(_Frozen):
+    """Identical replicas; fields left out take the scenario's top-level values."""
+
+    name: str | None = Field(None, description="Label of the group in tables and reports.")
+    count: int = Field(1, ge=1, description="Replicas in the group.")
+    role: Literal["mixed", "prefill", "decode"] = Field(
+        "mixed", description="mixed: prefill and decode; prefill / decode: one side of a disaggregated cluster."
+    )
+    model: str | ModelSpec | None = Field(None, description="Model of these replicas.")
+    hardware: str | HardwareSpec | None = Field(None, description="GPU of these replicas.")
+    parallelism: ParallelismConfig | None = Field(None, description="tp and pp of each replica.")
+    policy: SerializeAsAny[BaseModel] | None = Field(None, description="Batch policy of each replica.")
+    cost_model: SerializeAsAny[BaseModel] | None = Field(None, description="Cost model of these replicas.")
+    kv_cache: KvCacheConfig | None = Field(None, description="KV-cache settings of each replica.")
+
+    @field_validator("policy", mode="before")
+    @classmethod
+    def _policy(cls, value: Any) -> BaseModel | None:
+        return _optional_tagged(policies.BATCH_POLICIES, value)
+
+    @field_validator("cost_model", mode="before")
+    @classmethod
+    def _cost_model(cls, value: Any) -> BaseModel | None:
+        return _optional_tagged(COST_MODELS, value)
 
 
 class ScenarioConfig(_Frozen):
@@ -107,6 +159,17 @@ class ScenarioConfig(_Frozen):
         default_factory=RooflineParams, description="Cost model: {kind: NAME, ...its parameters}."
     )
     kv_cache: KvCacheConfig = Field(default_factory=KvCacheConfig, description="Paged KV cache.")
+    replicas: int = Field(1, ge=1, description="Identical replicas behind the router (or give groups).")
+    groups: list[ReplicaGroupConfig] | None = Field(
+        None, min_length=1, description="Replica groups (heterogeneous, or prefill and decode pools)."
+    )
+    router: SerializeAsAny[BaseModel] = Field(
+        default_factory=lambda: policies.ROUTERS.entry("round_robin").params(),
+        description="Router: {kind: NAME, ...its parameters}.",
+    )
+    kv_transfer: KvTransferConfig = Field(
+        default_factory=KvTransferConfig, description="Prefill-to-decode KV transfer (disaggregated groups)."
+    )
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig, description="Requests to simulate.")
     slo: SloConfig = Field(default_factory=SloConfig, description="SLOs for goodput.")
     client: ClientConfig = Field(default_factory=ClientConfig, description="Client-side delays.")
@@ -120,3 +183,26 @@ class ScenarioConfig(_Frozen):
     @classmethod
     def _cost_model(cls, value: Any) -> BaseModel:
         return validate_tagged(COST_MODELS, value)
+
+    @field_validator("router", mode="before")
+    @classmethod
+    def _router(cls, value: Any) -> BaseModel:
+        return validate_tagged(policies.ROUTERS, value)
+
+    @model_validator(mode="after")
+    def _check_cluster(self) -> ScenarioConfig:
+        if self.groups is None:
+            return self
+        if "replicas" in self.model_fields_set:
+            raise ValueError("give replicas or groups, not both")
+        roles = {g.role for g in self.groups}
+        if roles & {"prefill", "decode"} and roles != {"prefill", "decode"}:
+            raise ValueError(
+                "a disaggregated cluster needs prefill and decode groups and no mixed ones "
+                f"(got roles: {', '.join(sorted(roles))})"
+            )
+        return self
+
+    def replica_groups(self) -> list[ReplicaGroupConfig]:
+        """The groups, or one mixed group of ``replicas`` replicas."""
+        return self.groups if self.groups is not None else [ReplicaGroupConfig(count=self.replicas)]

@@ -49,6 +49,33 @@ class BlockManager:
         if num_kv_tokens > req.num_kv_tokens:
             req.num_kv_tokens = num_kv_tokens
 
+    @property
+    def num_cached_blocks(self) -> int:
+        """Unreferenced blocks kept for reuse (always 0: this pool does not cache)."""
+        return 0
+
+    def num_freeable_blocks(self, req: Request) -> int:
+        """Blocks that would return to the free pool if ``req`` released its KV."""
+        return req.num_blocks
+
+    def prefix_hit_tokens(self, req: Request) -> int:
+        """Prompt tokens whose KV is cached and would be reused if ``req`` were admitted now (none here)."""
+        return 0
+
+    def peek_hit_tokens(self, req: Request) -> int:
+        """Like ``prefix_hit_tokens`` but for routers: no planning side effect (none here)."""
+        return 0
+
+    def new_plan(self) -> None:
+        """A policy is about to plan a step (nothing to forget here)."""
+
+    def acquire_prefix(self, req: Request) -> tuple[int, int]:
+        """Take the cached prefix planned for ``req``: (tokens reused, blocks to reload from host)."""
+        return 0, 0
+
+    def commit(self, req: Request) -> None:
+        """Register ``req``'s newly completed prompt blocks for reuse (nothing to do here)."""
+
     def free(self, req: Request) -> int:
         """Release every block ``req`` holds; returns how many."""
         n = req.num_blocks
@@ -117,23 +144,27 @@ def plan_memory(
     block_size: int,
     gpu_memory_utilization: float,
     reserve_bytes: float | None = None,
+    pp: int = 1,
 ) -> MemoryPlan:
-    """KV blocks per replica: (memory x utilization - weights/tp - reserve) / bytes per block, per GPU.
+    """KV blocks per replica: (memory x utilization - weights/(tp pp) - reserve) / bytes per block, per GPU.
+
+    Every GPU holds its share of the weights and the KV of its layers for every token, so
+    the block count is the same on all of them (the fullest pipeline stage decides).
 
     Raises ValueError with the figures when the weights do not leave room for one block.
     """
     usable = hardware.memory_bytes * gpu_memory_utilization
-    weights = model.weight_bytes_total() / tp
+    weights = model.weight_bytes_total() / (tp * pp)
     reserve = default_reserve_bytes(model, tp) if reserve_bytes is None else reserve_bytes
-    block_bytes = model.kv_bytes_per_token_per_gpu(tp) * block_size
+    block_bytes = model.kv_bytes_per_token_per_gpu(tp, pp) * block_size
     kv_bytes = usable - weights - reserve
     num_blocks = int(kv_bytes // block_bytes) if kv_bytes > 0 else 0
     if num_blocks < 1:
         gib = 2**30
         raise ValueError(
-            f"{model.name} does not fit on {hardware.name} with tp={tp}: weights take "
+            f"{model.name} does not fit on {hardware.name} with tp={tp}, pp={pp}: weights take "
             f"{weights / gib:.1f} GiB per GPU and the reserve {reserve / gib:.1f} GiB, of "
-            f"{usable / gib:.1f} GiB usable (memory x gpu_memory_utilization); use a larger tp "
-            "or a device with more memory"
+            f"{usable / gib:.1f} GiB usable (memory x gpu_memory_utilization); use a larger tp or "
+            "pp, or a device with more memory"
         )
     return MemoryPlan(usable, weights, reserve, kv_bytes, block_bytes, num_blocks)

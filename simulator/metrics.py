@@ -19,7 +19,15 @@ from simulator.request import Request, State
 
 NAN = math.nan
 
-REQUEST_FLOAT_COLUMNS = ("arrival_s", "enqueued_s", "first_scheduled_s", "first_token_s", "finished_s")
+REQUEST_FLOAT_COLUMNS = (
+    "arrival_s",
+    "enqueued_s",
+    "first_scheduled_s",
+    "first_token_s",
+    "finished_s",
+    "transfer_start_s",
+    "transfer_end_s",
+)
 REQUEST_INT_COLUMNS = (
     "request_id",
     "replica_id",
@@ -27,16 +35,22 @@ REQUEST_INT_COLUMNS = (
     "num_output_tokens",
     "num_generated_tokens",
     "num_preemptions",
+    "num_cached_tokens",
+    "prefill_replica_id",
 )
 STEP_FLOAT_COLUMNS = ("start_s", "duration_s")
 STEP_INT_COLUMNS = (
     "replica_id",
+    "engine_id",
     "num_running",
     "num_waiting",
     "num_prefill_tokens",
     "num_decode_tokens",
     "num_kv_blocks_used",
+    "num_kv_blocks_cached",
     "num_preempted",
+    "num_swapped",
+    "num_transfer_queue",
 )
 
 
@@ -74,12 +88,16 @@ class MetricsRecorder:
         f["first_scheduled_s"].append(_opt(req.first_scheduled_s))
         f["first_token_s"].append(_opt(req.first_token_s))
         f["finished_s"].append(_opt(req.finished_s))
+        f["transfer_start_s"].append(_opt(req.transfer_start_s))
+        f["transfer_end_s"].append(_opt(req.transfer_end_s))
         i["request_id"].append(req.request_id)
         i["replica_id"].append(-1 if req.replica_id is None else req.replica_id)
         i["num_prompt_tokens"].append(req.num_prompt_tokens)
         i["num_output_tokens"].append(req.num_output_tokens)
         i["num_generated_tokens"].append(req.num_generated_tokens)
         i["num_preemptions"].append(req.num_preemptions)
+        i["num_cached_tokens"].append(req.num_cached_tokens)
+        i["prefill_replica_id"].append(-1 if req.prefill_replica_id is None else req.prefill_replica_id)
         finished = req.state is State.FINISHED
         self._status.append(1 if finished else 0)
         if not finished:
@@ -93,6 +111,7 @@ class MetricsRecorder:
     def step(
         self,
         replica_id: int,
+        engine_id: int,
         start_s: float,
         duration_s: float,
         num_running: int,
@@ -100,20 +119,28 @@ class MetricsRecorder:
         num_prefill_tokens: int,
         num_decode_tokens: int,
         num_kv_blocks_used: int,
+        num_kv_blocks_cached: int,
         num_preempted: int,
+        num_swapped: int,
+        num_transfer_queue: int,
     ) -> None:
+        """One engine step: when, how long, and the engine's state right after it."""
         if not self.record_steps:
             return
         self._step_f["start_s"].append(start_s)
         self._step_f["duration_s"].append(duration_s)
         s = self._step_i
         s["replica_id"].append(replica_id)
+        s["engine_id"].append(engine_id)
         s["num_running"].append(num_running)
         s["num_waiting"].append(num_waiting)
         s["num_prefill_tokens"].append(num_prefill_tokens)
         s["num_decode_tokens"].append(num_decode_tokens)
         s["num_kv_blocks_used"].append(num_kv_blocks_used)
+        s["num_kv_blocks_cached"].append(num_kv_blocks_cached)
         s["num_preempted"].append(num_preempted)
+        s["num_swapped"].append(num_swapped)
+        s["num_transfer_queue"].append(num_transfer_queue)
 
     # -- after the run -----------------------------------------------------------------
 
@@ -136,7 +163,7 @@ class MetricsRecorder:
     def steps_frame(self) -> pd.DataFrame:
         cols: dict[str, np.ndarray] = {c: np.frombuffer(a, dtype=np.int64) for c, a in self._step_i.items()}
         cols.update({c: np.frombuffer(a, dtype=np.float64) for c, a in self._step_f.items()})
-        order = ["replica_id", "start_s", "duration_s", *STEP_INT_COLUMNS[1:]]
+        order = ["replica_id", "engine_id", "start_s", "duration_s", *STEP_INT_COLUMNS[2:]]
         return pd.DataFrame(cols)[order]
 
     def itl_pairs(self) -> tuple[np.ndarray, np.ndarray]:

@@ -6,6 +6,7 @@ matching timestamp.
 
     QUEUED (at the router) -> WAITING (replica queue) -> RUNNING -> FINISHED
                                                           RUNNING <-> PREEMPTED
+    RUNNING -> TRANSFERRING -> WAITING   (disaggregated: prompt done, KV moves to a decode replica)
     QUEUED | WAITING -> REJECTED (with a reason)
 """
 
@@ -14,12 +15,15 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+import numpy as np
+
 
 class State(enum.Enum):
     QUEUED = enum.auto()
     WAITING = enum.auto()
     RUNNING = enum.auto()
     PREEMPTED = enum.auto()
+    TRANSFERRING = enum.auto()
     FINISHED = enum.auto()
     REJECTED = enum.auto()
 
@@ -27,8 +31,9 @@ class State(enum.Enum):
 ALLOWED: dict[State, frozenset[State]] = {
     State.QUEUED: frozenset({State.WAITING, State.REJECTED}),
     State.WAITING: frozenset({State.RUNNING, State.REJECTED}),
-    State.RUNNING: frozenset({State.PREEMPTED, State.FINISHED}),
+    State.RUNNING: frozenset({State.PREEMPTED, State.FINISHED, State.TRANSFERRING}),
     State.PREEMPTED: frozenset({State.RUNNING}),
+    State.TRANSFERRING: frozenset({State.WAITING}),
     State.FINISHED: frozenset(),
     State.REJECTED: frozenset(),
 }
@@ -45,12 +50,23 @@ class Request:
     num_prompt_tokens: int
     num_output_tokens: int
     priority: int = 0
+    session_id: int = -1
+    prefix_hashes: np.ndarray | None = None
+    hash_block_tokens: int = 0
     state: State = State.QUEUED
     num_computed_tokens: int = 0
     num_generated_tokens: int = 0
     num_blocks: int = 0
     num_kv_tokens: int = 0
     num_host_blocks: int = 0
+    block_ids: list[int] | None = None  # with prefix caching only
+    block_keys: tuple[tuple[int, int], ...] | None = None  # prefix-cache keys of full prompt blocks
+    num_hashed_blocks: int = 0
+    num_cached_tokens: int = 0  # prompt tokens reused from the prefix cache at first admission
+    prefill_replica_id: int | None = None  # disaggregated: where the prompt was computed
+    transfer_start_s: float | None = None
+    transfer_end_s: float | None = None
+    transfer_step_s: float = 0.0  # duration of the step that completed the prompt (layer-wise overlap)
     num_preemptions: int = 0
     replica_id: int | None = None
     enqueued_s: float | None = None

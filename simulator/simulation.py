@@ -1,54 +1,88 @@
-"""A built simulation: the SimPy environment, the replicas and the requests to feed them."""
+"""A built simulation: the SimPy environment, the replicas, the router and the requests."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import numpy as np
 import simpy
 
+from policies.routing import Router
+from simulator.engine import Engine
 from simulator.metrics import MetricsRecorder
 from simulator.replica import Replica
 from simulator.request import Request
 from simulator.results import RunResult
 from simulator.summary import request_latencies, summarize
+from simulator.transfer import Link
 from workloads import RequestStream
 
 ProgressFn = Callable[[int, int], None]
 
 
+@dataclass(frozen=True, slots=True)
+class KvTransfer:
+    """How a prefilled request's KV moves to its decode replica."""
+
+    link: Link
+    layerwise_overlap: bool
+
+    def exposed_s(self, num_bytes: float, num_layers: int, prefill_step_s: float) -> float:
+        """Transfer time left after the prefill step ends.
+
+        With layer-wise overlap each layer's KV is sent while later layers compute: only
+        the last layer's share, or whatever the compute could not hide, remains.
+        """
+        full = self.link.time_s(num_bytes)
+        if not self.layerwise_overlap:
+            return full
+        return max(full / num_layers, full - prefill_step_s * (num_layers - 1) / num_layers)
+
+
 class Simulation:
-    """Runs ``stream`` through ``replicas``; ``run()`` returns the result tables and summary."""
+    """Runs ``stream`` through ``replicas`` behind ``router``; ``run()`` returns tables and summary."""
 
     def __init__(
         self,
         env: simpy.Environment,
         replicas: list[Replica],
+        router: Router,
         stream: RequestStream,
         recorder: MetricsRecorder,
         resolved_config: dict[str, Any],
         slo: dict[str, float | None],
         ingest_delay_s: float = 0.0,
         stream_delay_s: float = 0.0,
+        kv_transfer: KvTransfer | None = None,
     ) -> None:
         self.env = env
         self.replicas = replicas
+        self.router = router
         self.stream = stream
         self.recorder = recorder
         self.resolved_config = resolved_config
         self.slo = slo
         self.ingest_delay_s = ingest_delay_s
         self.stream_delay_s = stream_delay_s
+        self.kv_transfer = kv_transfer
+        self.entry = [r for r in replicas if r.role != "decode"]
+        self.decode = [r for r in replicas if r.role == "decode"]
+        assert self.entry and (kv_transfer is not None) == bool(self.decode)
+        self._replica_of = {id(e): r for r in replicas for e in r.engines}
+        self._sources: dict[int, Engine] = {}  # request id -> prefill engine holding its KV
+        for engine in self.engines:
+            engine.on_done = self._request_done
+            engine.on_prefilled = self._prefilled
+            engine.on_reserved = self._start_transfer
         self._progress: ProgressFn | None = None
         self._progress_every = max(1, len(stream) // 200)
-        self._next_replica = 0
-        for replica in replicas:
-            replica.on_done = self._request_done
         self._prompt = stream.num_prompt_tokens.tolist()
         self._output = stream.num_output_tokens.tolist()
         self._priority = stream.priority.tolist() if stream.priority is not None else None
+        self._session = stream.session_id.tolist() if stream.session_id is not None else None
         # dependent requests (sessions, closed-loop users): parent index -> children
         self._children: dict[int, list[int]] = {}
         self._think_s: list[float] = []
@@ -58,6 +92,12 @@ class Simulation:
             for child, parent in enumerate(stream.parent.tolist()):
                 if parent >= 0:
                     self._children.setdefault(parent, []).append(child)
+
+    @property
+    def engines(self) -> list[Engine]:
+        return [e for r in self.replicas for e in r.engines]
+
+    # -- arrivals -------------------------------------------------------------------------
 
     def _roots(self) -> list[int]:
         if self.stream.parent is None:
@@ -76,15 +116,46 @@ class Simulation:
 
     def _admit(self, i: int, sent_s: float, _event: simpy.Event | None = None) -> None:
         """Request i reaches the serving system (it was sent by the client at ``sent_s``)."""
-        priority = self._priority[i] if self._priority is not None else 0
-        req = Request(i, sent_s, self._prompt[i], self._output[i], priority)
+        s = self.stream
+        req = Request(
+            i,
+            sent_s,
+            self._prompt[i],
+            self._output[i],
+            self._priority[i] if self._priority is not None else 0,
+            self._session[i] if self._session is not None else -1,
+            s.prefix_hashes(i),
+            s.hash_block_tokens,
+        )
         self.recorder.arrived(self.env.now)
-        self._route(req).enqueue(req)
+        self.entry[self.router.route(req, self.entry, self.env.now)].enqueue(req)
 
-    def _route(self, req: Request) -> Replica:
-        replica = self.replicas[self._next_replica]
-        self._next_replica = (self._next_replica + 1) % len(self.replicas)
-        return replica
+    # -- disaggregation -------------------------------------------------------------------
+
+    def _prefilled(self, req: Request, engine: Engine, step_s: float) -> None:
+        """A prefill engine finished ``req``'s prompt: pick a decode replica, which reserves memory for the KV."""
+        req.prefill_replica_id = engine.replica_id
+        self._sources[req.request_id] = engine
+        req.transfer_step_s = step_s
+        self.decode[self.router.route(req, self.decode, self.env.now)].offer_transfer(req)
+
+    def _start_transfer(self, req: Request, destination: Engine) -> None:
+        self.env.process(self._transfer(req, self._sources.pop(req.request_id), destination))
+
+    def _transfer(self, req: Request, source: Engine, destination: Engine) -> Generator[simpy.Event, None, None]:
+        assert self.kv_transfer is not None
+        replica = self._replica_of[id(source)]
+        model = self.resolved_config["model"]
+        nbytes = req.num_computed_tokens * source.block_bytes / source.kv.block_size
+        with replica.kv_link.request() as claim:
+            yield claim
+            req.transfer_start_s = self.env.now
+            yield self.env.timeout(self.kv_transfer.exposed_s(nbytes, model["num_layers"], req.transfer_step_s))
+        req.transfer_end_s = self.env.now
+        source.release_sent(req)
+        destination.accept_transferred(req)
+
+    # -- completions ----------------------------------------------------------------------
 
     def _request_done(self, req: Request) -> None:
         for child in self._children.pop(req.request_id, ()):
@@ -106,6 +177,27 @@ class Simulation:
         )
         return self._result()
 
+    # -- results --------------------------------------------------------------------------
+
+    def _per_replica(self, duration: float) -> list[dict[str, Any]]:
+        rows = []
+        for r in self.replicas:
+            total = sum(e.kv.num_total_blocks for e in r.engines)
+            rows.append(
+                {
+                    "replica_id": r.replica_id,
+                    "group": r.group,
+                    "role": r.role,
+                    "num_kv_blocks": total,
+                    "mean_kv_usage": sum(e.kv_monitor.time_average(duration) for e in r.engines) / total,
+                    "max_kv_usage": sum(e.kv_monitor.max_level for e in r.engines) / total,
+                    "mean_kv_cached_fraction": sum(e.cached_monitor.time_average(duration) for e in r.engines) / total,
+                    "num_steps": sum(e.num_steps for e in r.engines),
+                    "swaps_out": sum(e.num_swaps_out for e in r.engines),
+                }
+            )
+        return rows
+
     def _result(self) -> RunResult:
         rec = self.recorder
         requests = rec.requests_frame()
@@ -122,14 +214,26 @@ class Simulation:
                 requests[column] = np.asarray(names, dtype=object)[codes[ids]] if names else codes[ids]
         itl_values, itl_counts = rec.itl_pairs()
         duration = float(requests["finished_s"].max()) if len(requests) else 0.0
-        kv_means = [r.kv_monitor.time_average(duration) / r.kv.num_total_blocks for r in self.replicas]
-        extra = {
-            "mean_kv_usage": sum(kv_means) / len(kv_means),
-            "max_kv_usage": max(r.kv_monitor.max_level / r.kv.num_total_blocks for r in self.replicas),
+        per_replica = self._per_replica(duration)
+        total_blocks = sum(row["num_kv_blocks"] for row in per_replica)
+        done = requests[requests["status"] == "finished"]
+        prompt_tokens = int(done["num_prompt_tokens"].sum())
+        transfers = (done["transfer_end_s"] - done["transfer_start_s"]).dropna().to_numpy()
+        extra: dict[str, Any] = {
+            "mean_kv_usage": sum(r["mean_kv_usage"] * r["num_kv_blocks"] for r in per_replica) / total_blocks,
+            "max_kv_usage": max(r["max_kv_usage"] for r in per_replica),
             "mean_requests_in_system": rec.in_system.time_average(duration),
-            "num_steps": sum(r.num_steps for r in self.replicas),
-            "swaps_out": sum(r.num_swaps_out for r in self.replicas),
-            "num_kv_blocks": sum(r.kv.num_total_blocks for r in self.replicas),
+            "num_steps": sum(r["num_steps"] for r in per_replica),
+            "swaps_out": sum(r["swaps_out"] for r in per_replica),
+            "num_kv_blocks": total_blocks,
+            "num_replicas": len(self.replicas),
+            "prefix_cache_hit_rate_tokens": (int(done["num_cached_tokens"].sum()) / prompt_tokens)
+            if prompt_tokens
+            else 0.0,
         }
+        if len(transfers):
+            extra["mean_kv_transfer_ms"] = float(transfers.mean() * 1000)
+            extra["p99_kv_transfer_ms"] = float(np.percentile(transfers, 99) * 1000)
         summary = summarize(requests, itl_values, itl_counts, self.slo, self.stream_delay_s, extra)
+        summary["per_replica"] = per_replica
         return RunResult(self.resolved_config, summary, requests, rec.steps_frame(), itl_values, itl_counts)

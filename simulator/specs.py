@@ -111,9 +111,17 @@ class ModelSpec(BaseModel):
                 f"tp={tp} neither divides nor is a multiple of the {self.num_kv_heads} KV heads of {self.name}"
             )
 
-    def kv_bytes_per_token_per_gpu(self, tp: int) -> float:
-        """KV bytes of one token on each of ``tp`` GPUs (heads split, or replicated when fewer than tp)."""
-        return 2 * self.num_layers * self.kv_heads_per_gpu(tp) * self.head_dim * self.kv_cache_bytes
+    def layers_per_stage(self, pp: int) -> list[int]:
+        """Decoder layers of each of ``pp`` pipeline stages (the first stages take the remainder)."""
+        if pp > self.num_layers:
+            raise ValueError(f"pp={pp} exceeds the {self.num_layers} layers of {self.name}")
+        base, extra = divmod(self.num_layers, pp)
+        return [base + (1 if s < extra else 0) for s in range(pp)]
+
+    def kv_bytes_per_token_per_gpu(self, tp: int, pp: int = 1) -> float:
+        """KV bytes of one token on each GPU of a tp x pp replica (the fullest pipeline stage)."""
+        layers = self.layers_per_stage(pp)[0]
+        return 2 * layers * self.kv_heads_per_gpu(tp) * self.head_dim * self.kv_cache_bytes
 
     def kv_bytes_per_token(self) -> float:
         """KV-cache bytes one token occupies across all layers: 2 x layers x kv_heads x head_dim x bytes."""

@@ -75,9 +75,9 @@ def test_conservation_and_kv_invariants(case):
     assert (done["finished_s"] >= done["first_token_s"]).all()
     rejected = req[req["status"] == "rejected"]
     assert (rejected["reject_reason"] != "").all()
-    for replica in sim.replicas:
-        assert replica.kv.num_free_blocks == replica.kv.num_total_blocks
-        assert not replica.running and not replica.waiting
+    for engine in sim.engines:
+        assert engine.kv.num_free_blocks == engine.kv.num_total_blocks
+        assert not engine.running and not engine.waiting
     # the summary agrees with the table
     assert result.summary["completed"] + result.summary["rejected"] == len(stream)
     assert result.summary["total_output_tokens"] == int(done["num_output_tokens"].sum())

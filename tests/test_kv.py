@@ -20,7 +20,7 @@ def test_capacity_from_memory_formula():
 def test_model_that_does_not_fit_is_refused_with_figures():
     m, h = model_presets()["llama-3.1-70b"], hardware_presets()["h100-sxm"]
     with pytest.raises(
-        ValueError, match=r"Llama-3.1-70B does not fit on H100-SXM5-80GB with tp=1: weights take 131.4 GiB"
+        ValueError, match=r"Llama-3.1-70B does not fit on H100-SXM5-80GB with tp=1, pp=1: weights take 131.4 GiB"
     ):
         plan_memory(m, h, 1, 16, 0.9)
     assert plan_memory(m, h, 4, 16, 0.9).num_blocks > 0

@@ -61,7 +61,7 @@ def schedule_running(
             victim = pick_victim(pending)
             pending.remove(victim)
             plan.preempt.append(victim)
-            budget.free_blocks += victim.num_blocks
+            budget.free_blocks += view.num_freeable_blocks(victim)
             continue
         pending.pop(0)
         budget.free_blocks -= need
@@ -93,11 +93,12 @@ def admit_waiting(
         if reject is not None and (reason := reject(req)) is not None:
             plan.reject.append((req, reason))
             continue
-        remaining = req.num_tokens - req.num_computed_tokens
+        computed = req.num_computed_tokens or view.prefix_hit_tokens(req)  # a cached prefix is skipped
+        remaining = req.num_tokens - computed
         n = chunk(req, budget.tokens) if chunk is not None else remaining
         if n <= 0 or n > budget.tokens:
             break
-        kv_tokens = total_tokens(req) if reserve_full else req.num_computed_tokens + n
+        kv_tokens = total_tokens(req) if reserve_full else computed + n
         need = view.num_new_blocks(req, kv_tokens)
         if (budget.seqs <= 0 or budget.free_blocks - need < watermark_blocks) and (
             make_room is None or not make_room(req, need + watermark_blocks)

@@ -76,7 +76,7 @@ class PriorityPolicy:
                         return False
                     victim = candidates.pop(0)
                     plan.preempt.append(victim)
-                    budget.free_blocks += victim.num_blocks
+                    budget.free_blocks += view.num_freeable_blocks(victim)
                     budget.seqs += 1
                 return True
 

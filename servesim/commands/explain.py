@@ -88,8 +88,8 @@ def main(args: argparse.Namespace) -> int:
     per_token = (
         2 * kv_bytes["num_layers"] * kv_bytes["num_kv_heads"] * kv_bytes["head_dim"] * kv_bytes["kv_cache_bytes"]
     )
-    blocks = sim.replicas[0].kv.num_total_blocks
-    tokens = blocks * sim.replicas[0].kv.block_size
+    blocks = sim.engines[0].kv.num_total_blocks
+    tokens = blocks * sim.engines[0].kv.block_size
     out.print(
         f"[bold]3. The KV cache costs memory[/bold]: {model_name} stores 2 x layers x kv_heads x head_dim "
         f"x bytes = {per_token:,.0f} bytes per token; on {sim.resolved_config['hardware']['name']} "

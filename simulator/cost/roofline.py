@@ -61,8 +61,12 @@ class RooflineParams(BaseModel):
 class RooflineCostModel:
     """Roofline cost of each op of a step on one replica of ``tp`` GPUs."""
 
-    def __init__(self, params: RooflineParams, model: ModelSpec, hardware: HardwareSpec, tp: int = 1) -> None:
+    def __init__(
+        self, params: RooflineParams, model: ModelSpec, hardware: HardwareSpec, tp: int = 1, pp: int = 1
+    ) -> None:
         model.check_tensor_parallel(tp)
+        self.pp = pp
+        self._stage_layers = model.layers_per_stage(pp)
         self.params = params
         self.model = model
         self.hardware = hardware
@@ -78,11 +82,27 @@ class RooflineCostModel:
     # -- public -------------------------------------------------------------------------
 
     def step_time(self, shape: BatchShape) -> StepTime:
-        return StepTime(sum(op.seconds for op in self._ops(shape).values()))
+        ops = self._ops(shape)
+        return StepTime(sum(op.seconds for op in ops.values()), None, self._stages(ops))
 
     def breakdown(self, shape: BatchShape) -> StepTime:
         ops = self._ops(shape)
-        return StepTime(sum(op.seconds for op in ops.values()), ops)
+        return StepTime(sum(op.seconds for op in ops.values()), ops, self._stages(ops))
+
+    # Ops that run once per step rather than per layer, and the stage that runs them.
+    _FIRST_STAGE_OPS = ("embed", "cpu_overhead")
+    _LAST_STAGE_OPS = ("lm_head",)
+
+    def _stages(self, ops: dict[str, OpCost]) -> tuple[float, ...] | None:
+        """Each pipeline stage's time: its share of the layers, plus embedding/overhead first and LM head last."""
+        if self.pp == 1:
+            return None
+        once = self._FIRST_STAGE_OPS + self._LAST_STAGE_OPS
+        per_layer = sum(op.seconds for name, op in ops.items() if name not in once) / self.model.num_layers
+        stages = [per_layer * n for n in self._stage_layers]
+        stages[0] += sum(ops[n].seconds for n in self._FIRST_STAGE_OPS if n in ops)
+        stages[-1] += sum(ops[n].seconds for n in self._LAST_STAGE_OPS if n in ops)
+        return tuple(stages)
 
     # -- the decomposition --------------------------------------------------------------
 

@@ -75,10 +75,15 @@ class OpCost:
 
 @dataclass(frozen=True, slots=True)
 class StepTime:
-    """Seconds one step takes, with an optional per-op breakdown."""
+    """Seconds one step takes, with an optional per-op breakdown.
+
+    With pipeline parallelism ``stage_s`` gives each stage's share (summing to ``total_s``);
+    None means the stages split the time evenly.
+    """
 
     total_s: float
     ops: Mapping[str, OpCost] | None = None
+    stage_s: tuple[float, ...] | None = None
 
 
 class CostModel(Protocol):
@@ -91,5 +96,5 @@ class CostModel(Protocol):
         ...
 
 
-# Registered factories take (params, model: ModelSpec, hardware: HardwareSpec, tp: int).
+# Registered factories take (params, model: ModelSpec, hardware: HardwareSpec, tp: int, pp: int).
 COST_MODELS: Registry = Registry("cost model")

@@ -1,0 +1,5 @@
+"""The router registry: name -> (router class, its pydantic parameter model)."""
+
+from policies.registry import Registry
+
+ROUTERS: Registry = Registry("router")

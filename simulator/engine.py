@@ -1,0 +1,422 @@
+"""One scheduler loop over one KV block pool, as a SimPy process: plan, cost, wait, apply.
+
+An engine implements ``policies.ReplicaView`` (read-only state for its batch policy) and
+carries out the policy's plan: rejections, preemptions (recompute or swap), admissions
+with prefix reuse, and KV allocation before the step; token counters, emissions,
+completions, frees and prefix-cache registration after it. A replica holds one engine,
+or ``pp`` of them (vLLM's virtual engines) sharing the pipeline stages.
+
+In a disaggregated cluster a ``prefill`` engine hands a request off once its prompt is
+computed (the KV stays until the transfer completes) and a ``decode`` engine reserves
+blocks for incoming KV before the transfer starts, queueing transfers when short.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Generator
+from typing import Literal
+
+import simpy
+
+from policies.interface import BatchPolicy, StepPlan
+from simulator.cost.shape import BatchShape, CostModel
+from simulator.kv import BlockManager, HostPool
+from simulator.metrics import MetricsRecorder
+from simulator.monitor import LevelMonitor
+from simulator.prefix_cache import PrefixCache
+from simulator.request import Request, State, transition
+from simulator.transfer import Link
+
+Role = Literal["mixed", "prefill", "decode"]
+KvPool = BlockManager | PrefixCache
+
+
+class Engine:
+    """A batch policy driving one KV pool; its steps run on the replica's pipeline stages."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        replica_id: int,
+        policy: BatchPolicy,
+        cost_model: CostModel,
+        kv: KvPool,
+        recorder: MetricsRecorder,
+        max_model_len: int,
+        *,
+        engine_id: int = 0,
+        role: Role = "mixed",
+        host: HostPool | None = None,
+        host_link: Link | None = None,
+        block_bytes: float = 0.0,
+        stages: list[simpy.Resource] | None = None,
+        handoff_s: Callable[[BatchShape], float] | None = None,
+        check_invariants: bool = False,
+    ) -> None:
+        self.env = env
+        self.replica_id = replica_id
+        self.engine_id = engine_id
+        self.role = role
+        self.policy = policy
+        self.cost_model = cost_model
+        self.kv = kv
+        self.recorder = recorder
+        self.max_model_len = max_model_len
+        self.host = host
+        self.host_link = host_link
+        self.block_bytes = block_bytes  # per GPU: the tp GPUs move their shards in parallel
+        self.stages = stages
+        self.handoff_s = handoff_s
+        self.check_invariants = check_invariants
+        # set by the simulation
+        self.on_done: Callable[[Request], None] | None = None
+        self.on_prefilled: Callable[[Request, Engine, float], None] | None = None
+        self.on_reserved: Callable[[Request, Engine], None] | None = None
+        self._waiting: deque[Request] = deque()
+        self._running: list[Request] = []
+        self._sending: list[Request] = []  # prompt done, KV on its way to a decode engine
+        self._incoming: deque[Request] = deque()  # KV to receive once blocks are free
+        self._receiving: list[Request] = []  # blocks reserved, KV on its way here
+        self._wake: simpy.Event | None = None
+        self._last_step_end_s: float | None = None
+        self._swap_bytes = 0.0
+        self._num_swaps = 0
+        self.num_swaps_out = 0
+        self.num_steps = 0
+        self.kv_monitor = LevelMonitor()
+        self.cached_monitor = LevelMonitor()
+        self.process = env.process(self._loop())
+
+    # -- ReplicaView ---------------------------------------------------------------------
+
+    @property
+    def waiting(self) -> deque[Request]:
+        return self._waiting
+
+    @property
+    def running(self) -> list[Request]:
+        return self._running
+
+    @property
+    def num_free_blocks(self) -> int:
+        return self.kv.num_free_blocks
+
+    @property
+    def num_total_blocks(self) -> int:
+        return self.kv.num_total_blocks
+
+    @property
+    def block_size(self) -> int:
+        return self.kv.block_size
+
+    def num_new_blocks(self, request: Request, num_kv_tokens: int) -> int:
+        return self.kv.num_new_blocks(request, num_kv_tokens)
+
+    def num_freeable_blocks(self, request: Request) -> int:
+        return self.kv.num_freeable_blocks(request)
+
+    def prefix_hit_tokens(self, request: Request) -> int:
+        return self.kv.prefix_hit_tokens(request)
+
+    @property
+    def num_outstanding(self) -> int:
+        """Requests here: waiting, running, or reserved/queued to receive their KV."""
+        return len(self._waiting) + len(self._running) + len(self._incoming) + len(self._receiving)
+
+    # -- arrivals ------------------------------------------------------------------------
+
+    def enqueue(self, req: Request) -> None:
+        """Accept a new request into the queue, or reject it if it can never run here."""
+        req.replica_id = self.replica_id
+        total = req.num_prompt_tokens + req.num_output_tokens
+        if total > self.max_model_len:
+            self._end(
+                req,
+                State.REJECTED,
+                f"prompt + output of {total} tokens exceeds the max model length ({self.max_model_len})",
+            )
+            return
+        need = self.kv.blocks_for(total)
+        if need > self.kv.num_total_blocks:
+            self._end(
+                req,
+                State.REJECTED,
+                f"needs {need} KV blocks for prompt + output but the cache holds {self.kv.num_total_blocks}",
+            )
+            return
+        transition(req, State.WAITING, self.env.now)
+        self._waiting.append(req)
+        self._wakeup()
+
+    def _wakeup(self) -> None:
+        if self._wake is not None and not self._wake.triggered:
+            self._wake.succeed()
+
+    # -- disaggregation: receiving side --------------------------------------------------
+
+    def offer_transfer(self, req: Request) -> None:
+        """A prefilled request wants to send its KV here: reserve blocks now, or queue until there are."""
+        req.replica_id = self.replica_id
+        self._incoming.append(req)
+        self._reserve_incoming()
+
+    def _reserve_incoming(self) -> None:
+        while self._incoming:
+            req = self._incoming[0]
+            kv_tokens = req.num_computed_tokens  # the prompt's KV
+            if self.kv.num_new_blocks(req, kv_tokens) > self.kv.num_free_blocks:
+                return
+            self._incoming.popleft()
+            self.kv.allocate(req, kv_tokens)
+            self._receiving.append(req)
+            assert self.on_reserved is not None
+            self.on_reserved(req, self)
+
+    def accept_transferred(self, req: Request) -> None:
+        """The KV has arrived: the request queues for decoding, its first token reaches the client now."""
+        self._receiving.remove(req)
+        transition(req, State.WAITING, self.env.now)
+        req.first_token_s = req.last_token_s = self.env.now
+        self._waiting.append(req)
+        self._wakeup()
+
+    # -- disaggregation: sending side ----------------------------------------------------
+
+    def release_sent(self, req: Request) -> None:
+        """The KV has left: free the blocks it occupied here."""
+        self._sending.remove(req)
+        self.kv.free(req)
+        self.kv_monitor.set(self.env.now, self.kv.num_used_blocks)
+
+    # -- the engine loop -----------------------------------------------------------------
+
+    def _loop(self) -> Generator[simpy.Event, None, None]:
+        env = self.env
+        while True:
+            self.kv.new_plan()
+            plan = self.policy.plan_step(self, env.now)
+            num_preempted = self._carry_out(plan)
+            self._sample_levels()
+            if not plan.scheduled:
+                assert self._running == [] or plan.wake_at_s is not None, (
+                    f"replica {self.replica_id}: policy scheduled nothing with requests running"
+                )
+                self._wake = env.event()
+                if plan.wake_at_s is not None and plan.wake_at_s > env.now:
+                    yield self._wake | env.timeout(plan.wake_at_s - env.now)
+                else:
+                    assert not self._waiting or plan.wake_at_s is not None or self._blocked_by_transfers(), (
+                        f"replica {self.replica_id}: policy left {len(self._waiting)} requests waiting "
+                        "on an idle replica"
+                    )
+                    yield self._wake
+                self._wake = None
+                continue
+            shape = self._shape(plan)
+            start = env.now
+            step = self.cost_model.step_time(shape)
+            transfer_s = self.host_link.time_s(self._swap_bytes, self._num_swaps) if self._num_swaps else 0.0
+            if self.stages is None:
+                yield env.timeout(step.total_s + transfer_s)
+            else:
+                yield from self._run_pipeline(shape, step.stage_s or (step.total_s,), transfer_s)
+            duration = env.now - start
+            prefill_tokens = shape.num_new_tokens - shape.num_decode_seqs
+            self._apply(plan, duration)
+            self._reserve_incoming()
+            self._sample_levels()
+            self.recorder.step(
+                self.replica_id,
+                self.engine_id,
+                start,
+                duration,
+                len(self._running),
+                len(self._waiting),
+                prefill_tokens,
+                shape.num_decode_seqs,
+                self.kv.num_used_blocks,
+                self.kv.num_cached_blocks,
+                num_preempted,
+                self._num_swaps,
+                len(self._sending) + len(self._incoming) + len(self._receiving),
+            )
+            self.num_steps += 1
+            if self.check_invariants:
+                self.check()
+
+    def _blocked_by_transfers(self) -> bool:
+        """Waiting requests may sit on an idle engine only while KV transfers are still in flight."""
+        return bool(self._receiving or self._incoming)
+
+    def _run_pipeline(
+        self, shape: BatchShape, stage_s: tuple[float, ...], transfer_s: float
+    ) -> Generator[simpy.Event, None, None]:
+        """Pass the step through the pipeline stages in order, queueing behind other virtual engines."""
+        assert self.stages is not None
+        if len(stage_s) != len(self.stages):
+            per_stage = sum(stage_s) / len(self.stages)
+            stage_s = (per_stage,) * len(self.stages)
+        handoff = self.handoff_s(shape) if self.handoff_s is not None else 0.0
+        last = len(self.stages) - 1
+        for s, resource in enumerate(self.stages):
+            with resource.request() as claim:
+                yield claim
+                yield self.env.timeout(stage_s[s] + (transfer_s if s == 0 else 0.0))
+            if s < last and handoff:
+                yield self.env.timeout(handoff)  # activations to the next stage's GPUs
+
+    def _sample_levels(self) -> None:
+        now = self.env.now
+        self.kv_monitor.set(now, self.kv.num_used_blocks)
+        self.cached_monitor.set(now, self.kv.num_cached_blocks)
+
+    def _carry_out(self, plan: StepPlan) -> int:
+        """Apply the plan's decisions before the step; returns the number preempted."""
+        now = self.env.now
+        for req, reason in plan.reject:
+            self._waiting.remove(req)
+            if req.num_blocks:  # a transferred request that cannot run here after all
+                self.kv.free(req)
+            self._end(req, State.REJECTED, reason)
+        self._swap_bytes = 0.0
+        self._num_swaps = 0
+        for req in plan.preempt:
+            self._running.remove(req)
+            blocks = self.kv.free(req)
+            host = self.host
+            if plan.preemption_mode == "swap" and host is not None and 0 < blocks <= host.num_free_blocks:
+                host.store(req, blocks)  # KV kept in host memory; counters unchanged
+                self._swap_bytes += blocks * self.block_bytes
+                self._num_swaps += 1
+                self.num_swaps_out += 1
+            else:
+                req.num_computed_tokens = 0  # recompute (or swap space exhausted): the KV is gone
+            transition(req, State.PREEMPTED, now)
+            self._waiting.appendleft(req)  # preempted newest first, so the oldest ends in front
+        admitted = [req for req, _ in plan.scheduled if req.state is not State.RUNNING]
+        for req in admitted:
+            if self._waiting and self._waiting[0] is req:
+                self._waiting.popleft()
+            else:
+                self._waiting.remove(req)
+            first = req.first_scheduled_s is None
+            transition(req, State.RUNNING, now)
+            self._running.append(req)
+            if req.num_host_blocks:
+                assert self.host is not None
+                self._swap_bytes += self.host.load(req) * self.block_bytes
+                self._num_swaps += 1
+            elif req.num_computed_tokens == 0:
+                # Reuse a cached prefix before any allocation below can evict it.
+                tokens, reload_blocks = self.kv.acquire_prefix(req)
+                req.num_computed_tokens = tokens
+                if first:
+                    req.num_cached_tokens = tokens
+                if reload_blocks:
+                    self._swap_bytes += reload_blocks * self.block_bytes
+                    self._num_swaps += 1
+        for req, n in plan.scheduled:
+            assert req.num_computed_tokens + n <= req.num_tokens, "plan computes beyond the sequence"
+            kv_tokens = plan.kv_tokens.get(req, req.num_computed_tokens + n)
+            self.kv.allocate(req, kv_tokens)
+        return len(plan.preempt)
+
+    @staticmethod
+    def _shape(plan: StepPlan) -> BatchShape:
+        prefill_new: list[int] = []
+        prefill_cached: list[int] = []
+        num_decode = 0
+        decode_ctx = 0
+        sampled = 0
+        for req, n in plan.scheduled:
+            computed = req.num_computed_tokens
+            # A decode computes the one token sampled last step; a 1-token chunk of a prompt
+            # (or of a recompute) is prefill work, even though it costs the same.
+            if n == 1 and computed >= req.num_prompt_tokens:
+                num_decode += 1
+                decode_ctx += computed + 1
+            else:
+                prefill_new.append(n)
+                prefill_cached.append(computed)
+            if computed + n == req.num_tokens:
+                sampled += 1
+        return BatchShape(tuple(prefill_new), tuple(prefill_cached), num_decode, decode_ctx, sampled)
+
+    def _apply(self, plan: StepPlan, duration_s: float) -> None:
+        """Advance counters after the step ending now: emit tokens, finish, hand off, free."""
+        now = self.env.now
+        prev_end = self._last_step_end_s
+        num_regular_gaps = 0  # emissions whose previous token came at the end of the previous step
+        recorder = self.recorder
+        kv = self.kv
+        hand_off = self.role == "prefill"
+        for req, n in plan.scheduled:
+            req.num_computed_tokens += n
+            kv.commit(req)
+            if req.num_computed_tokens == req.num_tokens:
+                req.num_generated_tokens += 1
+                if req.first_token_s is None:
+                    if hand_off and req.num_output_tokens > 1:
+                        # The first token travels with the KV; the client sees it when decoding starts.
+                        self._running.remove(req)
+                        transition(req, State.TRANSFERRING, now)
+                        self._sending.append(req)
+                        assert self.on_prefilled is not None
+                        self.on_prefilled(req, self, duration_s)
+                        continue
+                    req.first_token_s = now
+                elif req.last_token_s == prev_end:
+                    num_regular_gaps += 1
+                else:
+                    recorder.itl(now - req.last_token_s)
+                req.last_token_s = now
+                if req.num_generated_tokens == req.num_output_tokens:
+                    self._running.remove(req)
+                    kv.free(req)
+                    self._end(req, State.FINISHED)
+                    continue
+            if plan.discard_kv:
+                kv.free(req)
+                req.num_computed_tokens = 0
+        if num_regular_gaps:
+            recorder.itl(now - prev_end, num_regular_gaps)
+        self._last_step_end_s = now
+
+    def _end(self, req: Request, state: State, reason: str | None = None) -> None:
+        transition(req, state, self.env.now, reason)
+        self.recorder.request_done(req, self.env.now)
+        assert self.on_done is not None
+        self.on_done(req)
+
+    # -- invariants ----------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Assert the engine's invariants (tests call this after every step)."""
+        running, waiting = self._running, self._waiting
+        ids = [id(r) for r in (*running, *waiting, *self._sending, *self._incoming, *self._receiving)]
+        assert len(ids) == len(set(ids)), "a request is in two queues"
+        holders = [*running, *self._sending, *self._receiving, *(r for r in waiting if r.num_blocks)]
+        self.kv.check(holders)
+        bs = self.kv.block_size
+        reserves = getattr(self.policy, "reserves_kv", False)
+        for r in running:
+            assert r.state is State.RUNNING
+            assert r.num_blocks == -(-r.num_kv_tokens // bs), "blocks do not match the KV tokens held"
+            assert r.num_kv_tokens >= r.num_computed_tokens, "running request lacks KV for its tokens"
+            if not reserves:
+                assert r.num_kv_tokens == r.num_computed_tokens, "running request holds KV it does not use"
+            assert r.num_generated_tokens < r.num_output_tokens
+        for r in waiting:
+            assert r.state in (State.WAITING, State.PREEMPTED)
+            if r.num_blocks:  # arrived by KV transfer
+                assert r.num_blocks == -(-r.num_computed_tokens // bs) and r.first_token_s is not None
+            elif r.num_host_blocks:
+                assert r.num_host_blocks == -(-r.num_computed_tokens // bs), "swapped KV does not match tokens"
+            else:
+                assert r.num_computed_tokens == 0, "a queued request kept computed tokens without KV"
+        for r in self._sending:
+            assert r.state is State.TRANSFERRING and r.num_computed_tokens == r.num_prompt_tokens
+        if self.host is not None:
+            held = sum(r.num_host_blocks for r in waiting)
+            assert held == self.host.num_total_blocks - self.host.num_free_blocks, "host blocks leaked"
