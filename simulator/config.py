@@ -193,14 +193,19 @@ class ScenarioConfig(_Frozen):
     def _check_cluster(self) -> ScenarioConfig:
         if self.groups is None:
             return self
-        if "replicas" in self.model_fields_set:
-            raise ValueError("give replicas or groups, not both")
+        if self.replicas != 1:
+            raise ValueError("give replicas or groups, not both (each group has its own count)")
         roles = {g.role for g in self.groups}
-        if roles & {"prefill", "decode"} and roles != {"prefill", "decode"}:
-            raise ValueError(
-                "a disaggregated cluster needs prefill and decode groups and no mixed ones "
-                f"(got roles: {', '.join(sorted(roles))})"
-            )
+        if roles & {"prefill", "decode"}:
+            if roles != {"prefill", "decode"}:
+                raise ValueError(
+                    "a disaggregated cluster needs prefill and decode groups and no mixed ones "
+                    f"(got roles: {', '.join(sorted(roles))})"
+                )
+            for g in self.groups:
+                kind = (g.policy or self.policy).kind
+                if not getattr(policies.BATCH_POLICIES.get(kind), "supports_kv_transfer", True):
+                    raise ValueError(f"policy {kind} cannot serve a {g.role} group of a disaggregated cluster")
         return self
 
     def replica_groups(self) -> list[ReplicaGroupConfig]:

@@ -77,7 +77,9 @@ class Engine:
         self._running: list[Request] = []
         self._sending: list[Request] = []  # prompt done, KV on its way to a decode engine
         self._incoming: deque[Request] = deque()  # KV to receive once blocks are free
-        self._receiving: list[Request] = []  # blocks reserved, KV on its way here
+        # blocks reserved, KV on its way here: request -> a stand-in holding the blocks until the KV
+        # lands (the request itself still holds its blocks on the sending engine meanwhile)
+        self._receiving: dict[Request, Request] = {}
         self._wake: simpy.Event | None = None
         self._last_step_end_s: float | None = None
         self._swap_bytes = 0.0
@@ -164,21 +166,36 @@ class Engine:
     def _reserve_incoming(self) -> None:
         while self._incoming:
             req = self._incoming[0]
-            kv_tokens = req.num_computed_tokens  # the prompt's KV
-            if self.kv.num_new_blocks(req, kv_tokens) > self.kv.num_free_blocks:
+            # The prompt's KV plus room for what admission will ask (the first decode token, or the
+            # whole output under a reserving policy), so a received request can always be admitted:
+            # requests holding half of what they need must not wait on each other.
+            if getattr(self.policy, "reserves_kv", False):
+                kv_tokens = req.num_prompt_tokens + req.num_output_tokens
+            else:
+                kv_tokens = req.num_computed_tokens + 1
+            stand_in = Request(req.request_id, req.arrival_s, req.num_prompt_tokens, req.num_output_tokens)
+            if self.kv.num_new_blocks(stand_in, kv_tokens) > self.kv.num_free_blocks:
                 return
             self._incoming.popleft()
-            self.kv.allocate(req, kv_tokens)
-            self._receiving.append(req)
+            self.kv.allocate(stand_in, kv_tokens)
+            self._receiving[req] = stand_in
             assert self.on_reserved is not None
             self.on_reserved(req, self)
 
     def accept_transferred(self, req: Request) -> None:
         """The KV has arrived: the request queues for decoding, its first token reaches the client now."""
-        self._receiving.remove(req)
+        stand_in = self._receiving.pop(req)
+        assert req.num_blocks == 0 and not req.block_ids, "the sender must release its blocks first"
+        req.num_blocks, req.num_kv_tokens, req.block_ids = (
+            stand_in.num_blocks,
+            stand_in.num_kv_tokens,
+            stand_in.block_ids,
+        )
         transition(req, State.WAITING, self.env.now)
         req.first_token_s = req.last_token_s = self.env.now
-        self._waiting.append(req)
+        # Front of the queue: it holds its blocks and needs none to start, so nothing that waits
+        # for free blocks may stand before it (that would be a deadlock).
+        self._waiting.appendleft(req)
         self._wakeup()
 
     # -- disaggregation: sending side ----------------------------------------------------
@@ -188,6 +205,7 @@ class Engine:
         self._sending.remove(req)
         self.kv.free(req)
         self.kv_monitor.set(self.env.now, self.kv.num_used_blocks)
+        self._wakeup()  # the freed blocks may let a waiting request in
 
     # -- the engine loop -----------------------------------------------------------------
 
@@ -246,8 +264,8 @@ class Engine:
                 self.check()
 
     def _blocked_by_transfers(self) -> bool:
-        """Waiting requests may sit on an idle engine only while KV transfers are still in flight."""
-        return bool(self._receiving or self._incoming)
+        """Waiting requests may sit on an idle engine only while KV transfers (in or out) are pending."""
+        return bool(self._receiving or self._incoming or self._sending)
 
     def _run_pipeline(
         self, shape: BatchShape, stage_s: tuple[float, ...], transfer_s: float
@@ -396,7 +414,7 @@ class Engine:
         running, waiting = self._running, self._waiting
         ids = [id(r) for r in (*running, *waiting, *self._sending, *self._incoming, *self._receiving)]
         assert len(ids) == len(set(ids)), "a request is in two queues"
-        holders = [*running, *self._sending, *self._receiving, *(r for r in waiting if r.num_blocks)]
+        holders = [*running, *self._sending, *self._receiving.values(), *(r for r in waiting if r.num_blocks)]
         self.kv.check(holders)
         bs = self.kv.block_size
         reserves = getattr(self.policy, "reserves_kv", False)
@@ -409,8 +427,9 @@ class Engine:
             assert r.num_generated_tokens < r.num_output_tokens
         for r in waiting:
             assert r.state in (State.WAITING, State.PREEMPTED)
-            if r.num_blocks:  # arrived by KV transfer
-                assert r.num_blocks == -(-r.num_computed_tokens // bs) and r.first_token_s is not None
+            if r.num_blocks:  # arrived by KV transfer, with room for its first decode step
+                assert r.num_blocks == -(-r.num_kv_tokens // bs) and r.num_kv_tokens > r.num_computed_tokens
+                assert r.first_token_s is not None
             elif r.num_host_blocks:
                 assert r.num_host_blocks == -(-r.num_computed_tokens // bs), "swapped KV does not match tokens"
             else:

@@ -86,3 +86,73 @@ def test_conservation_and_kv_invariants(case):
     again = build(cfg, stream=stream).run()
     assert again.summary == result.summary
     assert again.requests.equals(result.requests)
+
+
+@st.composite
+def clusters(draw):
+    """Random clusters: replicas behind any router, pipeline engines, prefix caching, disaggregation."""
+    cfg, stream = draw(scenarios())
+    data = cfg.model_dump(mode="json")
+    transfers_ok = getattr(policies.BATCH_POLICIES.get(data["policy"]["kind"]), "supports_kv_transfer", True)
+    layout = draw(st.sampled_from(["replicas", "pp2", "disaggregated"] if transfers_ok else ["replicas", "pp2"]))
+    if layout == "replicas":
+        data["replicas"] = draw(st.integers(2, 3))
+    elif layout == "pp2":
+        data["parallelism"]["pp"] = 2
+    else:
+        data["groups"] = [
+            {"role": "prefill", "count": draw(st.integers(1, 2))},
+            {"role": "decode", "count": draw(st.integers(1, 2))},
+        ]
+    data["router"] = {"kind": draw(st.sampled_from(policies.ROUTERS.names()))}
+    if draw(st.booleans()):
+        data["kv_cache"]["prefix_caching"] = True
+        data["kv_cache"]["host_cache_bytes"] = draw(st.sampled_from([0, 2**22]))
+    n = len(stream)
+    width = draw(st.sampled_from([1, 2, 4]))
+    groups = draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
+    offsets, values = [0], []
+    for i in range(n):
+        blocks = -(-int(stream.num_prompt_tokens[i]) // width)
+        shared = draw(st.integers(0, blocks))
+        # the first `shared` blocks come from one of three common prefixes, the rest are unique
+        values += [groups[i] * 1000 + j for j in range(shared)] + [10**6 + i * 1000 + j for j in range(blocks - shared)]
+        offsets.append(len(values))
+    from workloads import RequestStream
+
+    stream = RequestStream(
+        stream.arrival_s,
+        stream.num_prompt_tokens,
+        stream.num_output_tokens,
+        priority=stream.priority,
+        session_id=np.asarray(groups),
+        hash_values=np.asarray(values, dtype=np.int64),
+        hash_offsets=np.asarray(offsets, dtype=np.int64),
+        hash_block_tokens=width,
+    )
+    from simulator.scenario import validate_scenario as v
+
+    return v(data), stream
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_cluster_conservation_and_kv_invariants(case):
+    cfg, stream = case
+    sim = build(cfg, stream=stream, check_invariants=True)
+    result = sim.run()
+    req = result.requests
+    assert sorted(req["request_id"]) == list(range(len(stream)))
+    done = req[req["status"] == "finished"]
+    assert (done["num_generated_tokens"] == done["num_output_tokens"]).all()
+    assert (done["num_cached_tokens"] < done["num_prompt_tokens"]).all()
+    for engine in sim.engines:
+        assert engine.kv.num_free_blocks == engine.kv.num_total_blocks
+        assert not engine.running and not engine.waiting
+    if cfg.groups is not None:  # disaggregated: every multi-token request crossed over once
+        multi = done[done["num_output_tokens"] > 1]
+        assert (multi["first_token_s"] == multi["transfer_end_s"]).all()
+        assert (multi["prefill_replica_id"] != multi["replica_id"]).all()
+    assert int(result.itl_counts.sum()) == int((done["num_output_tokens"] - 1).sum())
+    again = build(cfg, stream=stream).run()
+    assert again.requests.equals(result.requests)

@@ -38,12 +38,12 @@ def schedule_running(
     plan: StepPlan,
     budget: Budget,
     pick_victim: Callable[[list[RequestView]], RequestView],
-    chunk: Callable[[RequestView, int], int] | None = None,
+    chunk: Callable[[int, int], int] | None = None,
 ) -> None:
     """Give every running request in ``order`` its next tokens, preempting when blocks run out.
 
-    Each request gets ``num_tokens - num_computed_tokens`` new tokens (1 for a decode), or
-    ``chunk(req, tokens_left)`` when given (chunked prefill). When a request cannot get the
+    Each request gets its ``remaining = num_tokens - num_computed_tokens`` tokens (1 for a
+    decode), or ``chunk(remaining, tokens_left)`` when given (chunked prefill). When a request cannot get the
     blocks it needs, ``pick_victim`` chooses a request to preempt from those not yet
     scheduled (the request itself included); a preempted request frees its blocks. vLLM's
     ``_schedule_running`` loop.
@@ -52,7 +52,7 @@ def schedule_running(
     while pending:
         req = pending[0]
         want = req.num_tokens - req.num_computed_tokens
-        n = chunk(req, budget.tokens) if chunk is not None else want
+        n = chunk(want, budget.tokens) if chunk is not None else want
         if n <= 0:
             pending.pop(0)
             continue
@@ -75,15 +75,15 @@ def admit_waiting(
     plan: StepPlan,
     budget: Budget,
     watermark_blocks: int = 0,
-    chunk: Callable[[RequestView, int], int] | None = None,
+    chunk: Callable[[int, int], int] | None = None,
     reserve_full: bool = False,
     reject: Callable[[RequestView], str | None] | None = None,
     make_room: Callable[[RequestView, int], bool] | None = None,
 ) -> None:
     """Admit waiting requests in ``order`` while tokens, slots and blocks last (head-of-line blocking).
 
-    A request gets all its remaining tokens (a full prefill, or a recompute), or
-    ``chunk(req, tokens_left)`` when given. With ``reserve_full`` its KV is reserved for
+    A request gets all its remaining tokens (a full prefill, or a recompute, less any cached
+    prefix), or ``chunk(remaining, tokens_left)`` when given. With ``reserve_full`` its KV is reserved for
     prompt + output at admission. ``reject(req)`` returns a reason when the request can
     never run under this policy (it is rejected and the loop goes on). When a request does
     not fit, ``make_room(req, need_blocks)`` may preempt running requests to free a slot
@@ -95,7 +95,7 @@ def admit_waiting(
             continue
         computed = req.num_computed_tokens or view.prefix_hit_tokens(req)  # a cached prefix is skipped
         remaining = req.num_tokens - computed
-        n = chunk(req, budget.tokens) if chunk is not None else remaining
+        n = chunk(remaining, budget.tokens) if chunk is not None else remaining
         if n <= 0 or n > budget.tokens:
             break
         kv_tokens = total_tokens(req) if reserve_full else computed + n

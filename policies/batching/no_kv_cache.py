@@ -37,6 +37,8 @@ class NoKvCacheParams(BaseModel):
 class NoKvCachePolicy:
     """Full recomputation of every running sequence at every step."""
 
+    supports_kv_transfer = False  # there is no KV to hand from a prefill to a decode replica
+
     def __init__(self, params: NoKvCacheParams) -> None:
         self.max_num_seqs = params.max_num_seqs
         self.max_num_batched_tokens = params.max_num_batched_tokens

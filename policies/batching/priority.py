@@ -44,6 +44,9 @@ class PriorityParams(BaseModel):
 class PriorityPolicy:
     """Priority-ordered prefill-first batching; lowest-priority victims."""
 
+    # Received KV must be admitted before requests waiting for blocks; priority order cannot promise it.
+    supports_kv_transfer = False
+
     def __init__(self, params: PriorityParams) -> None:
         self.params = params
 

@@ -42,8 +42,8 @@ class SarathiParams(BaseModel):
         return self
 
 
-def _chunk(req: RequestView, tokens_left: int) -> int:
-    return min(req.num_tokens - req.num_computed_tokens, tokens_left)
+def _chunk(remaining: int, tokens_left: int) -> int:
+    return min(remaining, tokens_left)
 
 
 @BATCH_POLICIES.register("sarathi", params=SarathiParams)

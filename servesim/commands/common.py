@@ -16,6 +16,11 @@ def add_scenario_args(parser: argparse.ArgumentParser, include_policy: bool = Tr
     g.add_argument("--model", help="model preset, config.json or spec YAML (e.g. llama-3.1-8b)")
     g.add_argument("--hardware", help="hardware preset or spec YAML (e.g. h100-sxm)")
     g.add_argument("--tp", type=int, help="tensor-parallel degree")
+    g.add_argument("--pp", type=int, help="pipeline-parallel stages")
+    g.add_argument("--replicas", type=int, help="identical replicas behind the router")
+    g.add_argument("--router", help="router name (e.g. least_outstanding)")
+    g.add_argument("--prefix-caching", action="store_true", default=None, help="reuse cached prompt prefixes")
+    g.add_argument("--disaggregate", metavar="P:D", help="P prefill and D decode replicas instead of mixed ones")
     if include_policy:
         g.add_argument("--policy", help="batch policy name (e.g. vllm)")
     g.add_argument("--rate", type=float, help="mean arrival rate, requests/s")
@@ -30,6 +35,17 @@ def add_scenario_args(parser: argparse.ArgumentParser, include_policy: bool = Tr
 def _normalize_tagged(data: dict[str, Any], key: str) -> None:
     if isinstance(data.get(key), str):
         data[key] = {"kind": data[key]}
+
+
+def _disaggregated_groups(text: str) -> list[dict[str, Any]]:
+    p, sep, d = text.partition(":")
+    try:
+        num_prefill, num_decode = int(p), int(d)
+    except ValueError:
+        raise ValueError(f"--disaggregate {text!r}: expected P:D, e.g. 2:2") from None
+    if not sep or num_prefill < 1 or num_decode < 1:
+        raise ValueError(f"--disaggregate {text!r}: expected P:D with both at least 1")
+    return [{"role": "prefill", "count": num_prefill}, {"role": "decode", "count": num_decode}]
 
 
 def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path | None]:
@@ -52,8 +68,18 @@ def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path |
         "slo.tpot_ms": args.slo_tpot_ms,
         "slo.e2el_ms": args.slo_e2el_ms,
     }
-    if args.policy is not None and (data.get("policy") or {}).get("kind") != args.policy:
+    _normalize_tagged(data, "router")
+    if getattr(args, "policy", None) is not None and (data.get("policy") or {}).get("kind") != args.policy:
         data["policy"] = {"kind": args.policy}
+    if args.router is not None and (data.get("router") or {}).get("kind") != args.router:
+        data["router"] = {"kind": args.router}
+    overrides["parallelism.pp"] = args.pp
+    overrides["replicas"] = args.replicas
+    if args.prefix_caching:
+        overrides["kv_cache.prefix_caching"] = True
+    if args.disaggregate is not None:
+        data["groups"] = _disaggregated_groups(args.disaggregate)
+        data.pop("replicas", None)
     if args.num_requests is not None:
         overrides["workload.num_requests"] = args.num_requests
         data.get("workload", {}).pop("duration_s", None)

@@ -16,6 +16,19 @@ def default_out_dir() -> Path:
     return Path("runs") / dt.datetime.now().strftime("run-%Y%m%d-%H%M%S")
 
 
+def describe_deployment(config: dict) -> str:
+    """One line naming the model, GPUs, parallelism, policy and router of a resolved config."""
+    parts = []
+    for g in config["resolved_groups"]:
+        role = "" if g["role"] == "mixed" else f"{g['role']} "
+        par = f"tp={g['tp']}" + (f" pp={g['pp']}" if g["pp"] > 1 else "")
+        parts.append(f"{role}{g['count']} x {g['model']['name']} on {g['hardware']['name']} ({par})")
+    router = (
+        f", router {config['router']['kind']}" if len(parts) > 1 or config["resolved_groups"][0]["count"] > 1 else ""
+    )
+    return f"{' + '.join(parts)}, policy {config['policy']['kind']}{router}"
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run",
@@ -40,8 +53,7 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(json.loads((out / "summary.json").read_text())))
         return 0
-    model, hw = result.config["model"]["name"], result.config["hardware"]["name"]
-    title = f"{model} on {hw} x{cfg.parallelism.tp}, policy {cfg.policy.kind}"
+    title = describe_deployment(result.config)
     display.stdout.print(display.summary_table(result.summary, title))
     display.stdout.print(f"run folder: {out}")
     return 0

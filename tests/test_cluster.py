@@ -1,0 +1,163 @@
+"""Replicas and routers, tensor and pipeline parallelism, disaggregated prefill/decode."""
+
+import numpy as np
+import pytest
+
+from simulator.build import build
+from simulator.presets import hardware_presets, model_presets
+from simulator.scenario import validate_scenario
+from tests.conftest import make_config, make_stream, run_checked
+from workloads import RequestStream
+
+
+def _skewed_stream(n=1200, rate=8.0):
+    # Every 4th request is heavy: aligned with 4 replicas, round robin sends all of them to one.
+    rng = np.random.default_rng(0)
+    heavy = np.arange(n) % 4 == 0
+    return RequestStream(
+        np.cumsum(rng.exponential(1 / rate, n)), np.where(heavy, 6000, 300), np.where(heavy, 1000, 100)
+    )
+
+
+def test_load_aware_routers_beat_round_robin_on_a_skewed_workload():
+    stream = _skewed_stream()
+    p99 = {}
+    for router in ("round_robin", "least_outstanding", "power_of_two"):
+        cfg = validate_scenario({"replicas": 4, "router": router})
+        p99[router] = build(cfg, stream=stream).run().summary["p99_ttft_ms"]
+    assert p99["least_outstanding"] < p99["round_robin"] / 5
+    assert p99["power_of_two"] < p99["round_robin"] / 5
+
+
+def test_every_replica_gets_work_and_the_table_says_where():
+    cfg = validate_scenario({"replicas": 3, "router": "round_robin", "workload": {"num_requests": 30}})
+    result = build(cfg).run()
+    assert sorted(result.requests["replica_id"].unique()) == [0, 1, 2]
+    assert sorted(result.steps["replica_id"].unique()) == [0, 1, 2]
+    assert [r["replica_id"] for r in result.summary["per_replica"]] == [0, 1, 2]
+    assert result.summary["num_replicas"] == 3
+
+
+def test_heterogeneous_groups():
+    cfg = validate_scenario(
+        {
+            "groups": [
+                {"name": "big", "count": 1, "hardware": "h200"},
+                {"name": "small", "count": 2, "hardware": "l40s"},
+            ],
+            "router": "least_outstanding",
+            "workload": {"num_requests": 60},
+        }
+    )
+    result = build(cfg).run()
+    groups = {g["name"]: g for g in result.config["resolved_groups"]}
+    assert groups["big"]["hardware"]["name"].startswith("H200") and groups["small"]["count"] == 2
+    assert groups["big"]["num_blocks_per_replica"] > groups["small"]["num_blocks_per_replica"]
+    assert {r["group"] for r in result.summary["per_replica"]} == {"big", "small"}
+
+
+def test_tensor_parallel_all_reduce_timeline_by_hand():
+    # One 1024-token prompt producing one token: the run is one prefill step. On a GPU whose
+    # interconnect is free, the same step lacks exactly the 2 x 32 ring all-reduces.
+    h100 = hardware_presets()["h100-sxm"].model_dump()
+    free_link = h100 | {"interconnect_bandwidth_bytes_per_s": 1e30, "interconnect_latency_s": 0.0}
+    stream = make_stream([0.0], [1024], [1])
+    e2e = {}
+    for name, hw in (("real", h100), ("free", free_link)):
+        cfg = validate_scenario({"hardware": hw, "parallelism": {"tp": 2}})
+        e2e[name] = build(cfg, stream=stream).run().requests.loc[0, "finished_s"]
+    m = model_presets()["llama-3.1-8b"]
+    tp, message = 2, 1024 * m.hidden_size * 2
+    one = 2 * (tp - 1) / tp * message / (450e9 * 0.80) + 2 * (tp - 1) * 5e-6
+    assert e2e["real"] - e2e["free"] == pytest.approx(2 * m.num_layers * one, rel=1e-9)
+
+
+def test_70b_does_not_fit_at_tp1_and_runs_at_tp4():
+    with pytest.raises(ValueError, match="does not fit on H100-SXM5-80GB with tp=1"):
+        build(validate_scenario({"model": "llama-3.1-70b"}))
+    cfg = validate_scenario({"model": "llama-3.1-70b", "parallelism": {"tp": 4}, "workload": {"num_requests": 20}})
+    assert build(cfg).run().summary["completed"] == 20
+
+
+def _saturating(extra, rate=20.0, n=600):
+    base = {"workload": {"num_requests": n, "arrival": {"kind": "poisson", "rate_per_s": rate}}}
+    return build(validate_scenario(base | extra)).run().summary
+
+
+def test_pipeline_parallel_gains_throughput_and_costs_latency_against_replicas():
+    one = _saturating({})
+    pp2 = _saturating({"parallelism": {"pp": 2}})
+    two = _saturating({"replicas": 2, "router": "least_outstanding"})
+    # two pipeline stages serve more than one GPU...
+    assert pp2["output_throughput"] > 1.3 * one["output_throughput"]
+    # ...but less than the same two GPUs as replicas, and each token waits for both stages and the bubbles
+    assert pp2["output_throughput"] < two["output_throughput"]
+    assert pp2["median_tpot_ms"] > two["median_tpot_ms"]
+
+
+def test_pipeline_stages_split_the_step_by_hand(by_id):
+    # constant 1 s steps, pp=2: each stage takes 0.5 s; two requests on two virtual engines overlap.
+    h = hardware_presets()["h100-sxm"].model_dump() | {
+        "interconnect_latency_s": 0.0,
+        "interconnect_bandwidth_bytes_per_s": 1e30,
+    }
+    cfg = make_config(parallelism={"tp": 1, "pp": 2}, hardware=h)
+    r = by_id(run_checked(cfg, make_stream([0.0, 0.0], [4, 4], [1, 1])))
+    # engine 0's step holds stage 0 over [0, 0.5] then stage 1 over [0.5, 1]; engine 1 follows half a step behind
+    assert r.loc[0, "finished_s"] == pytest.approx(1.0)
+    assert r.loc[1, "finished_s"] == pytest.approx(1.5)
+
+
+MIXED = {
+    "kind": "independent",
+    "prompt": {"kind": "lognormal", "median_tokens": 3000, "sigma": 0.4, "max_tokens": 12000},
+    "output": {"kind": "lognormal", "median_tokens": 400, "sigma": 0.4, "max_tokens": 2000},
+}
+
+
+def _mixed(extra, rate=8.0):
+    base = {
+        "router": "least_outstanding",
+        "workload": {"num_requests": 400, "arrival": {"kind": "poisson", "rate_per_s": rate}, "lengths": MIXED},
+    }
+    return build(validate_scenario(base | extra)).run()
+
+
+def test_disaggregation_lowers_p99_tpot_at_equal_gpu_count_and_ttft_includes_the_transfer():
+    colocated = _mixed({"replicas": 2})
+    split = _mixed({"groups": [{"role": "prefill", "count": 1}, {"role": "decode", "count": 1}]})
+    assert split.summary["p99_tpot_ms"] < colocated.summary["p99_tpot_ms"]
+    req = split.requests[split.requests["status"] == "finished"]
+    multi = req[req["num_output_tokens"] > 1]
+    assert (multi["transfer_end_s"] > multi["transfer_start_s"]).all()
+    assert (multi["first_token_s"] == multi["transfer_end_s"]).all()  # the first token arrives with the KV
+    assert (multi["prefill_replica_id"] == 0).all() and (multi["replica_id"] == 1).all()
+    # 3000-token prompts of Llama-3.1-8B KV (393 MB) over NVLink (450 GB/s): about 0.9 ms
+    assert split.summary["mean_kv_transfer_ms"] == pytest.approx(
+        (multi["num_prompt_tokens"] * 131072).mean() / 450e9 * 1000 + 0.005, rel=0.05
+    )
+
+
+def test_layerwise_overlap_hides_most_of_the_transfer():
+    slow_link = {"bandwidth_bytes_per_s": 5e9, "latency_s": 1e-4}
+    groups = {"groups": [{"role": "prefill"}, {"role": "decode"}]}
+    plain = _mixed(groups | {"kv_transfer": slow_link}, rate=2.0)
+    overlap = _mixed(groups | {"kv_transfer": slow_link | {"layerwise_overlap": True}}, rate=2.0)
+    assert overlap.summary["mean_kv_transfer_ms"] < plain.summary["mean_kv_transfer_ms"] / 4
+    assert overlap.summary["mean_ttft_ms"] < plain.summary["mean_ttft_ms"]
+
+
+def test_decode_side_memory_gates_transfers(by_id):
+    # The decode replica holds 10 blocks of 16 tokens: two 80-token prompts cannot both land at once.
+    cfg = make_config(
+        groups=[
+            {"role": "prefill", "kv_cache": {"num_blocks": 64, "block_size": 16}},
+            {"role": "decode", "kv_cache": {"num_blocks": 10, "block_size": 16}},
+        ],
+    )
+    result = run_checked(cfg, make_stream([0.0, 0.0], [80, 80], [20, 20]))
+    r = by_id(result)
+    assert set(r["status"]) == {"finished"}
+    first, second = sorted(r["transfer_start_s"])
+    assert second > first + 10  # the second waited for the first to finish decoding
+    assert result.steps["num_transfer_queue"].max() >= 1
