@@ -311,7 +311,12 @@ class Engine:
             else:
                 req.num_computed_tokens = 0  # recompute (or swap space exhausted): the KV is gone
             transition(req, State.PREEMPTED, now)
-            self._waiting.appendleft(req)  # preempted newest first, so the oldest ends in front
+            # Preempted newest first, so the oldest ends in front; but behind requests that already
+            # hold their KV (received by transfer), which need no free blocks to start.
+            holding = 0
+            while holding < len(self._waiting) and self._waiting[holding].num_blocks:
+                holding += 1
+            self._waiting.insert(holding, req)
         admitted = [req for req, _ in plan.scheduled if req.state is not State.RUNNING]
         for req in admitted:
             if self._waiting and self._waiting[0] is req:

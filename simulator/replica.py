@@ -49,6 +49,11 @@ class Replica:
     def prefix_hit_tokens(self, request: Request) -> int:
         return max(e.kv.peek_hit_tokens(request) for e in self.engines)
 
+    @property
+    def max_request_tokens(self) -> int:
+        """The longest request (prompt + output) one of its engines can ever hold in KV."""
+        return max(e.kv.num_total_blocks * e.kv.block_size for e in self.engines)
+
     # -- placement ------------------------------------------------------------------------
 
     def _least_loaded(self) -> Engine:
@@ -58,4 +63,6 @@ class Replica:
         self._least_loaded().enqueue(req)
 
     def offer_transfer(self, req: Request) -> None:
-        self._least_loaded().offer_transfer(req)
+        total = req.num_prompt_tokens + req.num_output_tokens
+        fits = [e for e in self.engines if e.kv.num_total_blocks * e.kv.block_size >= total]
+        min(fits, key=lambda e: e.num_outstanding).offer_transfer(req)

@@ -14,7 +14,7 @@ from policies.routing import Router
 from simulator.engine import Engine
 from simulator.metrics import MetricsRecorder
 from simulator.replica import Replica
-from simulator.request import Request
+from simulator.request import Request, State, transition
 from simulator.results import RunResult
 from simulator.summary import request_latencies, summarize
 from simulator.transfer import Link
@@ -72,6 +72,10 @@ class Simulation:
         self.decode = [r for r in replicas if r.role == "decode"]
         assert self.entry and (kv_transfer is not None) == bool(self.decode)
         self._replica_of = {id(e): r for r in replicas for e in r.engines}
+        # the most KV tokens any one decode engine can hold: longer requests can never decode
+        self._decode_capacity_tokens = max(
+            (e.kv.num_total_blocks * e.kv.block_size for r in self.decode for e in r.engines), default=0
+        )
         self._sources: dict[int, Engine] = {}  # request id -> prefill engine holding its KV
         for engine in self.engines:
             engine.on_done = self._request_done
@@ -128,6 +132,18 @@ class Simulation:
             s.hash_block_tokens,
         )
         self.recorder.arrived(self.env.now)
+        total = req.num_prompt_tokens + req.num_output_tokens
+        if self.decode and total > self._decode_capacity_tokens:
+            transition(
+                req,
+                State.REJECTED,
+                self.env.now,
+                f"prompt + output of {total} tokens exceeds the KV "
+                f"capacity of every decode replica ({self._decode_capacity_tokens} tokens)",
+            )
+            self.recorder.request_done(req, self.env.now)
+            self._request_done(req)
+            return
         self.entry[self.router.route(req, self.entry, self.env.now)].enqueue(req)
 
     # -- disaggregation -------------------------------------------------------------------
@@ -137,7 +153,9 @@ class Simulation:
         req.prefill_replica_id = engine.replica_id
         self._sources[req.request_id] = engine
         req.transfer_step_s = step_s
-        self.decode[self.router.route(req, self.decode, self.env.now)].offer_transfer(req)
+        total = req.num_prompt_tokens + req.num_output_tokens
+        fits = [r for r in self.decode if r.max_request_tokens >= total]
+        fits[self.router.route(req, fits, self.env.now)].offer_transfer(req)
 
     def _start_transfer(self, req: Request, destination: Engine) -> None:
         self.env.process(self._transfer(req, self._sources.pop(req.request_id), destination))

@@ -161,3 +161,34 @@ def test_decode_side_memory_gates_transfers(by_id):
     first, second = sorted(r["transfer_start_s"])
     assert second > first + 10  # the second waited for the first to finish decoding
     assert result.steps["num_transfer_queue"].max() >= 1
+
+
+def test_decode_side_preemption_never_strands_received_kv():
+    # An overloaded decode replica: running requests preempt each other while received KV waits.
+    # A recomputing request must queue behind requests that already hold their KV, or with
+    # nothing running neither could start (this scenario stalled before that rule).
+    cfg = validate_scenario(
+        {
+            "groups": [
+                {"role": "prefill", "count": 3},
+                {"role": "decode", "count": 1, "kv_cache": {"num_blocks": 3000}},
+            ],
+            "router": "least_outstanding",
+            "workload": {"num_requests": 300, "arrival": {"kind": "poisson", "rate_per_s": 12}, "lengths": MIXED},
+        }
+    )
+    result = build(cfg).run()
+    assert (result.requests["status"] == "finished").all()
+    assert result.summary["preemptions"] > 0
+
+
+def test_requests_too_long_for_every_decode_replica_are_rejected_at_arrival(by_id):
+    cfg = make_config(
+        groups=[
+            {"role": "prefill", "kv_cache": {"num_blocks": 64, "block_size": 16}},
+            {"role": "decode", "kv_cache": {"num_blocks": 4, "block_size": 16}},
+        ]
+    )
+    r = by_id(run_checked(cfg, make_stream([0.0, 0.0], [50, 20], [30, 10])))
+    assert r.loc[0, "status"] == "rejected" and "every decode replica (64 tokens)" in r.loc[0, "reject_reason"]
+    assert r.loc[1, "status"] == "finished"
