@@ -233,6 +233,12 @@ def test_replay_window_scale_duration_and_caps():
     assert s.prefix_hashes(i)[5] != full_stream.prefix_hashes(i)[5]
 
 
+def test_time_scale_compresses_think_times_too():
+    raw = read_trace("agent-rounds")
+    s = _replay(source="agent-rounds", time_scale=4.0)
+    assert np.allclose(s.think_s, raw.think_s / 4) and s.arrival_s[9] == pytest.approx(raw.arrival_s[9] / 4)
+
+
 def test_replay_sampling():
     first = _replay(source="azure-code", num_requests=100)
     assert np.array_equal(first.arrival_s, read_trace("azure-code").arrival_s[:100])

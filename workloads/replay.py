@@ -121,8 +121,9 @@ def _replay_timed(cfg: TraceWorkload, trace: Trace, seed: int) -> tuple[Trace, n
         trace = _replace_arrival(trace, trace.arrival_s - start)  # type: ignore[operator]
     if cfg.num_requests is not None:
         trace = _sample(cfg, trace, seed)
-    scaled = trace.arrival_s / cfg.time_scale  # type: ignore[operator]
-    trace = _replace_arrival(trace, scaled)
+    if cfg.time_scale != 1.0:
+        think = None if trace.think_s is None else trace.think_s / cfg.time_scale
+        trace = dataclasses.replace(trace, arrival_s=trace.arrival_s / cfg.time_scale, think_s=think)  # type: ignore[operator]
     if cfg.duration_s is not None:
         root_time = trace.arrival_s[trace.group_of()]  # type: ignore[index]
         trace = _keep(trace, root_time <= cfg.duration_s, f"duration_s {cfg.duration_s}")
