@@ -110,6 +110,26 @@ def test_run_replays_each_shipped_trace(tmp_path, capsys, name):
     assert config["workload"]["kind"] == "trace" and config["workload"]["source"] == name
 
 
+def test_run_names_a_trace_on_the_command_line(tmp_path, capsys, monkeypatch):
+    code, out, err = _cli(
+        capsys, "run", "--trace", "azure-code", "--num-requests", "25", "--quiet", "--json", "--out", tmp_path / "a"
+    )
+    assert code == 0, err
+    assert json.loads(out)["completed"] == 25
+    config = json.loads((tmp_path / "a" / "config.json").read_text())["workload"]
+    assert config["kind"] == "trace" and config["source"] == "azure-code" and config["num_requests"] == 25
+    # a file path is relative to the working directory, even with a scenario elsewhere
+    (tmp_path / "mine.csv").write_text("prompt_tokens,output_tokens\n100,10\n200,20\n")
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "s.yaml").write_text("workload: {kind: trace, source: x.csv, max_output_tokens: 15}\n")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _cli(
+        capsys, "run", "conf/s.yaml", "--trace", "mine.csv", "--rate", "2", "--quiet", "--json", "--out", tmp_path / "b"
+    )
+    assert code == 0, err
+    assert json.loads(out)["completed"] == 2 and json.loads(out)["total_output_tokens"] == 25
+
+
 def test_run_with_a_bad_trace_is_one_line_and_exit_2(tmp_path):
     (tmp_path / "bad.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0,5,1\n1,-3,1\n")
     (tmp_path / "s.yaml").write_text("workload: {kind: trace, source: bad.csv}\n")

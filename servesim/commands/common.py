@@ -8,6 +8,7 @@ from typing import Any
 
 from simulator.config import ScenarioConfig
 from simulator.scenario import read_scenario_dict, set_path, validate_scenario
+from workloads.traces import SHIPPED_TRACES
 
 
 def add_scenario_args(parser: argparse.ArgumentParser) -> None:
@@ -20,6 +21,12 @@ def add_scenario_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--rate", type=float, help="mean arrival rate, requests/s")
     g.add_argument("--num-requests", type=int, help="number of requests")
     g.add_argument("--duration", type=float, help="arrivals stop after this many seconds (instead of --num-requests)")
+    g.add_argument(
+        "--trace",
+        metavar="SOURCE",
+        help="replay a trace instead of the scenario's workload: a shipped name (see `servesim workload list`) "
+        "or a file",
+    )
     g.add_argument("--seed", type=int, help="seed of every random stream")
     g.add_argument("--slo-ttft-ms", type=float, help="TTFT SLO for goodput, ms")
     g.add_argument("--slo-tpot-ms", type=float, help="TPOT SLO for goodput, ms")
@@ -29,6 +36,17 @@ def add_scenario_args(parser: argparse.ArgumentParser) -> None:
 def _normalize_tagged(data: dict[str, Any], key: str) -> None:
     if isinstance(data.get(key), str):
         data[key] = {"kind": data[key]}
+
+
+def _use_trace(data: dict[str, Any], source: str) -> None:
+    """Make the workload a replay of ``source``, keeping the trace options a trace workload already has."""
+    workload = data.get("workload")
+    if not isinstance(workload, dict) or workload.get("kind") != "trace":
+        workload = {"kind": "trace"}
+        data["workload"] = workload
+    # A file named on the command line is relative to the working directory, not the scenario's folder.
+    path = Path(source).expanduser()
+    workload["source"] = source if source in SHIPPED_TRACES or not path.exists() else str(path.resolve())
 
 
 def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path | None]:
@@ -41,6 +59,8 @@ def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path |
         source = str(args.scenario)
         base_dir = args.scenario.parent
     _normalize_tagged(data, "policy")
+    if args.trace is not None:
+        _use_trace(data, args.trace)
     overrides: dict[str, Any] = {
         "model": args.model,
         "hardware": args.hardware,
