@@ -119,10 +119,12 @@ def read_agent_rounds(source: TextSource, skip_bad_rows: bool = False, block_tok
     previous: dict[str, int] = {}
     parent = np.full(len(table), -1, dtype=np.int64)
     backwards = np.zeros(len(table), dtype=bool)
+    after_round: dict[int, int] = {}  # backwards row -> the round it failed to follow
     for i in np.flatnonzero(~checker.bad):
         j = previous.get(sessions[i])
         if j is not None and round_index[i] <= round_index[j]:
             backwards[i] = True
+            after_round[int(i)] = int(round_index[j])
             continue
         parent[i] = -1 if j is None else j
         previous[sessions[i]] = i
@@ -130,7 +132,7 @@ def read_agent_rounds(source: TextSource, skip_bad_rows: bool = False, block_tok
         backwards,
         lambda row: (
             f"round_index: {round_index[row]} does not follow round "
-            f"{round_index[previous[sessions[row]]]} of session {sessions[row]!r} (rounds must be in order)"
+            f"{after_round[row]} of session {sessions[row]!r} (rounds must be in order)"
         ),
     )
     keep = checker.finish()

@@ -126,9 +126,11 @@ def read_csv_table(source: TextSource) -> RawTable:
     """Split a CSV file into string columns; the first line is the header.
 
     Blank lines and rows with the wrong number of fields are broken rows (they raise in
-    error mode, see ``report_broken``).
+    error mode, see ``report_broken``). Values are kept as written (numbers may carry
+    surrounding spaces, which the number parsers accept).
     """
-    reader = csv.reader(source.text.splitlines())
+    text_lines = source.text.splitlines()
+    reader = csv.reader(text_lines)
     try:
         header = next(reader)
     except StopIteration:
@@ -139,10 +141,19 @@ def read_csv_table(source: TextSource) -> RawTable:
     dupes = sorted({h for h in header if header.count(h) > 1})
     if dupes:
         raise ValueError(f"{source.name}: line 1: duplicate column {dupes[0]!r}")
-    columns: dict[str, list[Any]] = {h: [] for h in header}
+    width = len(header)
+    rows = list(reader)
+    if len(rows) == len(text_lines) - 1 and all(len(row) == width for row in rows):
+        # The common case, one record per line and every record whole: transpose at once.
+        transposed = zip(*rows, strict=True) if rows else ([] for _ in header)
+        columns: dict[str, list[Any]] = {h: list(values) for h, values in zip(header, transposed, strict=True)}
+        return RawTable(source.name, columns, np.arange(2, len(rows) + 2, dtype=np.int64), 1, {})
+    # Otherwise walk the records again, keeping each one's line number and noting broken ones.
+    reader = csv.reader(text_lines)
+    next(reader)
+    columns = {h: [] for h in header}
     lines: list[int] = []
     broken: dict[int, str] = {}
-    width = len(header)
     for row in reader:
         i = len(lines)
         lines.append(reader.line_num)
@@ -152,7 +163,7 @@ def read_csv_table(source: TextSource) -> RawTable:
                 values.append(None)
             continue
         for h, value in zip(header, row, strict=True):
-            columns[h].append(value.strip())
+            columns[h].append(value)
     return RawTable(source.name, columns, np.asarray(lines, dtype=np.int64), 1, broken)
 
 
@@ -162,12 +173,22 @@ def read_jsonl_table(source: TextSource, keys: Sequence[str] | None = None) -> R
     ``keys`` limits the columns kept (all keys of the first object when None, plus any
     key seen later). Blank lines, invalid JSON and non-objects are broken rows.
     """
-    columns: dict[str, list[Any]] = {k: [] for k in keys} if keys is not None else {}
-    lines: list[int] = []
-    broken: dict[int, str] = {}
     text_lines = source.text.split("\n")
     if text_lines and text_lines[-1] == "":
         text_lines.pop()  # the newline that ends the last line
+    try:  # one decoder call for the whole file; any oddity falls back to the line-by-line walk
+        records = json.loads("[" + ",".join(text_lines) + "]")
+    except json.JSONDecodeError:
+        records = None
+    if records is not None and len(records) == len(text_lines) and all(type(r) is dict for r in records):
+        # The common case, every line an object: build the columns at once.
+        names = list(keys) if keys is not None else list(dict.fromkeys(k for r in records for k in r))
+        columns = {k: [r.get(k) for r in records] for k in names}
+        return RawTable(source.name, columns, np.arange(1, len(records) + 1, dtype=np.int64), 0, {})
+    # Otherwise go line by line, noting broken lines.
+    columns = {k: [] for k in keys} if keys is not None else {}
+    lines: list[int] = []
+    broken: dict[int, str] = {}
     for n, text in enumerate(text_lines, start=1):
         i = len(lines)
         lines.append(n)
@@ -234,8 +255,43 @@ def reject_missing_fields(table: RawTable, fields: Sequence[str], checker: RowCh
     return mask
 
 
-def _is_missing(value: Any) -> bool:
-    return value is None or value == ""
+def is_missing(value: Any) -> bool:
+    """An absent value: a JSON null or missing key, or an empty (or blank) CSV cell."""
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def _all_ints(values: list[Any]) -> np.ndarray | None:
+    """Fast path: every value an integer (a JSON int or a CSV integer string), as int64; else None
+    (the caller then checks value by value to name the bad row)."""
+    if not values:
+        return None
+    if isinstance(values[0], str):
+        try:
+            return np.asarray(values, dtype=str).astype(np.int64)
+        except ValueError:
+            return None
+    if {type(v) for v in values} != {int}:  # bool and float are refused; None is missing
+        return None
+    try:
+        return np.asarray(values, dtype=np.int64)
+    except OverflowError:
+        return None
+
+
+def _all_floats(values: list[Any]) -> np.ndarray | None:
+    """Fast path: every value a finite number, as float64; else None."""
+    if not values:
+        return None
+    if isinstance(values[0], str):
+        try:
+            out = np.asarray(values, dtype=str).astype(np.float64)
+        except ValueError:
+            return None
+    elif {type(v) for v in values} <= {int, float}:
+        out = np.asarray(values, dtype=np.float64)
+    else:
+        return None
+    return out if bool(np.all(np.isfinite(out))) else None
 
 
 def int_column(
@@ -246,13 +302,14 @@ def int_column(
     Rows in ``skip_rows`` (already broken) are not checked and hold 0.
     """
     values = table.columns[column]
-    out = np.zeros(len(values), dtype=np.int64)
+    fast = None if skip_rows.any() else _all_ints(values)
+    out = fast if fast is not None else np.zeros(len(values), dtype=np.int64)
     bad_value = np.zeros(len(values), dtype=bool)
     missing = np.zeros(len(values), dtype=bool)
-    for i, v in enumerate(values):
+    for i, v in enumerate(values if fast is None else ()):
         if skip_rows[i]:
             continue
-        if _is_missing(v):
+        if is_missing(v):
             missing[i] = True
         elif isinstance(v, (bool, float)):
             bad_value[i] = True
@@ -283,13 +340,14 @@ def float_column(
 ) -> np.ndarray:
     """A finite float column (float64); rows where ``optional`` is true may be empty (NaN)."""
     values = table.columns[column]
-    out = np.full(len(values), np.nan, dtype=np.float64)
+    fast = None if skip_rows.any() or (optional is not None and optional.any()) else _all_floats(values)
+    out = fast if fast is not None else np.full(len(values), np.nan, dtype=np.float64)
     bad_value = np.zeros(len(values), dtype=bool)
     missing = np.zeros(len(values), dtype=bool)
-    for i, v in enumerate(values):
+    for i, v in enumerate(values if fast is None else ()):
         if skip_rows[i]:
             continue
-        if _is_missing(v):
+        if is_missing(v):
             if optional is None or not optional[i]:
                 missing[i] = True
             continue
@@ -317,7 +375,8 @@ def text_column(table: RawTable, column: str, skip_rows: np.ndarray) -> list[str
     """A text column: each value as a string, None where empty (ids, class names)."""
     out: list[str | None] = []
     for i, v in enumerate(table.columns[column]):
-        out.append(None if skip_rows[i] or _is_missing(v) else str(v))
+        text = None if skip_rows[i] or v is None else str(v).strip()
+        out.append(text or None)
     return out
 
 

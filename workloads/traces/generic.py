@@ -37,14 +37,15 @@ from workloads.traces.files import (
     check_sorted,
     float_column,
     int_column,
+    is_missing,
     read_csv_table,
     read_jsonl_table,
     report_broken,
     require_columns,
     text_column,
 )
-from workloads.traces.mooncake import ragged, read_block_ids
-from workloads.traces.trace import Trace, encode_labels
+from workloads.traces.mooncake import read_block_ids
+from workloads.traces.trace import Trace, encode_labels, take_ragged
 
 REQUIRED = ("prompt_tokens", "output_tokens")
 OPTIONAL = ("arrival_s", "session_id", "think_s", "hash_ids", "priority", "slo_class", "tenant")
@@ -86,10 +87,10 @@ def read_generic(source: TextSource, skip_bad_rows: bool = False, block_tokens: 
     arrival = think = None
     dependent = np.zeros(len(table), dtype=bool)
     if "think_s" in has:
-        dependent = np.array([v not in (None, "") for v in table.columns["think_s"]]) & ~broken
+        dependent = np.array([not is_missing(v) for v in table.columns["think_s"]]) & ~broken
         think = float_column(table, "think_s", checker, broken, optional=~dependent)
     if "arrival_s" in has:
-        given = np.array([v not in (None, "") for v in table.columns["arrival_s"]])
+        given = np.array([not is_missing(v) for v in table.columns["arrival_s"]])
         checker.reject(given & dependent, "give arrival_s or think_s, not both")
         arrival = float_column(table, "arrival_s", checker, broken, optional=dependent)
     sessions = text_column(table, "session_id", broken) if "session_id" in has else [None] * len(table)
@@ -150,7 +151,7 @@ def read_generic(source: TextSource, skip_bad_rows: bool = False, block_tokens: 
         fields["priority"] = priority[rows]
     if ids is not None:
         assert block_tokens is not None
-        fields["block_keys"], fields["block_offsets"] = ragged([ids[i] for i in rows])
+        fields["block_keys"], fields["block_offsets"] = take_ragged(*ids, rows)
         fields["block_tokens"] = block_tokens
     return Trace(
         name=source.name,

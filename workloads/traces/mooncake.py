@@ -8,6 +8,8 @@ of k blocks iff their first k ids are equal). Other fields are ignored.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from workloads.hashing import num_blocks
@@ -22,7 +24,7 @@ from workloads.traces.files import (
     reject_missing_fields,
     report_broken,
 )
-from workloads.traces.trace import Trace
+from workloads.traces.trace import Trace, take_ragged
 
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 BLOCK_TOKENS = 512
@@ -30,22 +32,31 @@ BLOCK_TOKENS = 512
 
 def read_block_ids(
     values: list, prompt: np.ndarray, block_tokens: int, checker: RowChecker, skip_rows: np.ndarray, field: str
-) -> list[list[int]]:
-    """Per-row lists of integer block ids, checked against the prompt length."""
-    ids: list[list[int]] = [[] for _ in values]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every row's integer block ids as CSR (values, offsets), checked against the prompt length.
+
+    JSON rows hold lists; CSV rows hold space-separated integers. Rejected rows (and rows
+    in ``skip_rows``) get no ids.
+    """
     expected = num_blocks(prompt, block_tokens)
+    if not skip_rows.any() and {type(v) for v in values} == {list}:  # fast path: JSON lists
+        counts = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+        flat = list(itertools.chain.from_iterable(values))
+        if {type(x) for x in flat} <= {int} and np.array_equal(counts, expected):
+            return np.asarray(flat, dtype=np.int64), np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    ids: list[list[int]] = [[] for _ in values]
     bad_type = np.zeros(len(values), dtype=bool)
     bad_count = np.zeros(len(values), dtype=bool)
     for i, v in enumerate(values):
         if skip_rows[i]:
             continue
-        if isinstance(v, str):  # CSV: space-separated integers
+        if isinstance(v, str):
             try:
                 v = [int(x) for x in v.split()]
             except ValueError:
                 bad_type[i] = True
                 continue
-        if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        if not isinstance(v, list) or not all(type(x) is int for x in v):
             bad_type[i] = True
             continue
         if len(v) != expected[i]:
@@ -60,15 +71,9 @@ def read_block_ids(
             f"ids for {prompt[row]} prompt tokens (expected ceil({prompt[row]} / {block_tokens}) = {expected[row]})"
         ),
     )
-    return ids
-
-
-def ragged(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    """CSR (values, offsets) of integer lists."""
-    counts = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
-    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    values = np.fromiter((x for row in lists for x in row), dtype=np.int64, count=int(offsets[-1]))
-    return values, offsets
+    counts = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(counts.sum()))
+    return flat, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
 
 def read_mooncake(source: TextSource, skip_bad_rows: bool = False) -> Trace:
@@ -81,11 +86,13 @@ def read_mooncake(source: TextSource, skip_bad_rows: bool = False) -> Trace:
     output = int_column(table, "output_length", checker, broken)
     stamp_ms = float_column(table, "timestamp", checker, broken)
     check_sorted(stamp_ms, np.flatnonzero(~checker.bad), checker, "timestamp")
-    ids = read_block_ids(table.columns["hash_ids"], prompt, BLOCK_TOKENS, checker, checker.bad.copy(), "hash_ids")
+    ids, id_offsets = read_block_ids(
+        table.columns["hash_ids"], prompt, BLOCK_TOKENS, checker, checker.bad.copy(), "hash_ids"
+    )
     keep = checker.finish()
     if not keep.any():
         raise ValueError(f"{source.name}: every row is bad ({len(table)} skipped)")
-    keys, offsets = ragged([ids[i] for i in np.flatnonzero(keep)])
+    keys, offsets = take_ragged(ids, id_offsets, np.flatnonzero(keep))
     return Trace(
         name=source.name,
         format="mooncake",
