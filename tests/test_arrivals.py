@@ -119,3 +119,16 @@ def test_a_million_arrivals_generate_quickly():
         t = arrival_times(arrival, rng_for(0, Stream.ARRIVALS), 1_000_000, None)
         assert len(t) == 1_000_000 and np.all(np.diff(t) >= 0)
         assert time.perf_counter() - start < 5.0, arrival.kind  # vectorised: well under a second here
+
+
+def test_synthetic_draws_are_those_of_earlier_versions():
+    # Pinned from the implementation before trace, session and closed-loop workloads existed:
+    # the same scenario and seed must keep giving the same requests.
+    s = generate(
+        WorkloadConfig.model_validate({"duration_s": 100, "arrival": {"kind": "poisson", "rate_per_s": 3}}), 11
+    )
+    assert len(s) == 293 and s.arrival_s[-1] == 99.79759342267081
+    assert s.arrival_s[:3].tolist() == [1.121769896492187, 2.192744366946478, 2.578105294341348]
+    s = generate(WorkloadConfig.model_validate({"num_requests": 50}), 11)
+    assert s.arrival_s[:2].tolist() == [0.645889714902016, 1.2625325732565924]
+    assert s.num_prompt_tokens[:4].tolist() == [1260, 5339, 1203, 1291]

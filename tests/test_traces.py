@@ -90,6 +90,18 @@ def test_azure_timestamps_become_seconds_since_the_first():
     assert describe_trace(read_trace("azure-code"))["arrivals"]["mean_rate_per_s"] == pytest.approx(2.57, abs=0.005)
 
 
+def test_azure_2024_timestamps_with_offsets_and_mixed_precision(tmp_path):
+    path = tmp_path / "AzureLLMInferenceTrace_conv_1week.csv"
+    path.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2024-05-12 00:00:00+00:00,100,10\n"
+        "2024-05-12 00:00:00.009930+00:00,200,20\n"
+        "2024-05-12 00:00:01.5+00:00,300,30\n"
+    )
+    trace = read_trace(str(path))
+    assert trace.format == "azure" and np.allclose(trace.arrival_s, [0.0, 0.00993, 1.5], atol=1e-9, rtol=0)
+
+
 @pytest.mark.parametrize(
     ("name", "fraction", "distinct"), [("mooncake-conversation", 0.366, 182_790), ("mooncake-synthetic", 0.640, 43_924)]
 )
