@@ -238,3 +238,9 @@ def test_class_mix_shares_and_labels():
         assert len(np.unique(sessions.priority[sessions.session_id == k])) == 1
     with pytest.raises(ValidationError, match="give every class a tenant, or none"):
         WorkloadConfig.model_validate({"classes": [{"tenant": "a"}, {"priority": 1}]})
+
+
+def test_no_session_starting_gives_an_empty_stream():
+    s = _sessions(num_sessions=None, duration_s=0.001, arrival={"kind": "poisson", "rate_per_s": 0.01})
+    assert len(s) == 0 and s.meta["num_sessions"] == 0 and len(s.hash_offsets) == 1
+    assert describe(s)["prefix_blocks"]["repeat_fraction"] is None

@@ -193,7 +193,8 @@ class SessionWorkload(_Frozen):
 
 
 def _segment_starts(counts: np.ndarray) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    """Index of each segment's first element when segments of ``counts`` elements are laid end to end."""
+    return (np.cumsum(counts) - counts).astype(np.int64)
 
 
 def generate_sessions(cfg: SessionWorkload, seed: int, base_dir: Path | None = None) -> RequestStream:
