@@ -216,6 +216,11 @@ class Engine:
             plan = self.policy.plan_step(self, env.now)
             num_preempted = self._carry_out(plan)
             self._sample_levels()
+            if not plan.scheduled and (plan.preempt or plan.reject):
+                # The plan only made room or removed requests: blocks were freed, so let incoming KV
+                # transfers claim them and plan again at once rather than sleep.
+                self._reserve_incoming()
+                continue
             if not plan.scheduled:
                 assert self._running == [] or plan.wake_at_s is not None, (
                     f"replica {self.replica_id}: policy scheduled nothing with requests running"

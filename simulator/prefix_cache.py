@@ -88,10 +88,13 @@ class PrefixCache:
     # -- planning (read-only) ------------------------------------------------------------
 
     def _match(self, req: Request) -> tuple[int, int, int]:
-        """(GPU hits, of which unreferenced, host hits) for ``req``'s longest cached prefix.
+        """(GPU hits, of which counted against the free pool, host hits) for ``req``'s longest cached prefix.
 
         At least one prompt token is always left to compute, so a fully cached prompt
-        still produces its first token.
+        still produces its first token. A hit block that nobody references leaves the free
+        pool when reused; so, conservatively, does one with a single holder, which the same
+        plan may preempt (its blocks then counted as freed): planning stays exact when the
+        victim shares the prefix, and is at worst one block cautious per such hit otherwise.
         """
         keys = block_keys(req, self.block_size)
         limit = (req.num_prompt_tokens - 1) // self.block_size
@@ -101,7 +104,7 @@ class PrefixCache:
             if bid is None:
                 break
             gpu += 1
-            unreferenced += self._ref[bid] == 0
+            unreferenced += self._ref[bid] <= 1
         for key in keys[gpu:limit]:
             if key not in self._host:
                 break
@@ -129,9 +132,8 @@ class PrefixCache:
         want = ceil_div(num_kv_tokens, self.block_size)
         if req.num_blocks or req.num_host_blocks or req.num_computed_tokens:
             return max(0, want - req.num_blocks)
-        gpu, unreferenced, _ = self._match(req)
-        # reused blocks that nobody references still leave the free pool
-        return max(0, want - gpu) + unreferenced
+        gpu, consuming, _ = self._match(req)
+        return max(0, want - gpu) + consuming
 
     def num_freeable_blocks(self, req: Request) -> int:
         return sum(1 for bid in req.block_ids or () if self._ref[bid] == 1)

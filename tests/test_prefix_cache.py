@@ -32,7 +32,9 @@ def test_second_request_reuses_the_cached_prefix():
     kv.commit(a)
     kv.new_plan()
     assert kv.prefix_hit_tokens(b) == 8  # blocks (1,0) and (2,1); block (9,2) differs
-    assert kv.num_new_blocks(b, 12) == 1  # two reused blocks are referenced by a
+    # one new block, plus the two reused ones counted against the free pool: their only holder (a)
+    # might be preempted by the same plan, and then they would come out of it
+    assert kv.num_new_blocks(b, 12) == 3
     tokens, reload = kv.acquire_prefix(b)
     assert (tokens, reload) == (8, 0)
     kv.allocate(b, 12)

@@ -1,4 +1,8 @@
-"""Workloads: arrival processes, length distributions and traces. Imports nothing of the other packages."""
+"""Workloads: arrival processes, length distributions, sessions and trace readers.
+
+``generate(cfg, seed, base_dir)`` turns a ``WorkloadConfig`` into a ``RequestStream``.
+Imports nothing of the other packages.
+"""
 
 from workloads.config import WorkloadConfig
 from workloads.generate import generate

@@ -1,13 +1,26 @@
-"""The workload part of a scenario: how many requests, when they arrive, how long they are."""
+"""The workload part of a scenario: which requests arrive, when, and how long they are.
+
+``WorkloadConfig`` is one of four kinds, chosen by ``kind`` (``synthetic`` when absent, so
+scenario files written before the other kinds existed stay valid):
+
+- ``synthetic``: an arrival process and a length distribution (``SyntheticWorkload``).
+- ``trace``: a trace file replayed (``workloads.replay.TraceWorkload``).
+- ``sessions``: multi-turn conversations and agent loops (``workloads.sessions.SessionWorkload``).
+- ``closed_loop``: a fixed number of users (``workloads.closed_loop.ClosedLoopWorkload``).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator, model_validator
 
 from workloads.arrivals import ArrivalConfig, PoissonArrivals
+from workloads.classes import RequestClass, check_classes
+from workloads.closed_loop import ClosedLoopWorkload
 from workloads.lengths import DatasetLengths, LengthConfig
+from workloads.replay import TraceWorkload
+from workloads.sessions import SessionWorkload
 
 DEFAULT_NUM_REQUESTS = 1000
 # Llama-3.1-8B on one H100 with ShareGPT lengths saturates near 6.7 requests/s under the
@@ -15,7 +28,7 @@ DEFAULT_NUM_REQUESTS = 1000
 DEFAULT_RATE_PER_S = 5.0
 
 
-class WorkloadConfig(BaseModel):
+class SyntheticWorkload(BaseModel):
     """A synthetic workload: an arrival process and a length distribution.
 
     Give ``num_requests`` or ``duration_s`` (arrivals before that time), not both;
@@ -24,12 +37,16 @@ class WorkloadConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    kind: Literal["synthetic"] = "synthetic"
     num_requests: int | None = Field(None, ge=1, description="How many requests arrive.")
     duration_s: float | None = Field(None, gt=0, description="Arrivals stop at this time, seconds.")
     arrival: ArrivalConfig = Field(
         default_factory=lambda: PoissonArrivals(rate_per_s=DEFAULT_RATE_PER_S), description="The arrival process."
     )
     lengths: LengthConfig = Field(default_factory=DatasetLengths, description="Prompt and output lengths.")
+    classes: tuple[RequestClass, ...] | None = Field(
+        None, description="Request classes (priority, SLO class, tenant), drawn per request by weight."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -38,9 +55,55 @@ class WorkloadConfig(BaseModel):
             raise ValueError("give num_requests or duration_s, not both")
         return data
 
+    @field_validator("classes")
+    @classmethod
+    def _classes(cls, value: tuple[RequestClass, ...] | None) -> tuple[RequestClass, ...] | None:
+        return check_classes(value)
+
     @property
     def resolved_num_requests(self) -> int | None:
         """The request count, or None when the workload is bounded by duration."""
         if self.duration_s is not None:
             return None
         return self.num_requests if self.num_requests is not None else DEFAULT_NUM_REQUESTS
+
+
+WorkloadKind = SyntheticWorkload | TraceWorkload | SessionWorkload | ClosedLoopWorkload
+WORKLOAD_KINDS: dict[str, type[BaseModel]] = {
+    "synthetic": SyntheticWorkload,
+    "trace": TraceWorkload,
+    "sessions": SessionWorkload,
+    "closed_loop": ClosedLoopWorkload,
+}
+
+
+class WorkloadConfig(RootModel[WorkloadKind]):
+    """A workload of any kind; ``root`` is the kind's own model.
+
+    Validated from a mapping whose ``kind`` picks the model (``synthetic`` when absent).
+    Errors name the fields as written (``workload.arrival.rate_per_s``), without the kind.
+    Attribute reads go to the chosen model, so ``cfg.workload.num_requests`` works.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    root: WorkloadKind = Field(default_factory=SyntheticWorkload)
+
+    @field_validator("root", mode="wrap")
+    @classmethod
+    def _by_kind(cls, value: Any, handler: Any) -> WorkloadKind:
+        if isinstance(value, (SyntheticWorkload, TraceWorkload, SessionWorkload, ClosedLoopWorkload)):
+            return value
+        if not isinstance(value, dict):
+            raise ValueError(f"expected a mapping of workload fields, got {type(value).__name__}")
+        kind = value.get("kind", "synthetic")
+        model = WORKLOAD_KINDS.get(kind) if isinstance(kind, str) else None
+        if model is None:
+            raise ValueError(f"unknown workload kind {kind!r}; known: {', '.join(WORKLOAD_KINDS)}")
+        # The model's own ValidationError propagates with locations relative to the workload.
+        return model.model_validate(value)  # type: ignore[return-value]
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "root" or name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.root, name)

@@ -1,13 +1,24 @@
-"""Token-length distributions: prompt and output lengths per request."""
+"""Token-length distributions: prompt and output lengths per request.
+
+A ``TokenDistribution`` draws one kind of length (positive integers): ``fixed``,
+``uniform``, ``normal``, ``lognormal``, ``zipf`` or ``empirical`` (resampled from a column
+of a file). A ``LengthConfig`` draws (prompt, output) pairs: ``independent`` (one
+distribution each), or jointly from a file's rows (``dataset`` for a shipped trace name,
+``empirical`` for any trace name or path), which keeps their correlation.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from workloads.datasets import load_length_dataset
+from workloads.traces import FormatName, read_length_column, read_trace
+
+MAX_ZIPF_SUPPORT = 10_000_000
 
 
 class _Frozen(BaseModel):
@@ -35,7 +46,34 @@ class UniformTokens(_Frozen):
         return self
 
 
-class LognormalTokens(_Frozen):
+class _Clipped(_Frozen):
+    min_tokens: int = Field(1, ge=1, description="Lengths below are raised to this.")
+    max_tokens: int | None = Field(None, ge=1, description="Lengths above are cut to this.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> _Clipped:
+        if self.max_tokens is not None and self.min_tokens > self.max_tokens:
+            raise ValueError(f"min_tokens ({self.min_tokens}) exceeds max_tokens ({self.max_tokens})")
+        return self
+
+    def clip(self, values: np.ndarray) -> np.ndarray:
+        upper = self.max_tokens if self.max_tokens is not None else np.inf
+        return np.clip(np.rint(values), self.min_tokens, upper).astype(np.int64)
+
+
+class NormalTokens(_Clipped):
+    """Normal lengths with mean ``mean_tokens`` and standard deviation ``std_tokens``.
+
+    Rounded to integers and clipped to [min_tokens, max_tokens] (clipping moves the
+    moments when the bounds are within a few standard deviations of the mean).
+    """
+
+    kind: Literal["normal"] = "normal"
+    mean_tokens: float = Field(gt=0, description="Mean length, in tokens.")
+    std_tokens: float = Field(ge=0, description="Standard deviation, in tokens.")
+
+
+class LognormalTokens(_Clipped):
     """Lengths whose logarithm is normal: median ``median_tokens``, log-space std ``sigma``.
 
     Rounded to integers and clipped to [min_tokens, max_tokens].
@@ -44,11 +82,49 @@ class LognormalTokens(_Frozen):
     kind: Literal["lognormal"] = "lognormal"
     median_tokens: float = Field(gt=0, description="Median length, in tokens.")
     sigma: float = Field(ge=0, description="Standard deviation of the log length.")
-    min_tokens: int = Field(1, ge=1, description="Lengths below are raised to this.")
-    max_tokens: int | None = Field(None, ge=1, description="Lengths above are cut to this.")
 
 
-TokenDistribution = Annotated[FixedTokens | UniformTokens | LognormalTokens, Field(discriminator="kind")]
+class ZipfTokens(_Frozen):
+    """A bounded Zipf (power-law) length: P(k) proportional to k ** -exponent on [min_tokens, max_tokens]."""
+
+    kind: Literal["zipf"] = "zipf"
+    exponent: float = Field(gt=0, description="Power-law exponent; larger makes short lengths more likely.")
+    min_tokens: int = Field(1, ge=1, description="Smallest length, inclusive.")
+    max_tokens: int = Field(ge=1, description="Largest length, inclusive.")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> ZipfTokens:
+        if self.min_tokens > self.max_tokens:
+            raise ValueError(f"min_tokens ({self.min_tokens}) exceeds max_tokens ({self.max_tokens})")
+        if self.max_tokens - self.min_tokens >= MAX_ZIPF_SUPPORT:
+            raise ValueError(f"max_tokens - min_tokens must be below {MAX_ZIPF_SUPPORT:,}")
+        return self
+
+    def pmf(self) -> tuple[np.ndarray, np.ndarray]:
+        """(support, probabilities)."""
+        support = np.arange(self.min_tokens, self.max_tokens + 1, dtype=np.int64)
+        weights = support.astype(np.float64) ** -self.exponent
+        return support, weights / weights.sum()
+
+
+class EmpiricalTokens(_Frozen):
+    """Lengths resampled (with replacement) from one column of a file.
+
+    ``column`` is ``prompt`` or ``output`` for any trace servesim reads (shipped name or
+    path, in any of its formats), or the header / key of an integer column of any CSV or
+    JSON-lines file.
+    """
+
+    kind: Literal["empirical"] = "empirical"
+    source: str = Field(description="A shipped trace name (e.g. azure-conv) or a file path.")
+    column: str = Field(description="prompt, output, or the name of a column of the file.")
+    format: FormatName = Field("auto", description="Trace format for prompt/output columns (auto: recognised).")
+
+
+TokenDistribution = Annotated[
+    FixedTokens | UniformTokens | NormalTokens | LognormalTokens | ZipfTokens | EmpiricalTokens,
+    Field(discriminator="kind"),
+]
 
 
 class IndependentLengths(_Frozen):
@@ -60,29 +136,63 @@ class IndependentLengths(_Frozen):
 
 
 class DatasetLengths(_Frozen):
-    """(prompt, output) pairs sampled jointly, with replacement, from a shipped length dataset."""
+    """(prompt, output) pairs sampled jointly, with replacement, from a shipped trace."""
 
     kind: Literal["dataset"] = "dataset"
-    name: str = Field("sharegpt", description="A shipped dataset name (see `servesim presets`).")
+    name: str = Field("sharegpt", description="A shipped trace name (see `servesim presets`).")
 
 
-LengthConfig = Annotated[IndependentLengths | DatasetLengths, Field(discriminator="kind")]
+class EmpiricalLengths(_Frozen):
+    """(prompt, output) pairs sampled jointly, with replacement, from the rows of any trace."""
+
+    kind: Literal["empirical"] = "empirical"
+    source: str = Field(description="A shipped trace name or a trace file path.")
+    format: FormatName = Field("auto", description="The file's trace format (auto: recognised from its header).")
 
 
-def _draw(dist: TokenDistribution, n: int, rng: np.random.Generator) -> np.ndarray:
+LengthConfig = Annotated[IndependentLengths | DatasetLengths | EmpiricalLengths, Field(discriminator="kind")]
+
+
+def draw_tokens(dist: TokenDistribution, n: int, rng: np.random.Generator, base_dir: Path | None = None) -> np.ndarray:
+    """``n`` lengths (int64, each >= 1) from ``dist``."""
     if isinstance(dist, FixedTokens):
         return np.full(n, dist.tokens, dtype=np.int64)
     if isinstance(dist, UniformTokens):
         return rng.integers(dist.min_tokens, dist.max_tokens + 1, size=n, dtype=np.int64)
-    values = np.rint(rng.lognormal(np.log(dist.median_tokens), dist.sigma, size=n))
-    upper = dist.max_tokens if dist.max_tokens is not None else np.inf
-    return np.clip(values, dist.min_tokens, upper).astype(np.int64)
+    if isinstance(dist, NormalTokens):
+        return dist.clip(rng.normal(dist.mean_tokens, dist.std_tokens, size=n))
+    if isinstance(dist, LognormalTokens):
+        return dist.clip(rng.lognormal(np.log(dist.median_tokens), dist.sigma, size=n))
+    if isinstance(dist, ZipfTokens):
+        support, p = dist.pmf()
+        cdf = np.cumsum(p)
+        index = np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right")
+        return support[np.minimum(index, len(support) - 1)]
+    values = _empirical_column(dist, base_dir)
+    return values[rng.integers(0, len(values), size=n)]
 
 
-def draw_lengths(cfg: LengthConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Prompt and output lengths of ``n`` requests."""
+def _empirical_column(dist: EmpiricalTokens, base_dir: Path | None) -> np.ndarray:
+    if dist.column in ("prompt", "output"):
+        trace = read_trace(dist.source, dist.format, base_dir)
+        return trace.num_prompt_tokens if dist.column == "prompt" else trace.num_output_tokens
+    return read_length_column(dist.source, dist.column, base_dir)
+
+
+def length_pairs(cfg: DatasetLengths | EmpiricalLengths, base_dir: Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The (prompt, output) rows a joint length config resamples."""
+    if isinstance(cfg, DatasetLengths):
+        return load_length_dataset(cfg.name)
+    trace = read_trace(cfg.source, cfg.format, base_dir)
+    return trace.num_prompt_tokens, trace.num_output_tokens
+
+
+def draw_lengths(
+    cfg: LengthConfig, n: int, rng: np.random.Generator, base_dir: Path | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt and output lengths of ``n`` requests (int64 arrays)."""
     if isinstance(cfg, IndependentLengths):
-        return _draw(cfg.prompt, n, rng), _draw(cfg.output, n, rng)
-    prompt, output = load_length_dataset(cfg.name)
+        return draw_tokens(cfg.prompt, n, rng, base_dir), draw_tokens(cfg.output, n, rng, base_dir)
+    prompt, output = length_pairs(cfg, base_dir)
     rows = rng.integers(0, len(prompt), size=n)
     return prompt[rows], output[rows]

@@ -12,12 +12,17 @@ import numpy as np
 
 
 class Stream(enum.IntEnum):
+    """Purposes: ARRIVALS (request or session start times), LENGTHS (token counts), ROUTING,
+    SESSIONS (turn and tool-call counts, system prompt choice), CLASSES (request classes),
+    SAMPLING (which trace rows to replay), THINK (think and tool times)."""
+
     ARRIVALS = 0
     LENGTHS = 1
     ROUTING = 2
     SESSIONS = 3
     CLASSES = 4
     SAMPLING = 5
+    THINK = 6
 
 
 def rng_for(seed: int, stream: Stream) -> np.random.Generator:

@@ -10,10 +10,25 @@ ones (None when the workload has no such information):
   ``think_s`` seconds after request ``parent`` ends (finishes or is rejected); its
   ``arrival_s`` is then ignored (NaN by convention). Closed-loop users and multi-turn
   sessions are chains of such requests; a parent always has a smaller index.
-- ``hash_values`` / ``hash_offsets`` (int64, CSR layout): request i's prompt prefix-block
-  hashes are ``hash_values[hash_offsets[i]:hash_offsets[i + 1]]``, one per
-  ``hash_block_tokens`` tokens of prompt, chained (equal k-th hashes imply equal first k
-  blocks), the last block possibly partial.
+- ``hash_values`` / ``hash_offsets`` (int64, CSR layout) and ``hash_block_tokens``: the
+  prompt's prefix blocks, see below.
+- ``meta``: facts about how the stream was made (``kind``, ``source``, and counts worth
+  reporting such as ``num_skipped_rows``: bad trace rows dropped on request).
+
+Prefix-block hashes. Request i's prompt is cut into blocks of ``B = hash_block_tokens``
+tokens; block j covers prompt tokens ``[j * B, min((j + 1) * B, L))`` (the last block may
+be partial). ``hash_values[hash_offsets[i]:hash_offsets[i + 1]]`` holds one 64-bit hash per
+block, ``ceil(L / B)`` of them. The hashes are *chained*: two equal hash values (in any
+requests) mean the two prompts are identical from token 0 through the end of that block,
+so the blocks sit at the same position and hold the same number of tokens; a partial
+last block never equals the full block that extends it. Hence two prompts share their
+first ``m * B`` tokens (at block granularity) when their first m hashes agree, and a
+prefix cache can key cached blocks by hash alone (up to 64-bit collisions). ``B`` is the
+workload's granularity (512 for Mooncake traces, 16 by default for generated sessions); a
+KV cache with blocks of b tokens, b dividing B, may reuse KV block t (tokens
+``[t * b, (t + 1) * b)``) of an earlier request when hash block ``(t * b) // B`` is equal
+in both (sharing finer than B is invisible at this granularity). Hash values mean nothing
+across streams generated from different sources.
 
 Rows without a parent are sorted by ``arrival_s``.
 """

@@ -100,9 +100,10 @@ def admit_waiting(
             break
         kv_tokens = total_tokens(req) if reserve_full else computed + n
         need = view.num_new_blocks(req, kv_tokens)
-        if (budget.seqs <= 0 or budget.free_blocks - need < watermark_blocks) and (
-            make_room is None or not make_room(req, need + watermark_blocks)
-        ):
+        # The watermark guards new allocations; a request already holding its KV (received by
+        # transfer) needs none and must not be kept out by it.
+        short = budget.free_blocks - need < (watermark_blocks if need else 0)
+        if (budget.seqs <= 0 or short) and (make_room is None or not make_room(req, need + watermark_blocks)):
             break
         budget.free_blocks -= need
         budget.tokens -= n

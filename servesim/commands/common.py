@@ -8,6 +8,7 @@ from typing import Any
 
 from simulator.config import ScenarioConfig
 from simulator.scenario import read_scenario_dict, set_path, validate_scenario
+from workloads.traces import SHIPPED_TRACES
 
 
 def add_scenario_args(parser: argparse.ArgumentParser, include_policy: bool = True) -> None:
@@ -26,6 +27,12 @@ def add_scenario_args(parser: argparse.ArgumentParser, include_policy: bool = Tr
     g.add_argument("--rate", type=float, help="mean arrival rate, requests/s")
     g.add_argument("--num-requests", type=int, help="number of requests")
     g.add_argument("--duration", type=float, help="arrivals stop after this many seconds (instead of --num-requests)")
+    g.add_argument(
+        "--trace",
+        metavar="SOURCE",
+        help="replay a trace instead of the scenario's workload: a shipped name (see `servesim workload list`) "
+        "or a file",
+    )
     g.add_argument("--seed", type=int, help="seed of every random stream")
     g.add_argument("--slo-ttft-ms", type=float, help="TTFT SLO for goodput, ms")
     g.add_argument("--slo-tpot-ms", type=float, help="TPOT SLO for goodput, ms")
@@ -48,6 +55,17 @@ def _disaggregated_groups(text: str) -> list[dict[str, Any]]:
     return [{"role": "prefill", "count": num_prefill}, {"role": "decode", "count": num_decode}]
 
 
+def _use_trace(data: dict[str, Any], source: str) -> None:
+    """Make the workload a replay of ``source``, keeping the trace options a trace workload already has."""
+    workload = data.get("workload")
+    if not isinstance(workload, dict) or workload.get("kind") != "trace":
+        workload = {"kind": "trace"}
+        data["workload"] = workload
+    # A file named on the command line is relative to the working directory, not the scenario's folder.
+    path = Path(source).expanduser()
+    workload["source"] = source if source in SHIPPED_TRACES or not path.exists() else str(path.resolve())
+
+
 def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path | None]:
     """The scenario file (or the default) with the command-line overrides applied, validated."""
     source = "command line"
@@ -58,6 +76,8 @@ def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path |
         source = str(args.scenario)
         base_dir = args.scenario.parent
     _normalize_tagged(data, "policy")
+    if args.trace is not None:
+        _use_trace(data, args.trace)
     overrides: dict[str, Any] = {
         "model": args.model,
         "hardware": args.hardware,

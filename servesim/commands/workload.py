@@ -1,0 +1,168 @@
+"""`servesim workload`: look at workloads before simulating them.
+
+- ``describe SOURCE``: a workload's statistics. SOURCE is a shipped trace name
+  (``azure-conv``), a trace file path, or a scenario YAML (its workload is generated with
+  the scenario's seed).
+- ``list``: the traces shipped with servesim.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from servesim import display
+from simulator.scenario import read_scenario_dict, validate_scenario
+from workloads import generate
+from workloads.describe import describe, describe_trace
+from workloads.traces import FORMATS, SHIPPED_TRACES, read_trace
+
+SCENARIO_SUFFIXES = (".yaml", ".yml")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "workload",
+        help="describe a workload (trace, file or scenario) or list the shipped traces",
+        description="Inspect workloads: statistics of a trace or a scenario's workload, and the shipped traces.",
+    )
+    verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
+    d = verbs.add_parser(
+        "describe",
+        help="statistics of a workload",
+        description="Duration, mean rate and burstiness, prompt/output length percentiles, sessions and "
+        "turns, and the fraction of prompt blocks that repeat an earlier block (the hit rate of an "
+        "unbounded prefix cache). SOURCE: a shipped trace name, a trace file, or a scenario YAML.",
+    )
+    d.add_argument("source", help="shipped trace name (see `servesim workload list`), trace file, or scenario .yaml")
+    d.add_argument("--format", choices=("auto", *FORMATS), default="auto", help="trace file format (default: auto)")
+    d.add_argument("--seed", type=int, help="seed for a scenario's workload (default: the scenario's)")
+    d.add_argument(
+        "--skip-bad-rows", action="store_true", help="drop bad trace rows (and count them) instead of failing"
+    )
+    d.add_argument("--hash-block-tokens", type=int, help="tokens per prefix block of a generic file's hash_ids")
+    d.add_argument("--json", action="store_true", help="print one JSON object")
+    d.set_defaults(func=main_describe)
+    ls = verbs.add_parser("list", help="the traces shipped with servesim", description="List the shipped traces.")
+    ls.add_argument("--json", action="store_true", help="print one JSON object")
+    ls.set_defaults(func=main_list)
+
+
+def workload_stats(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """(title, statistics) of the source named on the command line."""
+    if args.hash_block_tokens is not None and args.hash_block_tokens < 1:
+        raise ValueError(f"--hash-block-tokens must be at least 1 (got {args.hash_block_tokens})")
+    path = Path(args.source)
+    if path.suffix.lower() in SCENARIO_SUFFIXES:
+        if args.seed is not None and args.seed < 0:
+            raise ValueError(f"--seed must be at least 0 (got {args.seed})")
+        cfg = validate_scenario(read_scenario_dict(path), source=str(path))
+        seed = cfg.seed if args.seed is None else args.seed
+        stream = generate(cfg.workload, seed, path.parent)
+        return f"workload of {path} (seed {seed}, kind {cfg.workload.kind})", describe(stream)
+    trace = read_trace(args.source, args.format, None, args.skip_bad_rows, args.hash_block_tokens)
+    return f"{trace.name} ({trace.format} format)", describe_trace(trace)
+
+
+def _num(value: float | int | None, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, int) or float(value).is_integer():
+        return f"{value:,.0f}"
+    return f"{value:,.{digits}f}"
+
+
+def _stat_row(stats: dict[str, float] | None, digits: int = 1) -> list[str]:
+    keys = ("mean", "p50", "p90", "p99", "max")
+    return [_num((stats or {}).get(k), digits) for k in keys]
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.4g}"
+
+
+def render(title: str, s: dict[str, Any]) -> list[Table]:
+    """The statistics as two tables: one line per figure, then the length percentiles."""
+    facts = Table(title=title, show_header=False, title_justify="left")
+    facts.add_column("figure")
+    facts.add_column("value", justify="right")
+    facts.add_row("requests", _num(s["num_requests"]))
+    if s["num_dependent_requests"]:
+        facts.add_row("  sent after an earlier one ends", _num(s["num_dependent_requests"]))
+    if s["meta"].get("concurrency"):
+        facts.add_row("closed-loop users", _num(s["meta"]["concurrency"]))
+    arrivals = s["arrivals"]
+    # Dependent requests are sent when their parent ends, a time only the simulation knows.
+    which = "independent arrival" if s["num_dependent_requests"] else "arrival"
+    if arrivals is None:
+        facts.add_row("arrival times", "none (lengths only)")
+    else:
+        facts.add_row(f"duration (s, first to last {which})", _num(arrivals.get("span_s"), 1))
+        facts.add_row(f"mean rate ({which}s/s)", _rate(arrivals.get("mean_rate_per_s")))
+        facts.add_row(f"burstiness (CV of {which} gaps)", _rate(arrivals.get("gap_cv")))
+    sessions = s["sessions"]
+    if sessions is not None:
+        facts.add_row("sessions", _num(sessions["num_sessions"]))
+        facts.add_row(
+            "  turns per session (mean / p50 / max)",
+            f"{sessions['mean_turns']:.2f} / {_num(sessions['p50_turns'])} / {sessions['max_turns']:,}",
+        )
+    prefix = s["prefix_blocks"]
+    if prefix is not None:
+        fraction = prefix["repeat_fraction"]
+        facts.add_row(
+            f"prefix blocks of {prefix['block_tokens']} tokens (distinct)",
+            f"{prefix['num_blocks']:,} ({prefix['num_distinct_blocks']:,})",
+        )
+        facts.add_row(
+            "  repeating an earlier block (unbounded cache hit rate)", "-" if fraction is None else f"{fraction:.1%}"
+        )
+    for key, label in (("priority", "priority"), ("slo_class", "SLO class"), ("tenant", "tenant")):
+        if s[key]:
+            facts.add_row(label, ", ".join(f"{k}: {v:,}" for k, v in s[key].items()))
+    meta = s["meta"]
+    for key, label in (
+        ("num_skipped_rows", "[bold]bad rows skipped[/bold]"),
+        ("num_capped_prompts", "prompts cut to max_prompt_tokens"),
+        ("num_capped_outputs", "outputs cut to max_output_tokens"),
+        ("num_overlapping_rounds", "rounds overlapping the previous one (sent at once)"),
+        ("num_sessions_ended_by_max_context", "sessions ended by max_context_tokens"),
+        ("num_sessions_dropped_by_max_context", "sessions dropped by max_context_tokens"),
+    ):
+        if meta.get(key):
+            facts.add_row(label, _num(meta[key]))
+    lengths = Table(show_header=True, title_justify="left")
+    for col in ("", "mean", "p50", "p90", "p99", "max"):
+        lengths.add_column(col, justify="left" if not col else "right")
+    lengths.add_row("prompt tokens", *_stat_row(s["prompt_tokens"]))
+    lengths.add_row("output tokens", *_stat_row(s["output_tokens"]))
+    if s["think_s"]:
+        lengths.add_row("think / tool time (s)", *_stat_row(s["think_s"], 3))
+    return [facts, lengths]
+
+
+def main_describe(args: argparse.Namespace) -> int:
+    title, stats = workload_stats(args)
+    if args.json:
+        print(json.dumps(stats))
+        return 0
+    for table in render(title, stats):
+        display.stdout.print(table)
+    return 0
+
+
+def main_list(args: argparse.Namespace) -> int:
+    if args.json:
+        print(json.dumps({k: {"format": t.format, "description": t.description} for k, t in SHIPPED_TRACES.items()}))
+        return 0
+    table = Table(title="shipped traces (see workloads/data/ATTRIBUTION.md)", title_justify="left")
+    for col in ("name", "format", "what"):
+        table.add_column(col)
+    for name, t in SHIPPED_TRACES.items():
+        table.add_row(name, t.format, t.description)
+    display.stdout.print(table)
+    return 0

@@ -1,0 +1,70 @@
+"""Closed-loop load: a fixed number of users, each sending its next request after the previous ends.
+
+User u (0 <= u < C) sends its first request at ``u * ramp_s / C`` and every later one
+``think_s`` after its previous request completes, so at most C requests are ever in the
+system. Request i belongs to user ``i % C`` and depends on request ``i - C``
+(RequestStream ``parent`` / ``think_s``); the simulator sends it when that one finishes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from workloads.classes import RequestClass, assign_classes, check_classes
+from workloads.durations import FixedSeconds, TimeDistribution, draw_seconds
+from workloads.lengths import DatasetLengths, LengthConfig, draw_lengths
+from workloads.rng import Stream, rng_for
+from workloads.stream import RequestStream
+
+DEFAULT_NUM_REQUESTS = 1000
+
+
+class ClosedLoopWorkload(BaseModel):
+    """``concurrency`` users sending ``num_requests`` requests in all, one at a time each."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["closed_loop"] = "closed_loop"
+    concurrency: int = Field(ge=1, description="Number of users (the most requests in the system at once).")
+    num_requests: int = Field(DEFAULT_NUM_REQUESTS, ge=1, description="Requests sent by all users together.")
+    think_s: TimeDistribution = Field(
+        default_factory=lambda: FixedSeconds(seconds=0.0),
+        description="Time between a request completing and its user's next request, seconds.",
+    )
+    lengths: LengthConfig = Field(default_factory=DatasetLengths, description="Prompt and output lengths.")
+    ramp_s: float = Field(0.0, ge=0, description="Users start evenly spread over this time (0: all at once).")
+    classes: tuple[RequestClass, ...] | None = Field(
+        None, description="Request classes, drawn per user by weight (None: unlabelled)."
+    )
+
+    @field_validator("classes")
+    @classmethod
+    def _classes(cls, value: tuple[RequestClass, ...] | None) -> tuple[RequestClass, ...] | None:
+        return check_classes(value)
+
+
+def generate_closed_loop(cfg: ClosedLoopWorkload, seed: int, base_dir: Path | None = None) -> RequestStream:
+    """The requests of ``cfg``; random streams LENGTHS, THINK and CLASSES."""
+    n = cfg.num_requests
+    users = min(cfg.concurrency, n)
+    index = np.arange(n, dtype=np.int64)
+    root = index < users
+    prompt, output = draw_lengths(cfg.lengths, n, rng_for(seed, Stream.LENGTHS), base_dir)
+    think = np.zeros(n)
+    think[~root] = draw_seconds(cfg.think_s, n - users, rng_for(seed, Stream.THINK))
+    columns: dict[str, Any] = {}
+    if cfg.classes is not None:
+        columns = assign_classes(cfg.classes, index % users, rng_for(seed, Stream.CLASSES))
+    return RequestStream(
+        arrival_s=np.where(root, index * cfg.ramp_s / users, np.nan),
+        num_prompt_tokens=prompt,
+        num_output_tokens=output,
+        parent=np.where(root, -1, index - users),
+        think_s=think,
+        meta={"kind": "closed_loop", "concurrency": users},
+        **columns,
+    )

@@ -1,0 +1,402 @@
+"""Reading trace files row by row while remembering where each row came from.
+
+Every reader turns a file into columns plus the line number of each row, and reports bad
+rows through a ``RowChecker``: by default the earliest bad row raises one ValueError
+naming the file and line; with ``skip=True`` bad rows are dropped and counted instead.
+Nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class TextSource:
+    """The text of one trace file and the name messages use for it."""
+
+    name: str
+    text: str
+    is_jsonl: bool
+
+
+def read_text_source(path: Path, display: str | None = None) -> TextSource:
+    """Read a plain or gzip-compressed file as UTF-8 text; ValueError naming the file if unreadable."""
+    name = display or str(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ValueError(f"{name}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{name}: is a directory, not a trace file") from None
+    except OSError as exc:
+        raise ValueError(f"{name}: cannot read file ({exc.strerror})") from None
+    return TextSource(name, _decode(raw, name), _is_jsonl_name(path.name))
+
+
+def read_package_source(filename: str, display: str) -> TextSource:
+    """A file shipped in ``workloads/data`` (gzip-compressed)."""
+    raw = resources.files("workloads").joinpath("data", filename).read_bytes()
+    return TextSource(display, _decode(raw, display), _is_jsonl_name(filename))
+
+
+def _is_jsonl_name(filename: str) -> bool:
+    stem = filename.removesuffix(".gz")
+    return stem.endswith((".jsonl", ".ndjson", ".json"))
+
+
+def _decode(raw: bytes, name: str) -> str:
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise ValueError(f"{name}: not a valid gzip file ({exc})") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{name}: not UTF-8 text (byte {exc.start})") from None
+
+
+class RowChecker:
+    """Collects the bad rows of one file.
+
+    ``reject(mask, message)`` marks rows; ``finish()`` then either raises for the earliest
+    marked line (error mode) or returns the mask of rows to keep (skip mode). Messages are
+    ``"{file}: line {n}: {message}"``.
+    """
+
+    def __init__(self, name: str, lines: np.ndarray, skip: bool) -> None:
+        self.name = name
+        self.lines = lines
+        self.skip = skip
+        self.bad = np.zeros(len(lines), dtype=bool)
+        self._first: tuple[int, str] | None = None
+
+    def reject(self, mask: np.ndarray, message: str | Callable[[int], str]) -> None:
+        """Mark the rows where ``mask`` is true; ``message`` may be a function of the row index."""
+        rows = np.flatnonzero(mask)
+        if len(rows) == 0:
+            return
+        row = int(rows[0])
+        line = int(self.lines[row])
+        text = message(row) if callable(message) else message
+        if self._first is None or line < self._first[0]:
+            self._first = (line, text)
+        self.bad |= mask
+
+    def error(self, line: int, message: str) -> ValueError:
+        return ValueError(f"{self.name}: line {line}: {message}")
+
+    def finish(self) -> np.ndarray:
+        """The mask of good rows; raises for the earliest bad row unless skipping."""
+        if self._first is not None and not self.skip:
+            raise self.error(*self._first)
+        return ~self.bad
+
+
+@dataclass(slots=True)
+class RawTable:
+    """Rows of a file as strings (CSV) or Python values (JSONL), with their 1-based line numbers.
+
+    ``columns`` maps a column (CSV header or JSON key) to one value per row; a row that
+    lacks the key holds ``None``. ``broken`` marks rows that could not be parsed at all
+    (blank line, wrong field count, invalid JSON); their values are ``None``.
+    """
+
+    name: str
+    columns: dict[str, list[Any]]
+    lines: np.ndarray
+    header_line: int
+    broken_reason: dict[int, str]
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+
+def read_csv_table(source: TextSource) -> RawTable:
+    """Split a CSV file into string columns; the first line is the header.
+
+    Blank lines and rows with the wrong number of fields are broken rows (they raise in
+    error mode, see ``report_broken``). Values are kept as written (numbers may carry
+    surrounding spaces, which the number parsers accept).
+    """
+    text_lines = source.text.splitlines()
+    reader = csv.reader(text_lines)
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise ValueError(f"{source.name}: line 1: empty file (expected a header line)") from None
+    header = [h.strip() for h in header]
+    if not any(header):
+        raise ValueError(f"{source.name}: line 1: the header line is blank")
+    dupes = sorted({h for h in header if header.count(h) > 1})
+    if dupes:
+        raise ValueError(f"{source.name}: line 1: duplicate column {dupes[0]!r}")
+    width = len(header)
+    rows = list(reader)
+    if len(rows) == len(text_lines) - 1 and all(len(row) == width for row in rows):
+        # The common case, one record per line and every record whole: transpose at once.
+        transposed = zip(*rows, strict=True) if rows else ([] for _ in header)
+        columns: dict[str, list[Any]] = {h: list(values) for h, values in zip(header, transposed, strict=True)}
+        return RawTable(source.name, columns, np.arange(2, len(rows) + 2, dtype=np.int64), 1, {})
+    # Otherwise walk the records again, keeping each one's line number and noting broken ones.
+    reader = csv.reader(text_lines)
+    next(reader)
+    columns = {h: [] for h in header}
+    lines: list[int] = []
+    broken: dict[int, str] = {}
+    for row in reader:
+        i = len(lines)
+        lines.append(reader.line_num)
+        if len(row) != width:
+            broken[i] = "blank line" if not row else f"expected {width} fields, found {len(row)}"
+            for values in columns.values():
+                values.append(None)
+            continue
+        for h, value in zip(header, row, strict=True):
+            columns[h].append(value)
+    return RawTable(source.name, columns, np.asarray(lines, dtype=np.int64), 1, broken)
+
+
+def read_jsonl_table(source: TextSource, keys: Sequence[str] | None = None) -> RawTable:
+    """Parse a JSON-lines file: one object per line.
+
+    ``keys`` limits the columns kept (all keys of the first object when None, plus any
+    key seen later). Blank lines, invalid JSON and non-objects are broken rows.
+    """
+    text_lines = source.text.split("\n")
+    if text_lines and text_lines[-1] == "":
+        text_lines.pop()  # the newline that ends the last line
+    try:  # one decoder call for the whole file; any oddity falls back to the line-by-line walk
+        records = json.loads("[" + ",".join(text_lines) + "]")
+    except json.JSONDecodeError:
+        records = None
+    if records is not None and len(records) == len(text_lines) and all(type(r) is dict for r in records):
+        # The common case, every line an object: build the columns at once.
+        names = list(keys) if keys is not None else list(dict.fromkeys(k for r in records for k in r))
+        columns = {k: [r.get(k) for r in records] for k in names}
+        return RawTable(source.name, columns, np.arange(1, len(records) + 1, dtype=np.int64), 0, {})
+    # Otherwise go line by line, noting broken lines.
+    columns = {k: [] for k in keys} if keys is not None else {}
+    lines: list[int] = []
+    broken: dict[int, str] = {}
+    for n, text in enumerate(text_lines, start=1):
+        i = len(lines)
+        lines.append(n)
+        record: Any = None
+        if not text.strip():
+            broken[i] = "blank line"
+        else:
+            try:
+                record = json.loads(text)
+            except json.JSONDecodeError as exc:
+                broken[i] = f"not valid JSON ({exc.msg} at column {exc.colno})"
+            else:
+                if not isinstance(record, dict):
+                    broken[i] = f"expected a JSON object, found {type(record).__name__}"
+                    record = None
+        if record is not None and keys is None:
+            for k in record:
+                if k not in columns:
+                    columns[k] = [None] * i
+        for k, values in columns.items():
+            values.append(record.get(k) if record is not None else None)
+    return RawTable(source.name, columns, np.asarray(lines, dtype=np.int64), 0, broken)
+
+
+def check_not_empty(table: RawTable) -> None:
+    if len(table) == 0:
+        where = "line 2: the file has a header but no requests" if table.header_line else "line 1: empty file"
+        raise ValueError(f"{table.name}: {where}")
+
+
+def report_broken(table: RawTable, checker: RowChecker) -> np.ndarray:
+    """Reject the broken rows; returns their mask."""
+    mask = np.zeros(len(table), dtype=bool)
+    if table.broken_reason:
+        mask[list(table.broken_reason)] = True
+        checker.reject(mask, lambda row: table.broken_reason[row])
+    return mask
+
+
+def require_columns(table: RawTable, required: Sequence[str], what: str) -> None:
+    """ValueError naming the header line when a required column is absent."""
+    missing = [c for c in required if c not in table.columns]
+    if missing:
+        have = ", ".join(table.columns) or "none"
+        line = table.header_line or 1
+        kind = "column" if table.header_line else "field"
+        raise ValueError(
+            f"{table.name}: line {line}: missing {kind} {missing[0]!r} for the {what} format "
+            f"(expected {', '.join(required)}; found {have})"
+        )
+
+
+def reject_missing_fields(table: RawTable, fields: Sequence[str], checker: RowChecker, what: str) -> np.ndarray:
+    """JSON lines: reject rows that lack a required field; returns their mask."""
+    mask = np.zeros(len(table), dtype=bool)
+    for field in fields:
+        values = table.columns[field]
+        missing = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+        missing &= ~mask
+        for row in table.broken_reason:
+            missing[row] = False
+        checker.reject(missing, f"missing field {field!r} (the {what} format needs {', '.join(fields)})")
+        mask |= missing
+    return mask
+
+
+def is_missing(value: Any) -> bool:
+    """An absent value: a JSON null or missing key, or an empty (or blank) CSV cell."""
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def _all_ints(values: list[Any]) -> np.ndarray | None:
+    """Fast path: every value an integer (a JSON int or a CSV integer string), as int64; else None
+    (the caller then checks value by value to name the bad row)."""
+    if not values:
+        return None
+    if isinstance(values[0], str):
+        try:
+            return np.asarray(values, dtype=str).astype(np.int64)
+        except ValueError:
+            return None
+    if {type(v) for v in values} != {int}:  # bool and float are refused; None is missing
+        return None
+    try:
+        return np.asarray(values, dtype=np.int64)
+    except OverflowError:
+        return None
+
+
+def _all_floats(values: list[Any]) -> np.ndarray | None:
+    """Fast path: every value a finite number, as float64; else None."""
+    if not values:
+        return None
+    if isinstance(values[0], str):
+        try:
+            out = np.asarray(values, dtype=str).astype(np.float64)
+        except ValueError:
+            return None
+    elif {type(v) for v in values} <= {int, float}:
+        out = np.asarray(values, dtype=np.float64)
+    else:
+        return None
+    return out if bool(np.all(np.isfinite(out))) else None
+
+
+def int_column(
+    table: RawTable, column: str, checker: RowChecker, skip_rows: np.ndarray, minimum: int | None = 1
+) -> np.ndarray:
+    """An integer column (int64); empty, non-integer or below-``minimum`` values are rejected.
+
+    Rows in ``skip_rows`` (already broken) are not checked and hold 0.
+    """
+    values = table.columns[column]
+    fast = None if skip_rows.any() else _all_ints(values)
+    out = fast if fast is not None else np.zeros(len(values), dtype=np.int64)
+    bad_value = np.zeros(len(values), dtype=bool)
+    missing = np.zeros(len(values), dtype=bool)
+    for i, v in enumerate(values if fast is None else ()):
+        if skip_rows[i]:
+            continue
+        if is_missing(v):
+            missing[i] = True
+        elif isinstance(v, (bool, float)):
+            bad_value[i] = True
+        elif isinstance(v, int):
+            out[i] = v
+        else:
+            try:
+                out[i] = int(v)
+            except (TypeError, ValueError):
+                bad_value[i] = True
+    checker.reject(missing, f"{column}: missing value")
+    checker.reject(bad_value, lambda row: f"{column}: expected an integer, found {values[row]!r}")
+    if minimum is not None:
+        low = ~(missing | bad_value | skip_rows) & (out < minimum)
+        checker.reject(
+            low, lambda row: f"{column}: {'negative' if out[row] < 0 else f'must be at least {minimum}'} ({out[row]})"
+        )
+    return out
+
+
+def float_column(
+    table: RawTable,
+    column: str,
+    checker: RowChecker,
+    skip_rows: np.ndarray,
+    minimum: float | None = 0.0,
+    optional: np.ndarray | None = None,
+) -> np.ndarray:
+    """A finite float column (float64); rows where ``optional`` is true may be empty (NaN)."""
+    values = table.columns[column]
+    fast = None if skip_rows.any() or (optional is not None and optional.any()) else _all_floats(values)
+    out = fast if fast is not None else np.full(len(values), np.nan, dtype=np.float64)
+    bad_value = np.zeros(len(values), dtype=bool)
+    missing = np.zeros(len(values), dtype=bool)
+    for i, v in enumerate(values if fast is None else ()):
+        if skip_rows[i]:
+            continue
+        if is_missing(v):
+            if optional is None or not optional[i]:
+                missing[i] = True
+            continue
+        if isinstance(v, bool):
+            bad_value[i] = True
+            continue
+        try:
+            x = float(v)
+        except (TypeError, ValueError):
+            bad_value[i] = True
+            continue
+        if not np.isfinite(x):
+            bad_value[i] = True
+        else:
+            out[i] = x
+    checker.reject(missing, f"{column}: missing value")
+    checker.reject(bad_value, lambda row: f"{column}: expected a finite number, found {values[row]!r}")
+    if minimum is not None:
+        low = np.nan_to_num(out, nan=minimum) < minimum
+        checker.reject(low, lambda row: f"{column}: negative ({out[row]})")
+    return out
+
+
+def text_column(table: RawTable, column: str, skip_rows: np.ndarray) -> list[str | None]:
+    """A text column: each value as a string, None where empty (ids, class names)."""
+    out: list[str | None] = []
+    for i, v in enumerate(table.columns[column]):
+        text = None if skip_rows[i] or v is None else str(v).strip()
+        out.append(text or None)
+    return out
+
+
+def check_sorted(times: np.ndarray, rows: np.ndarray, checker: RowChecker, column: str) -> None:
+    """Reject rows (among ``rows``, in order) whose time is earlier than an earlier row's.
+
+    In skip mode a row that goes back in time is dropped and the order is judged against
+    the rows kept before it.
+    """
+    t = times[rows]
+    if len(t) < 2:
+        return
+    latest = np.full(len(times), np.nan)
+    latest[rows[1:]] = np.maximum.accumulate(t)[:-1]
+    back = np.zeros(len(times), dtype=bool)
+    back[rows[1:]] = t[1:] < latest[rows[1:]]
+    checker.reject(
+        back,
+        lambda row: (
+            f"{column}: {times[row]:g} is earlier than a previous row's {latest[row]:g} "
+            "(this format requires rows sorted by time)"
+        ),
+    )
