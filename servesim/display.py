@@ -68,10 +68,15 @@ def summary_table(summary: Mapping[str, Any], title: str = "servesim run") -> Ta
     return table
 
 
+def progress_enabled(enabled: bool) -> bool:
+    """Bars are drawn only when asked for (no ``--quiet``) and stderr is a terminal."""
+    return enabled and sys.stderr.isatty()
+
+
 @contextlib.contextmanager
 def progress_bar(description: str, enabled: bool) -> Iterator[Callable[[int, int], None]]:
     """A progress callback ``(done, total)`` drawing a bar on stderr when ``enabled`` and a terminal."""
-    if not enabled or not sys.stderr.isatty():
+    if not progress_enabled(enabled):
         yield lambda done, total: None
         return
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -80,5 +85,31 @@ def progress_bar(description: str, enabled: bool) -> Iterator[Callable[[int, int
 
         def update(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
+
+        yield update
+
+
+@contextlib.contextmanager
+def step_progress(description: str, enabled: bool) -> Iterator[Callable[[int, int, str], None]]:
+    """A callback ``(done, total, what)`` for work in named steps (report figures, runs of a sweep).
+
+    Draws ``description: what`` with a bar on stderr when ``enabled`` and stderr is a
+    terminal; otherwise the callback does nothing. Sweeps call it once per finished run.
+    """
+    if not progress_enabled(enabled):
+        yield lambda done, total, what: None
+        return
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[what]}"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=stderr, transient=True) as progress:
+        task = progress.add_task(description, total=None, what="")
+
+        def update(done: int, total: int, what: str) -> None:
+            progress.update(task, completed=done, total=total, what=what)
 
         yield update

@@ -92,6 +92,9 @@ def test_compare_cli_with_rates(tmp_path):
     assert len(doc["rows"]) == 6
     assert (out / "comparison.json").is_file()
     assert (out / "sarathi-token_budget=512" / "rate-6" / "summary.json").is_file()
+    report = (out / "report.html").read_text()
+    assert "request rate (req" in report  # latency-versus-load curves (plotly escapes the slash)
+    assert "sarathi-token_budget=2048" in report
     by = {(r["variant"], r["rate_per_s"]): r["summary"] for r in doc["rows"]}
     assert by[("vllm", 6.0)]["mean_ttft_ms"] > 0
 

@@ -12,6 +12,7 @@ from rich.table import Table
 import policies
 from servesim import display
 from servesim.commands.common import add_scenario_args, scenario_from_args
+from servesim.commands.report import add_static_args
 from simulator.compare import expand_variants, run_comparison
 from simulator.results import _json_safe
 
@@ -44,6 +45,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("parquet", "csv"), default="parquet", help="table format")
     p.add_argument("--json", action="store_true", help="print comparison.json instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--no-report", action="store_true", help="do not write the comparison report.html")
+    add_static_args(p)
     p.set_defaults(func=main)
 
 
@@ -74,7 +77,8 @@ COLUMNS = (
 
 
 def main(args: argparse.Namespace) -> int:
-    args.policy = None
+    if args.static and args.no_report:
+        raise ValueError("--static exports the report's figures; it cannot be combined with --no-report")
     cfg, base_dir = scenario_from_args(args)
     names = [n.strip() for n in args.policies.split(",") if n.strip()]
     for name in names:
@@ -94,6 +98,18 @@ def main(args: argparse.Namespace) -> int:
         "rows": [r | {"summary": {k: _json_safe(v) for k, v in r["summary"].items()}} for r in rows],
     }
     (out / "comparison.json").write_text(json.dumps(doc, indent=2) + "\n")
+    if not args.no_report:
+        import reports  # plotly is imported only when a report is written
+
+        with display.step_progress("writing report", enabled=not args.quiet) as progress:
+            reports.write_comparison_report(
+                [Path(r["run_dir"]) for r in rows],
+                [r["variant"] for r in rows],
+                out / "report.html",
+                static=args.static,
+                plotlyjs=args.plotlyjs,
+                progress=progress,
+            )
     if args.json:
         print(json.dumps(doc))
         return 0
@@ -116,4 +132,6 @@ def main(args: argparse.Namespace) -> int:
         table.add_row(*cells)
     display.stdout.print(table)
     display.stdout.print(f"runs and comparison.json in {out}")
+    if not args.no_report:
+        display.stdout.print(f"report: {out / 'report.html'}")
     return 0

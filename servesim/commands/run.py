@@ -9,6 +9,7 @@ from pathlib import Path
 
 from servesim import display
 from servesim.commands.common import add_scenario_args, scenario_from_args
+from servesim.commands.report import add_static_args
 from simulator.build import build
 
 
@@ -33,27 +34,45 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run",
         help="simulate a scenario (the embedded default without arguments)",
-        description="Simulate a scenario and write summary.json, config.json and the per-request "
-        "and per-step tables to a run folder.",
+        description="Simulate a scenario and write summary.json, config.json, the per-request "
+        "and per-step tables and an interactive report.html to a run folder.",
     )
     add_scenario_args(p)
     p.add_argument("--out", type=Path, help="run folder (default: runs/run-YYYYmmdd-HHMMSS)")
     p.add_argument("--format", choices=("parquet", "csv"), default="parquet", help="table format")
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--no-report", action="store_true", help="do not write report.html")
+    add_static_args(p)
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.static and args.no_report:
+        raise ValueError("--static exports the report's figures; it cannot be combined with --no-report")
     cfg, base_dir = scenario_from_args(args)
     sim = build(cfg, base_dir=base_dir)
+    skipped = sim.stream.meta.get("num_skipped_rows")
+    if skipped:
+        display.stderr.print(f"workload: skipped {skipped:,} bad trace rows")
     with display.progress_bar("simulating", enabled=not args.quiet) as progress:
         result = sim.run(progress=progress)
     out = result.write(args.out or default_out_dir(), args.format)
+    if not args.no_report:
+        import reports  # plotly is imported only when a report is written
+
+        data = reports.load_run(result)
+        data.source = out
+        with display.step_progress("writing report", enabled=not args.quiet) as progress:
+            reports.write_run_report(
+                data, out / "report.html", static=args.static, plotlyjs=args.plotlyjs, progress=progress
+            )
     if args.json:
         print(json.dumps(json.loads((out / "summary.json").read_text())))
         return 0
     title = describe_deployment(result.config)
     display.stdout.print(display.summary_table(result.summary, title))
     display.stdout.print(f"run folder: {out}")
+    if not args.no_report:
+        display.stdout.print(f"report: {out / 'report.html'}")
     return 0
