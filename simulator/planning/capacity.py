@@ -1,0 +1,55 @@
+"""GPUs, replicas and cost of a deployment.
+
+Today a scenario is one replica of ``tp`` GPUs, and a deployment serving a target rate is
+that replica repeated: ``replicas = ceil(target / per-replica max rate)``, each replica
+receiving ``target / replicas``. ``ReplicaScaling`` is the seam where a cluster-level
+check (routers, replicas simulated together) plugs in once scenarios have replicas: it
+decides how many replicas a target needs and what load one simulated replica sees.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+HOURS_PER_S = 1 / 3600
+
+
+def gpus_per_replica(resolved: Mapping[str, Any]) -> int:
+    """GPUs one replica of a resolved config occupies (tensor parallelism only, for now)."""
+    return int(resolved["parallelism"]["tp"])
+
+
+class ReplicaScaling(Protocol):
+    """How a per-replica capacity becomes a deployment for a target rate."""
+
+    def replicas_for(self, target_rate_per_s: float, max_rate_per_replica_s: float) -> int | None:
+        """Replicas needed to serve ``target_rate_per_s``; None when no number of replicas will do."""
+        ...
+
+    def replica_rate(self, target_rate_per_s: float, num_replicas: int) -> float:
+        """The request rate one replica receives in that deployment."""
+        ...
+
+
+class IndependentReplicas:
+    """Replicas that share nothing, behind a router that splits the load evenly."""
+
+    def replicas_for(self, target_rate_per_s: float, max_rate_per_replica_s: float) -> int | None:
+        if target_rate_per_s <= 0:
+            raise ValueError(f"target rate must be positive (got {target_rate_per_s})")
+        if not max_rate_per_replica_s > 0:
+            return None
+        # the 1e-9 slack keeps a float quotient like 3.0000000000000004 from asking for a 4th replica
+        return max(1, math.ceil(target_rate_per_s / max_rate_per_replica_s * (1 - 1e-9)))
+
+    def replica_rate(self, target_rate_per_s: float, num_replicas: int) -> float:
+        return target_rate_per_s / num_replicas
+
+
+def cost_per_million_tokens_usd(cost_per_hour_usd: float | None, tokens_per_s: float | None) -> float | None:
+    """Dollars per million tokens at ``tokens_per_s`` for a deployment costing ``cost_per_hour_usd``."""
+    if cost_per_hour_usd is None or tokens_per_s is None or not tokens_per_s > 0:
+        return None
+    return cost_per_hour_usd * HOURS_PER_S / tokens_per_s * 1e6
