@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 import subprocess
 import sys
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from scipy.optimize import brentq
 
 SERVESIM = shutil.which("servesim") or str(Path(sys.executable).parent / "servesim")
 RAY_TEST_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
@@ -58,3 +60,21 @@ def write_yaml(path: Path, data: Any) -> Path:
 
 def servesim(*args: Any, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([SERVESIM, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=timeout)
+
+
+def md1_wait_cdf(t_s: float, rate_per_s: float, service_s: float) -> float:
+    """P(W <= t) for the M/D/1 queue, by Erlang's formula.
+
+    P(W <= t) = (1 - rho) sum_{k = 0}^{floor(t/D)} (lam (kD - t))^k / k! exp(-lam (kD - t)).
+    """
+    rho = rate_per_s * service_s
+    total = 0.0
+    for k in range(math.floor(t_s / service_s) + 1):
+        x = rate_per_s * (k * service_s - t_s)
+        total += x**k / math.factorial(k) * math.exp(-x)
+    return (1 - rho) * total
+
+
+def md1_max_rate(wait_bound_s: float, quantile: float, service_s: float) -> float:
+    """The arrival rate at which the ``quantile`` of the M/D/1 waiting time equals ``wait_bound_s``."""
+    return brentq(lambda lam: md1_wait_cdf(wait_bound_s, lam, service_s) - quantile, 1e-6, (1 - 1e-9) / service_s)

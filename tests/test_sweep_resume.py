@@ -103,6 +103,6 @@ def test_sweep_cli_prints_a_table_and_refuses_bad_grids(tmp_path):
     proc = servesim("sweep", bad, "--quiet", cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "bad.yaml: point 0 (policy.max_num_seqs=0): policy: max_num_seqs: Input should be greater" in proc.stderr
-    proc = servesim("sweep", bad, "--executor", "local", "--address", "x:1", cwd=tmp_path)
+    proc = servesim("sweep", grid, "--executor", "local", "--address", "x:1", cwd=tmp_path)
     assert proc.returncode == 2 and "--address applies to --executor ray only" in proc.stderr
     os.remove(bad)

@@ -16,7 +16,7 @@ from servesim import display
 from servesim.commands.sweep import add_executor_args
 from simulator.planning.candidates import load_candidates, scenario_only
 from simulator.planning.executors import make_executor
-from simulator.planning.plan import run_plan
+from simulator.planning.plan import execute_plan, prepare_plan
 from simulator.planning.prices import parse_price, read_prices
 from simulator.planning.settings import PlanRequest
 from simulator.scenario import read_scenario_dict
@@ -167,10 +167,11 @@ def main(args: argparse.Namespace) -> int:
     else:
         base, base_dir, label = {}, None, "default scenario"
     cset = load_candidates(args.candidates) if args.candidates is not None else scenario_only()
+    inputs = prepare_plan(base, base_dir, label, cset, request, prices)  # every input checked before Ray starts
     executor = make_executor(args.executor, args.workers, args.address)
     stage = functools.partial(display.progress_bar, enabled=not args.quiet)
     try:
-        result = run_plan(base, base_dir, label, cset, request, executor, prices, stage)
+        result = execute_plan(inputs, request, executor, stage)
     finally:
         executor.close()
     out = result.write(args.out or default_out_dir())

@@ -10,7 +10,7 @@ from pathlib import Path
 from servesim import display
 from simulator.planning.executors import EXECUTOR_KINDS, make_executor
 from simulator.planning.grid import load_grid
-from simulator.planning.sweep import TABLE_NAME, run_sweep
+from simulator.planning.sweep import TABLE_NAME, resolve_points, run_sweep
 
 SHOWN_ROWS = 40
 SHOWN_METRICS = (
@@ -60,10 +60,11 @@ def main(args: argparse.Namespace) -> int:
             raise ValueError(f"--replicates must be at least 1 (got {args.replicates})")
         spec = dataclasses.replace(spec, replicates=args.replicates)
     out = args.out or default_out_dir(args.grid)
+    points = resolve_points(spec)  # every point checked before workers or Ray start
     executor = make_executor(args.executor, args.workers, args.address)
     try:
         with display.progress_bar("sweep points", enabled=not args.quiet, eta=True) as progress:
-            outcome = run_sweep(spec, out, executor, progress)
+            outcome = run_sweep(spec, out, executor, progress, points=points)
     finally:
         executor.close()
     if args.json:

@@ -34,6 +34,9 @@ EXECUTOR_KINDS: tuple[str, ...] = ("local", "ray")
 # private single-machine cluster) and no usage statistics sent anywhere.
 LOCAL_RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 PARENT_POLL_S = 0.5
+# Tasks exchange a config and a row of numbers; a small object store keeps a local Ray
+# light on laptops and CI machines (Ray's default reserves 30% of memory).
+LOCAL_RAY_OBJECT_STORE_BYTES = 256 * 2**20
 
 
 class Executor(Protocol):
@@ -129,6 +132,7 @@ class RayExecutor:
                     os.environ.setdefault(name, value)
                 ray.init(
                     num_cpus=workers,
+                    object_store_memory=LOCAL_RAY_OBJECT_STORE_BYTES,
                     include_dashboard=False,
                     log_to_driver=False,
                     logging_level=logging.WARNING,

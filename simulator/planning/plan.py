@@ -179,6 +179,37 @@ class PlanResult:
         return out_dir
 
 
+@dataclass(frozen=True, slots=True)
+class PlanInputs:
+    """A plan's inputs, validated: what to provision for and the priced candidates."""
+
+    scenario_label: str
+    candidate_source: str
+    base_dir: Path | None
+    target_rate_per_s: float
+    start_rate_per_s: float
+    candidates: list[Candidate]
+
+
+def prepare_plan(
+    base: dict[str, Any],
+    base_dir: Path | None,
+    scenario_label: str,
+    cset: CandidateSet,
+    request: PlanRequest,
+    prices: dict[str, float] | None = None,
+) -> PlanInputs:
+    """Validate everything a plan needs before any simulation (or Ray start); ValueError naming the culprit.
+
+    ``prices`` (USD per GPU-hour by hardware reference or spec name) override the
+    candidate file's, which override the specs'.
+    """
+    target = target_rate(base, scenario_label, request)
+    start = request.search.start_rate_per_s or target
+    candidates = prepare_candidates(base, base_dir, cset, cset.prices | (prices or {}), start)
+    return PlanInputs(scenario_label, cset.source, base_dir, target, start, candidates)
+
+
 def run_plan(
     base: dict[str, Any],
     base_dir: Path | None,
@@ -188,14 +219,28 @@ def run_plan(
     executor: Executor,
     prices: dict[str, float] | None = None,
     stage: StageProgress | None = None,
+) -> PlanResult:
+    """``prepare_plan`` then ``execute_plan``."""
+    inputs = prepare_plan(base, base_dir, scenario_label, cset, request, prices)
+    return execute_plan(inputs, request, executor, stage)
+
+
+def execute_plan(
+    inputs: PlanInputs,
+    request: PlanRequest,
+    executor: Executor,
+    stage: StageProgress | None = None,
     scaling: ReplicaScaling | None = None,
 ) -> PlanResult:
-    """Plan every candidate of ``cset`` over the scenario ``base``; see the module docstring."""
+    """Plan every candidate; see the module docstring."""
     stage = stage or _no_progress
     scaling = scaling or IndependentReplicas()
-    target = target_rate(base, scenario_label, request)
-    start = request.search.start_rate_per_s or target
-    candidates = prepare_candidates(base, base_dir, cset, cset.prices | (prices or {}), start)
+    target, start, candidates, base_dir = (
+        inputs.target_rate_per_s,
+        inputs.start_rate_per_s,
+        inputs.candidates,
+        inputs.base_dir,
+    )
     k = request.replicates
     outcomes = [CandidateOutcome(c) for c in candidates]
 
@@ -253,7 +298,7 @@ def run_plan(
         pending = still
 
     _rank(outcomes, request)
-    return _result(outcomes, points, request, target, scenario_label, cset)
+    return _result(outcomes, points, request, inputs)
 
 
 def _value(iv: Interval | None) -> float:
@@ -402,13 +447,9 @@ def _candidate_row(o: CandidateOutcome, request: PlanRequest, target: float) -> 
 
 
 def _result(
-    outcomes: list[CandidateOutcome],
-    points: list[dict[str, Any]],
-    request: PlanRequest,
-    target: float,
-    scenario_label: str,
-    cset: CandidateSet,
+    outcomes: list[CandidateOutcome], points: list[dict[str, Any]], request: PlanRequest, inputs: PlanInputs
 ) -> PlanResult:
+    target = inputs.target_rate_per_s
     ranked = sorted((o for o in outcomes if o.rank is not None), key=lambda o: o.rank or 0)
     names = {o.candidate.index: o.candidate.name for o in outcomes}
     point_rows = [
@@ -422,8 +463,8 @@ def _result(
     ]
     plan = {
         "schema": PLAN_SCHEMA,
-        "scenario": scenario_label,
-        "candidates_file": None if cset.source == "scenario" else cset.source,
+        "scenario": inputs.scenario_label,
+        "candidates_file": None if inputs.candidate_source == "scenario" else inputs.candidate_source,
         "slo": {
             "ttft_p99_ms": request.slo_ttft_p99_ms,
             "tpot_p99_ms": request.slo_tpot_p99_ms,

@@ -163,10 +163,14 @@ def run_sweep(
     executor: Executor,
     progress: ProgressFn | None = None,
     flush_every_s: float = 10.0,
+    points: list[Point] | None = None,
 ) -> SweepOutcome:
-    """Run the points of ``spec`` not yet in ``out_dir`` and write the table; see the module contract."""
+    """Run the points of ``spec`` not yet in ``out_dir`` and write the table; see the module contract.
+
+    ``points`` are ``resolve_points(spec)`` when the caller already has them.
+    """
     start = time.perf_counter()
-    points = resolve_points(spec)
+    points = points if points is not None else resolve_points(spec)
     paths = parameter_paths(spec)
     store = PointStore(out_dir)
     done_keys = store.keys()
