@@ -8,8 +8,11 @@ Mechanism only; the CLI faces are ``servesim sweep`` and ``servesim plan``.
 - ``executors``: where points run: in-process, a local process pool, or Ray tasks.
 - ``store``: the sweep's on-disk store (one JSON file per finished point, a Parquet table).
 - ``sweep``: running a grid, resuming, writing the table.
+- ``stats``: confidence intervals (t and percentile bootstrap) and replicate seeds.
+- ``capacity``: GPUs, replicas and cost; the seam for a cluster-level check.
 - ``steady``: steady-state statistics of one run (warm-up excluded, queue-growth check).
 - ``search``: the maximum feasible rate by doubling then bisection.
-- ``stats``: confidence intervals (t and percentile bootstrap).
-- ``candidates``, ``prices``, ``capacity``, ``pareto``, ``plan``: ``servesim plan``.
+- ``settings``, ``candidates``, ``prices``: what a plan is asked (validated edges).
+- ``evaluate``: the plan's worker tasks (search a candidate, simulate given rates).
+- ``figures``, ``pareto``, ``plan``: a plan's figures with intervals, ranking and outputs.
 """

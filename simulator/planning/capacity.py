@@ -17,8 +17,9 @@ HOURS_PER_S = 1 / 3600
 
 
 def gpus_per_replica(resolved: Mapping[str, Any]) -> int:
-    """GPUs one replica of a resolved config occupies (tensor parallelism only, for now)."""
-    return int(resolved["parallelism"]["tp"])
+    """GPUs one replica of a resolved config occupies: tp x pp (pp counts once the config has it)."""
+    parallelism = resolved["parallelism"]
+    return int(parallelism["tp"]) * int(parallelism.get("pp", 1))
 
 
 class ReplicaScaling(Protocol):

@@ -235,32 +235,52 @@ def execute_plan(
     """Plan every candidate; see the module docstring."""
     stage = stage or _no_progress
     scaling = scaling or IndependentReplicas()
-    target, start, candidates, base_dir = (
-        inputs.target_rate_per_s,
-        inputs.start_rate_per_s,
-        inputs.candidates,
-        inputs.base_dir,
-    )
-    k = request.replicates
-    outcomes = [CandidateOutcome(c) for c in candidates]
+    outcomes = [CandidateOutcome(c) for c in inputs.candidates]
+    points = _search_stage(outcomes, inputs, request, executor, stage, scaling)
+    points += _operating_stage(outcomes, inputs, request, executor, stage, scaling)
+    _rank(outcomes, request)
+    return _result(outcomes, points, request, inputs)
 
-    search_runs = [SearchTask(_run(c, r, base_dir, request), start) for c in candidates for r in range(k)]
-    searched = _map(executor, search_task, search_runs, stage, "searching max rates")
-    points: list[dict[str, Any]] = [row for res in searched for row in res["points"]]
-    for o in outcomes:
-        results = searched[o.candidate.index * k : (o.candidate.index + 1) * k]
+
+def _search_stage(
+    outcomes: list[CandidateOutcome],
+    inputs: PlanInputs,
+    request: PlanRequest,
+    executor: Executor,
+    stage: StageProgress,
+    scaling: ReplicaScaling,
+) -> list[dict[str, Any]]:
+    """Search every (candidate, replicate); set each outcome's capacity figures. Returns the simulated points."""
+    k, start, s = request.replicates, inputs.start_rate_per_s, request.search
+    tasks = [SearchTask(_run(o.candidate, r, inputs.base_dir, request), start) for o in outcomes for r in range(k)]
+    searched = _map(executor, search_task, tasks, stage, "searching max rates")
+    for j, o in enumerate(outcomes):
+        results = searched[j * k : (j + 1) * k]
         errors = [r["error"] for r in results if r["error"] is not None]
         if errors:
             o.status, o.reason = "error", errors[0]
             continue
         c = o.candidate
-        o.figures = capacity_figures(results, request, c.gpus_per_replica, c.price_per_gpu_hour_usd, target, scaling)
+        o.figures = capacity_figures(
+            results, request, c.gpus_per_replica, c.price_per_gpu_hour_usd, inputs.target_rate_per_s, scaling
+        )
         if o.figures.unbounded:
-            o.notes.append(f"no rate up to {start * 2**request.search.max_doublings:g}/s missed the SLOs")
+            o.notes.append(f"no rate up to {start * 2**s.max_doublings:g}/s missed the SLOs")
         if o.figures.replicas is None:
-            o.reason = "no rate meets the SLOs (even one request at a time is too slow)"
+            o.reason = f"no rate down to {start / 2**s.max_halvings:.3g}/s meets the SLOs"
+    return [row for res in searched for row in res["points"]]
 
-    # stage 2: operating points (and curves, first round only), adding replicas where needed
+
+def _operating_stage(
+    outcomes: list[CandidateOutcome],
+    inputs: PlanInputs,
+    request: PlanRequest,
+    executor: Executor,
+    stage: StageProgress,
+    scaling: ReplicaScaling,
+) -> list[dict[str, Any]]:
+    """Simulate the operating points (and, first round only, the curves), adding replicas where an SLO is missed."""
+    k, points = request.replicates, []
     pending = [o for o in outcomes if o.figures is not None and o.figures.replicas is not None]
     for round_ in range(MAX_EXTRA_REPLICAS + 1):
         if not pending:
@@ -270,35 +290,32 @@ def execute_plan(
             f = o.figures
             assert f is not None and f.rate_per_replica_s is not None
             rates = [("operating", f.rate_per_replica_s)]
-            if round_ == 0 and request.search.curve_points:
+            n = request.search.curve_points
+            if round_ == 0 and n:
                 top = CURVE_SPAN * max(f.max_rate_per_s.value or 0.0, f.max_goodput_rate_per_s.value or 0.0)
-                n = request.search.curve_points
                 rates += [("curve", top * (j + 1) / n) for j in range(n)]
-            tasks += [RatesTask(_run(o.candidate, r, base_dir, request), rates) for r in range(k)]
+            tasks += [RatesTask(_run(o.candidate, r, inputs.base_dir, request), rates) for r in range(k)]
         label = "operating points" if round_ == 0 else f"operating points, {round_} extra replica(s)"
         rows_by_task = _map(executor, rates_task, tasks, stage, label)
         still = []
         for j, o in enumerate(pending):
-            rows = [row for task_rows in rows_by_task[j * k : (j + 1) * k] for row in task_rows]
-            for row in rows:
-                row["extra_replicas"] = round_
+            rows = [
+                row | {"extra_replicas": round_} for task_rows in rows_by_task[j * k : (j + 1) * k] for row in task_rows
+            ]
             points += rows
-            f = o.figures
+            f, c = o.figures, o.candidate
             assert f is not None and f.replicas is not None
             operating_figures(f, [r for r in rows if r["phase"] == "operating"], request)
             if f.operating_meets_slo:
                 o.status, o.extra_replicas = "feasible", round_
             elif round_ < MAX_EXTRA_REPLICAS:
-                c = o.candidate
                 bumped = f.replicas.map(lambda n: n + 1)
-                set_replicas(f, bumped, c.gpus_per_replica, c.price_per_gpu_hour_usd, target, scaling)
+                set_replicas(f, bumped, c.gpus_per_replica, c.price_per_gpu_hour_usd, inputs.target_rate_per_s, scaling)
                 still.append(o)
             else:
                 o.reason = f"the operating point misses the SLOs even with {MAX_EXTRA_REPLICAS} extra replicas"
         pending = still
-
-    _rank(outcomes, request)
-    return _result(outcomes, points, request, inputs)
+    return points
 
 
 def _value(iv: Interval | None) -> float:

@@ -104,7 +104,10 @@ def steady_stats(
     out: dict[str, float | int | bool] = {"num_measured": len(win), "window_rate_per_s": window_rate}
     for name, values in (("ttft", ttft), ("tpot", tpot_defined), ("e2el", e2el)):
         finite = values[np.isfinite(values)]
-        out[f"mean_{name}_ms"] = float(finite.mean()) if len(finite) == len(values) and len(values) else math.inf
+        if len(values) == 0:
+            out[f"mean_{name}_ms"] = math.nan  # no request defines it (TPOT of one-token outputs)
+        else:
+            out[f"mean_{name}_ms"] = float(finite.mean()) if len(finite) == len(values) else math.inf
         for p in (50, 90, 99):
             out[f"p{p}_{name}_ms"] = percentile_inf(values, p)
     p99_ok = True
