@@ -8,9 +8,10 @@ import pytest
 from planning_helpers import md1_base, md1_max_rate, servesim, write_yaml
 
 from simulator.planning.candidates import CandidateSet, CandidateSpec
+from simulator.planning.capacity import IndependentReplicas
 from simulator.planning.executors import InProcessExecutor, LocalPoolExecutor
 from simulator.planning.figures import CandidateFigures, straddled
-from simulator.planning.plan import run_plan
+from simulator.planning.plan import execute_plan, prepare_plan, run_plan
 from simulator.planning.settings import PlanRequest
 from simulator.planning.stats import Interval
 
@@ -181,3 +182,32 @@ def test_plan_bad_input_is_one_clear_line_and_exit_2(tmp_path, args, message):
     proc = servesim("plan", *args, "--quiet", cwd=tmp_path, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+class _SimulatedCluster(IndependentReplicas):
+    """A stand-in for the cluster-level check to come: the operating run is told the replica
+    count (here through a faster step time, as a cluster field does not exist yet) and its
+    throughput is already the deployment's."""
+
+    def operating_overrides(self, num_replicas):
+        return {"cost_model.step_time_s": STEP_S / num_replicas}
+
+    def deployment_factor(self, num_replicas):
+        return 1.0
+
+
+def test_replica_scaling_is_the_seam_for_a_cluster_level_check():
+    cset = CandidateSet("test", [CandidateSpec("l40s", {"hardware": "l40s"})], {})
+    request = PlanRequest(
+        slo_ttft_p99_ms=TTFT_SLO_MS, target_rate_per_s=TARGET, search={"requests_per_point": 300, "curve_points": 0}
+    )
+    inputs = prepare_plan(md1_base(output_tokens=4, step_time_s=STEP_S), None, "s", cset, request)
+    plain = execute_plan(inputs, request, InProcessExecutor())
+    cluster = execute_plan(inputs, request, InProcessExecutor(), scaling=_SimulatedCluster())
+    (p,), (c,) = plain.plan["candidates"], cluster.plan["candidates"]
+    assert p["replicas"] == c["replicas"] and p["replicas"]["value"] == 2
+    op_plain = plain.points[plain.points["phase"] == "operating"].iloc[0]
+    op_cluster = cluster.points[cluster.points["phase"] == "operating"].iloc[0]
+    assert op_cluster["p99_ttft_ms"] < op_plain["p99_ttft_ms"]  # the overrides reached the simulation
+    assert p["operating_point"]["vllm_goodput_per_s"]["value"] == pytest.approx(2 * op_plain["request_goodput"])
+    assert c["operating_point"]["vllm_goodput_per_s"]["value"] == pytest.approx(op_cluster["request_goodput"])

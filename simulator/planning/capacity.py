@@ -2,9 +2,12 @@
 
 Today a scenario is one replica of ``tp`` GPUs, and a deployment serving a target rate is
 that replica repeated: ``replicas = ceil(target / per-replica max rate)``, each replica
-receiving ``target / replicas``. ``ReplicaScaling`` is the seam where a cluster-level
-check (routers, replicas simulated together) plugs in once scenarios have replicas: it
-decides how many replicas a target needs and what load one simulated replica sees.
+receiving ``target / replicas``, the deployment's throughput being a replica's times
+``replicas``. ``ReplicaScaling`` is the seam where a cluster-level check plugs in once
+scenarios have replicas and routers: it decides how many replicas a target needs, which
+config overrides and rate the operating-point simulation runs with (a cluster check would
+simulate ``{replicas: n}`` at the whole target), and how that run's throughput scales to
+the deployment (x n for one simulated replica, x 1 for a simulated cluster).
 """
 
 from __future__ import annotations
@@ -30,7 +33,15 @@ class ReplicaScaling(Protocol):
         ...
 
     def replica_rate(self, target_rate_per_s: float, num_replicas: int) -> float:
-        """The request rate one replica receives in that deployment."""
+        """The request rate the operating-point simulation runs at."""
+        ...
+
+    def operating_overrides(self, num_replicas: int) -> dict[str, Any]:
+        """Config overrides (dotted paths) of the operating-point simulation."""
+        ...
+
+    def deployment_factor(self, num_replicas: int) -> float:
+        """How the operating-point run's throughput and goodput scale to the whole deployment."""
         ...
 
 
@@ -47,6 +58,12 @@ class IndependentReplicas:
 
     def replica_rate(self, target_rate_per_s: float, num_replicas: int) -> float:
         return target_rate_per_s / num_replicas
+
+    def operating_overrides(self, num_replicas: int) -> dict[str, Any]:
+        return {}
+
+    def deployment_factor(self, num_replicas: int) -> float:
+        return float(num_replicas)
 
 
 def cost_per_million_tokens_usd(cost_per_hour_usd: float | None, tokens_per_s: float | None) -> float | None:

@@ -41,17 +41,18 @@ class SearchTask:
 
 @dataclass(frozen=True, slots=True)
 class RatesTask:
-    """Rates to simulate, each with a phase label (``operating``, ``curve``)."""
+    """Rates to simulate, each with a phase label (``operating``, ``curve``) and config overrides."""
 
     run: CandidateRun
-    rates: list[tuple[str, float]] = field(default_factory=list)
+    rates: list[tuple[str, float, dict[str, Any]]] = field(default_factory=list)
 
 
-def rate_config(run: CandidateRun, rate_per_s: float) -> ScenarioConfig:
-    """The candidate's scenario at ``rate_per_s`` with the plan's request count, seed and SLOs."""
+def rate_config(run: CandidateRun, rate_per_s: float, overrides: dict[str, Any] | None = None) -> ScenarioConfig:
+    """The candidate's scenario at ``rate_per_s`` with the plan's request count, seed and SLOs (and ``overrides``)."""
     data = apply_overrides(
         run.config,
-        {
+        (overrides or {})
+        | {
             "workload.arrival.rate_per_s": rate_per_s,
             "workload.num_requests": run.search.requests_per_point,
             "workload.duration_s": None,
@@ -62,12 +63,12 @@ def rate_config(run: CandidateRun, rate_per_s: float) -> ScenarioConfig:
     return ScenarioConfig.model_validate(data)
 
 
-def simulate_rate(run: CandidateRun, rate_per_s: float) -> dict[str, Any]:
+def simulate_rate(run: CandidateRun, rate_per_s: float, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """One rate point: steady-state statistics plus the whole run's vLLM throughput and goodput.
 
     Raises ValueError when the configuration cannot run (a model that does not fit).
     """
-    cfg = rate_config(run, rate_per_s)
+    cfg = rate_config(run, rate_per_s, overrides)
     base_dir = Path(run.base_dir) if run.base_dir is not None else None
     result = build(cfg, base_dir=base_dir, record_steps=False).run()
     s = run.search
@@ -128,5 +129,5 @@ def search_task(task: SearchTask) -> dict[str, Any]:
 
 
 def rates_task(task: RatesTask) -> list[dict[str, Any]]:
-    """Simulate each (phase, rate) of the task; one row each, in order."""
-    return _rows(task.run, [(phase, simulate_rate(task.run, rate)) for phase, rate in task.rates])
+    """Simulate each (phase, rate, overrides) of the task; one row each, in order."""
+    return _rows(task.run, [(phase, simulate_rate(task.run, rate, over)) for phase, rate, over in task.rates])

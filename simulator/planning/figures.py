@@ -10,9 +10,9 @@ Definitions (per candidate; one replica = ``gpus_per_replica`` GPUs):
 - ``replicas`` = ceil(target / max_rate), ``num_gpus`` = replicas x GPUs per replica,
   ``cost_per_hour_usd`` = num_gpus x price; their intervals follow from the max rate's
   (a lower bound of 0 on the max rate leaves the upper bound unbounded: +inf);
-- the operating point: one replica at target / replicas; its latency percentiles, SLO
-  attainment, queue growth, ``vllm_goodput_per_s`` (vLLM's request goodput of a replica
-  times replicas), ``output_tokens_per_s`` (likewise) and
+- the operating point: one replica at target / replicas (as ``ReplicaScaling`` says); its
+  latency percentiles, SLO attainment, queue growth, ``vllm_goodput_per_s`` (vLLM's
+  request goodput of a replica times replicas), ``output_tokens_per_s`` (likewise) and
   ``cost_per_million_output_tokens_usd`` (cost per hour over output tokens per hour).
 """
 
@@ -104,10 +104,13 @@ def set_replicas(
     figures.rate_per_replica_s = scaling.replica_rate(target_rate_per_s, int(replicas.value))
 
 
-def operating_figures(figures: CandidateFigures, rows: list[dict[str, Any]], request: PlanRequest) -> None:
+def operating_figures(
+    figures: CandidateFigures, rows: list[dict[str, Any]], request: PlanRequest, scaling: ReplicaScaling
+) -> None:
     """Fill the operating-point figures from one ``operating`` row per replicate, and the verdicts."""
-    assert figures.replicas is not None and figures.cost_per_hour_usd is not None
-    n_replicas = figures.replicas.value or 0.0
+    assert figures.replicas is not None and figures.replicas.value is not None
+    assert figures.cost_per_hour_usd is not None
+    factor = scaling.deployment_factor(int(figures.replicas.value))
     cost = figures.cost_per_hour_usd.value
 
     def agg(values: list[Any], floor: float | None = 0.0) -> Interval:
@@ -116,10 +119,10 @@ def operating_figures(figures: CandidateFigures, rows: list[dict[str, Any]], req
     op: dict[str, Interval] = {name: agg([r[name] for r in rows]) for name in OPERATING_LATENCIES}
     op["slo_attainment"] = agg([r["slo_attainment"] for r in rows])
     op["growth_fraction"] = agg([r["growth_fraction"] for r in rows], floor=None)
-    op["vllm_goodput_per_s"] = agg([_times(r["request_goodput"], n_replicas) for r in rows])
-    op["output_tokens_per_s"] = agg([_times(r["output_throughput"], n_replicas) for r in rows])
+    op["vllm_goodput_per_s"] = agg([_times(r["request_goodput"], factor) for r in rows])
+    op["output_tokens_per_s"] = agg([_times(r["output_throughput"], factor) for r in rows])
     op["cost_per_million_output_tokens_usd"] = agg(
-        [cost_per_million_tokens_usd(cost, _times(r["output_throughput"], n_replicas)) for r in rows]
+        [cost_per_million_tokens_usd(cost, _times(r["output_throughput"], factor)) for r in rows]
     )
     figures.operating = op
     checks = [

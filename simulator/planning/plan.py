@@ -289,11 +289,12 @@ def _operating_stage(
         for o in pending:
             f = o.figures
             assert f is not None and f.rate_per_replica_s is not None
-            rates = [("operating", f.rate_per_replica_s)]
+            assert f.replicas is not None and f.replicas.value is not None
+            rates = [("operating", f.rate_per_replica_s, scaling.operating_overrides(int(f.replicas.value)))]
             n = request.search.curve_points
             if round_ == 0 and n:
                 top = CURVE_SPAN * max(f.max_rate_per_s.value or 0.0, f.max_goodput_rate_per_s.value or 0.0)
-                rates += [("curve", top * (j + 1) / n) for j in range(n)]
+                rates += [("curve", top * (j + 1) / n, {}) for j in range(n)]
             tasks += [RatesTask(_run(o.candidate, r, inputs.base_dir, request), rates) for r in range(k)]
         label = "operating points" if round_ == 0 else f"operating points, {round_} extra replica(s)"
         rows_by_task = _map(executor, rates_task, tasks, stage, label)
@@ -305,7 +306,7 @@ def _operating_stage(
             points += rows
             f, c = o.figures, o.candidate
             assert f is not None and f.replicas is not None
-            operating_figures(f, [r for r in rows if r["phase"] == "operating"], request)
+            operating_figures(f, [r for r in rows if r["phase"] == "operating"], request, scaling)
             if f.operating_meets_slo:
                 o.status, o.extra_replicas = "feasible", round_
             elif round_ < MAX_EXTRA_REPLICAS:
