@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from servesim import __version__
-from servesim.commands import compare, estimate, explain, presets, report, run, workload
+from servesim.commands import compare, estimate, explain, plan, presets, report, run, sweep, workload
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,7 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"servesim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (run, compare, report, estimate, explain, presets, workload):
+    for module in (run, compare, sweep, plan, report, estimate, explain, presets, workload):
         module.add_parser(sub)
     return parser
 

@@ -8,7 +8,14 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 # Wide enough for the comparison tables when output goes to a file or pipe (rich assumes 80).
@@ -74,12 +81,17 @@ def progress_enabled(enabled: bool) -> bool:
 
 
 @contextlib.contextmanager
-def progress_bar(description: str, enabled: bool) -> Iterator[Callable[[int, int], None]]:
-    """A progress callback ``(done, total)`` drawing a bar on stderr when ``enabled`` and a terminal."""
+def progress_bar(description: str, enabled: bool, eta: bool = False) -> Iterator[Callable[[int, int], None]]:
+    """A progress callback ``(done, total)`` drawing a bar on stderr when ``enabled`` and a terminal.
+
+    ``eta`` adds the estimated time left (for bars over sweep points, whose cost is even).
+    """
     if not progress_enabled(enabled):
         yield lambda done, total: None
         return
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns: tuple = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    if eta:
+        columns = (*columns, TextColumn("eta"), TimeRemainingColumn())
     with Progress(*columns, console=stderr, transient=True) as progress:
         task = progress.add_task(description, total=None)
 
@@ -113,3 +125,30 @@ def step_progress(description: str, enabled: bool) -> Iterator[Callable[[int, in
             progress.update(task, completed=done, total=total, what=what)
 
         yield update
+
+
+def interval_text(value: Any, low: Any = None, high: Any = None, digits: int = 2) -> str:
+    """``value [low, high]``, or just ``value`` without an interval ("-" when undefined).
+
+    A lower bound without an upper one is an unbounded interval: ``value [low, inf)``.
+    """
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    text = _fmt(value, digits)
+    if low is None:
+        return text
+    if high is None or high == float("inf"):
+        return f"{text} [{_fmt(low, digits)}, inf)"
+    return f"{text} [{_fmt(low, digits)}, {_fmt(high, digits)}]"
+
+
+def table_from_rows(
+    title: str, columns: list[tuple[str, str]], rows: list[Mapping[str, Any]], digits: int = 2
+) -> Table:
+    """A table of ``rows`` showing ``columns`` as (key, header); every column but the first right-aligned."""
+    table = Table(title=title, title_justify="left")
+    for i, (_, header) in enumerate(columns):
+        table.add_column(header, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*(_fmt(row.get(key), digits) for key, _ in columns))
+    return table

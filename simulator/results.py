@@ -32,6 +32,7 @@ class RunResult:
     steps: pd.DataFrame
     itl_values_s: np.ndarray
     itl_counts: np.ndarray
+    replicas: pd.DataFrame | None = None  # one row per replica: group, role, KV usage, cached share, swaps
 
     def write(self, out_dir: Path | str, table_format: TableFormat = "parquet") -> Path:
         """Write summary.json, config.json and the tables into ``out_dir`` (created if needed)."""
@@ -41,7 +42,10 @@ class RunResult:
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         (out / "config.json").write_text(json.dumps(self.config, indent=2, default=str) + "\n")
         itl = pd.DataFrame({"itl_s": self.itl_values_s, "count": self.itl_counts})
-        for name, frame in (("requests", self.requests), ("steps", self.steps), ("itl", itl)):
+        tables = [("requests", self.requests), ("steps", self.steps), ("itl", itl)]
+        if self.replicas is not None:
+            tables.append(("replicas", self.replicas))
+        for name, frame in tables:
             if table_format == "csv":
                 frame.to_csv(out / f"{name}.csv", index=False)
             else:
@@ -63,6 +67,7 @@ class RunResult:
             raise ValueError(f"{d}: missing {name}.parquet or {name}.csv")
 
         itl = table("itl")
+        has_replicas = (d / "replicas.parquet").is_file() or (d / "replicas.csv").is_file()
         return cls(
             json.loads((d / "config.json").read_text()),
             json.loads((d / "summary.json").read_text()),
@@ -70,4 +75,5 @@ class RunResult:
             table("steps"),
             itl["itl_s"].to_numpy(dtype=np.float64),
             itl["count"].to_numpy(dtype=np.int64),
+            table("replicas") if has_replicas else None,
         )

@@ -8,6 +8,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import simpy
 
 from policies.routing import Router
@@ -253,5 +254,12 @@ class Simulation:
             extra["mean_kv_transfer_ms"] = float(transfers.mean() * 1000)
             extra["p99_kv_transfer_ms"] = float(np.percentile(transfers, 99) * 1000)
         summary = summarize(requests, itl_values, itl_counts, self.slo, self.stream_delay_s, extra)
-        summary["per_replica"] = per_replica
-        return RunResult(self.resolved_config, summary, requests, rec.steps_frame(), itl_values, itl_counts)
+        return RunResult(
+            self.resolved_config,
+            summary,
+            requests,
+            rec.steps_frame(),
+            itl_values,
+            itl_counts,
+            pd.DataFrame(per_replica),
+        )

@@ -34,7 +34,7 @@ def test_every_replica_gets_work_and_the_table_says_where():
     result = build(cfg).run()
     assert sorted(result.requests["replica_id"].unique()) == [0, 1, 2]
     assert sorted(result.steps["replica_id"].unique()) == [0, 1, 2]
-    assert [r["replica_id"] for r in result.summary["per_replica"]] == [0, 1, 2]
+    assert result.replicas["replica_id"].tolist() == [0, 1, 2]
     assert result.summary["num_replicas"] == 3
 
 
@@ -53,7 +53,7 @@ def test_heterogeneous_groups():
     groups = {g["name"]: g for g in result.config["resolved_groups"]}
     assert groups["big"]["hardware"]["name"].startswith("H200") and groups["small"]["count"] == 2
     assert groups["big"]["num_blocks_per_replica"] > groups["small"]["num_blocks_per_replica"]
-    assert {r["group"] for r in result.summary["per_replica"]} == {"big", "small"}
+    assert set(result.replicas["group"]) == {"big", "small"}
 
 
 def test_tensor_parallel_all_reduce_timeline_by_hand():

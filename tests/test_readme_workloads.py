@@ -13,7 +13,8 @@ from workloads.describe import describe
 from workloads.traces import read_trace
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-SECTION = README[README.index("## Workloads") : README.index("## Other commands")]
+_START = README.index("## Workloads")
+SECTION = README[_START : README.index("\n## ", _START + 1)]
 YAML_BLOCKS = re.findall(r"```yaml\n(.*?)```", SECTION, flags=re.S)
 
 

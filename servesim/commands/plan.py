@@ -1,0 +1,187 @@
+"""`servesim plan`: how many GPUs of which configuration serve a load within SLOs, at what cost."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from rich.table import Table
+
+from servesim import display
+from servesim.commands.sweep import add_executor_args
+from simulator.planning.candidates import load_candidates, scenario_only
+from simulator.planning.executors import make_executor
+from simulator.planning.plan import execute_plan, prepare_plan
+from simulator.planning.prices import parse_price, read_prices
+from simulator.planning.settings import PlanRequest
+from simulator.scenario import read_scenario_dict
+
+# PlanRequest field -> the flag that sets it, so validation errors name what the user typed
+FLAGS = {
+    "slo_ttft_p99_ms": "--slo-ttft-p99-ms",
+    "slo_tpot_p99_ms": "--slo-tpot-p99-ms",
+    "attainment": "--attainment",
+    "target_rate_per_s": "--target-rate",
+    "replicates": "--replicates",
+    "confidence": "--confidence",
+    "ci_method": "--ci-method",
+    "pareto_latency": "--pareto-latency",
+    "search.requests_per_point": "--requests-per-point",
+    "search.warmup_fraction": "--warmup-fraction",
+    "search.cooldown_fraction": "--cooldown-fraction",
+    "search.rel_tol": "--rel-tol",
+    "search.start_rate_per_s": "--start-rate",
+    "search.curve_points": "--curve-points",
+    "search.max_growth_fraction": "--max-growth",
+}
+
+
+def default_out_dir() -> Path:
+    return Path("runs") / dt.datetime.now().strftime("plan-%Y%m%d-%H%M%S")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="size and price candidate configurations for a load under SLOs",
+        description="For each candidate configuration: the maximum request rate one replica sustains "
+        "within the p99 SLOs (doubling then bisection, steady state, warm-up excluded), DistServe's "
+        "per-GPU goodput, the replicas, GPUs and cost for the target rate, the latency there; ranked, "
+        "with the Pareto frontier of cost and p99 latency, and intervals over --replicates seeds.",
+    )
+    p.add_argument("scenario", nargs="?", type=Path, help="scenario YAML file (default: the embedded default)")
+    g = p.add_argument_group("question")
+    g.add_argument("--slo-ttft-p99-ms", type=float, help="bound on the p99 time to first token, ms")
+    g.add_argument("--slo-tpot-p99-ms", type=float, help="bound on the p99 time per output token, ms")
+    g.add_argument("--attainment", type=float, default=0.9, help="SLO attainment for per-GPU goodput (0.9)")
+    g.add_argument("--target-rate", type=float, help="requests/s to provision for (default: the scenario's rate)")
+    g.add_argument("--candidates", type=Path, help="CANDIDATES file (default: the scenario's own configuration)")
+    g.add_argument("--price", action="append", default=[], metavar="HW=USD", help="USD per GPU-hour of HW")
+    g.add_argument("--prices", type=Path, help="YAML file of hardware: USD per GPU-hour")
+    s = p.add_argument_group("statistics and search")
+    s.add_argument("--replicates", type=int, default=1, help="independent seeds; intervals need 2 or more")
+    s.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals")
+    s.add_argument("--ci-method", choices=("t", "bootstrap"), default="t", help="t-interval or bootstrap")
+    s.add_argument("--pareto-latency", choices=("ttft", "tpot", "e2el"), default="ttft", help="p99 for the frontier")
+    s.add_argument("--requests-per-point", type=int, default=2000, help="requests simulated per rate")
+    s.add_argument("--warmup-fraction", type=float, default=0.2, help="first arrivals left out of statistics")
+    s.add_argument("--cooldown-fraction", type=float, default=0.1, help="last arrivals left out of statistics")
+    s.add_argument("--max-growth", type=float, default=0.05, help="queue growth (fraction of rate) still stable")
+    s.add_argument("--rel-tol", type=float, default=0.02, help="relative width at which bisection stops")
+    s.add_argument("--start-rate", type=float, help="first rate tried (default: the target rate)")
+    s.add_argument("--curve-points", type=int, default=8, help="extra rates per candidate for capacity curves")
+    add_executor_args(p)
+    p.add_argument("--out", type=Path, help="output folder (default: runs/plan-YYYYmmdd-HHMMSS)")
+    p.add_argument("--json", action="store_true", help="print plan.json instead of tables")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=main)
+
+
+def plan_request(args: argparse.Namespace) -> PlanRequest:
+    """The validated question; ValueError naming the flag."""
+    data: dict[str, Any] = {
+        "slo_ttft_p99_ms": args.slo_ttft_p99_ms,
+        "slo_tpot_p99_ms": args.slo_tpot_p99_ms,
+        "attainment": args.attainment,
+        "target_rate_per_s": args.target_rate,
+        "replicates": args.replicates,
+        "confidence": args.confidence,
+        "ci_method": args.ci_method,
+        "pareto_latency": args.pareto_latency,
+        "search": {
+            "requests_per_point": args.requests_per_point,
+            "warmup_fraction": args.warmup_fraction,
+            "cooldown_fraction": args.cooldown_fraction,
+            "max_growth_fraction": args.max_growth,
+            "rel_tol": args.rel_tol,
+            "start_rate_per_s": args.start_rate,
+            "curve_points": args.curve_points,
+        },
+    }
+    try:
+        return PlanRequest.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = ".".join(str(x) for x in err["loc"])
+            flag = FLAGS.get(loc, loc or "plan")
+            got = f" (got {err['input']!r})" if loc and "input" in err else ""
+            lines.append(f"{flag}: {err['msg'].removeprefix('Value error, ')}{got}")
+        raise ValueError("\n".join(lines)) from None
+
+
+def _prices(args: argparse.Namespace) -> dict[str, float]:
+    prices = read_prices(args.prices) if args.prices is not None else {}
+    for text in args.price:
+        name, usd = parse_price(text)
+        prices[name] = usd
+    return prices
+
+
+def _iv(x: dict[str, Any] | None, digits: int = 2) -> str:
+    if x is None:
+        return "-"
+    return display.interval_text(x.get("value"), x.get("low"), x.get("high"), digits)
+
+
+def plan_table(plan: dict[str, Any]) -> Table:
+    t = Table(
+        title=f"plan for {plan['target_rate_per_s']:g} req/s (p99 SLOs: TTFT {plan['slo']['ttft_p99_ms']} ms, "
+        f"TPOT {plan['slo']['tpot_p99_ms']} ms)",
+        title_justify="left",
+    )
+    headers = ("rank", "candidate", "max req/s per replica", "goodput/GPU", "replicas", "GPUs", "$/hour")
+    headers += ("$/M out tok", "p99 TTFT ms", "p99 TPOT ms", "Pareto")
+    for h in headers:
+        t.add_column(h, justify="left" if h in ("candidate",) else "right")
+    order = {name: i for i, name in enumerate(plan["ranking"])}
+    cands = sorted(plan["candidates"], key=lambda c: order.get(c["name"], len(order)))
+    for c in cands:
+        op = c.get("operating_point") or {}
+        t.add_row(
+            str(c["rank"]) if c["rank"] is not None else c["status"],
+            c["name"] + (" (chosen)" if c["chosen"] else ""),
+            _iv(c.get("max_rate_per_s"), 3),
+            _iv(c.get("goodput_per_gpu_per_s"), 3),
+            _iv(c.get("replicas"), 0),
+            _iv(c.get("num_gpus"), 0),
+            _iv(c.get("cost_per_hour_usd")),
+            _iv(op.get("cost_per_million_output_tokens_usd")),
+            _iv(op.get("p99_ttft_ms"), 1),
+            _iv(op.get("p99_tpot_ms"), 2),
+            "yes" if c["pareto"] else "",
+        )
+    return t
+
+
+def main(args: argparse.Namespace) -> int:
+    request = plan_request(args)
+    prices = _prices(args)
+    if args.scenario is not None:
+        base, base_dir, label = read_scenario_dict(args.scenario), args.scenario.parent, str(args.scenario)
+    else:
+        base, base_dir, label = {}, None, "default scenario"
+    cset = load_candidates(args.candidates) if args.candidates is not None else scenario_only()
+    inputs = prepare_plan(base, base_dir, label, cset, request, prices)  # every input checked before Ray starts
+    executor = make_executor(args.executor, args.workers, args.address)
+    stage = functools.partial(display.progress_bar, enabled=not args.quiet)
+    try:
+        result = execute_plan(inputs, request, executor, stage)
+    finally:
+        executor.close()
+    out = result.write(args.out or default_out_dir())
+    if args.json:
+        print(json.dumps(result.plan))
+        return 0
+    display.stdout.print(plan_table(result.plan))
+    chosen = result.plan["chosen"]
+    display.stdout.print(f"chosen: {chosen}" if chosen else "chosen: none (no candidate meets the SLOs)")
+    for note in result.plan["notes"]:
+        display.stdout.print(f"note: {note}")
+    display.stdout.print(f"plan folder: {out}")
+    return 0

@@ -1,0 +1,85 @@
+"""`servesim sweep`: run a grid of scenario variants in parallel into one resumable table."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+from servesim import display
+from simulator.planning.executors import EXECUTOR_KINDS, make_executor
+from simulator.planning.grid import load_grid
+from simulator.planning.sweep import TABLE_NAME, resolve_points, run_sweep
+
+SHOWN_ROWS = 40
+SHOWN_METRICS = (
+    ("status", "status"),
+    ("request_throughput", "req/s"),
+    ("p99_ttft_ms", "p99 TTFT ms"),
+    ("p99_tpot_ms", "p99 TPOT ms"),
+    ("request_goodput", "goodput req/s"),
+    ("cost_per_million_output_tokens_usd", "$/M out tok"),
+)
+
+
+def add_executor_args(parser: argparse.ArgumentParser) -> None:
+    """--executor, --workers, --address: where the simulations run (shared with `servesim plan`)."""
+    g = parser.add_argument_group("execution")
+    g.add_argument("--executor", choices=EXECUTOR_KINDS, default="local", help="local process pool or Ray tasks")
+    g.add_argument("--workers", type=int, help="parallel simulations (default: all CPUs; 1 runs in this process)")
+    g.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
+
+
+def default_out_dir(grid: Path) -> Path:
+    """A folder named after the grid file, so re-running the same command resumes it."""
+    return Path("runs") / f"sweep-{grid.stem}"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="run a grid of scenario variants (resumable; local processes or Ray)",
+        description="Run the cartesian grid (and explicit points) of a GRID file over a base scenario, "
+        "in parallel, into one Parquet table with a row per point. Points already in the output "
+        "folder (same resolved config) are skipped, so an interrupted sweep resumes.",
+    )
+    p.add_argument("grid", type=Path, help="GRID file (YAML): base, grid, points, replicates")
+    add_executor_args(p)
+    p.add_argument("--replicates", type=int, help="independent seeds per point (overrides the grid file)")
+    p.add_argument("--out", type=Path, help="output folder (default: runs/sweep-<grid name>)")
+    p.add_argument("--json", action="store_true", help="print the outcome as one JSON object")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    spec = load_grid(args.grid)
+    if args.replicates is not None:
+        if args.replicates < 1:
+            raise ValueError(f"--replicates must be at least 1 (got {args.replicates})")
+        spec = dataclasses.replace(spec, replicates=args.replicates)
+    out = args.out or default_out_dir(args.grid)
+    points = resolve_points(spec)  # every point checked before workers or Ray start
+    executor = make_executor(args.executor, args.workers, args.address)
+    try:
+        with display.progress_bar("sweep points", enabled=not args.quiet, eta=True) as progress:
+            outcome = run_sweep(spec, out, executor, progress, points=points)
+    finally:
+        executor.close()
+    if args.json:
+        print(json.dumps(json.loads((out / "sweep.json").read_text())))
+        return 0
+    table = outcome.table
+    display.stdout.print(
+        f"{outcome.num_points} points ({outcome.num_unique} distinct configs): {outcome.num_run} run, "
+        f"{outcome.num_skipped} already done, {outcome.num_errors} could not run; "
+        f"{outcome.wall_s:.1f} s on {executor.kind} x{executor.workers}"
+    )
+    if len(table) <= SHOWN_ROWS:
+        params = json.loads((out / "sweep.json").read_text())["parameters"]
+        columns = [("point", "#"), *((p, p) for p in params), *((k, h) for k, h in SHOWN_METRICS if k in table.columns)]
+        rows = table.astype(object).where(table.notna(), None).to_dict("records")
+        display.stdout.print(display.table_from_rows("sweep", columns, rows))
+    display.stdout.print(f"table: {out / TABLE_NAME}")
+    return 0

@@ -1,0 +1,137 @@
+"""The GRID file of ``servesim sweep``: a base scenario and the points to run.
+
+```yaml
+base: scenario.yaml            # a scenario file (relative to this file), an inline mapping,
+                               # or absent for the embedded default
+grid:                          # cartesian product, in file order (the last path varies fastest)
+  hardware: [h100-sxm, a100-80gb]
+  parallelism.tp: [1, 2]
+  workload.arrival.rate_per_s: [2, 4, 8]
+points:                        # explicit points, run after the product
+  - {hardware: l40s, policy: {kind: vllm, max_num_seqs: 64}}
+replicates: 1                  # independent seeds per point (confidence intervals when > 1)
+```
+
+With neither ``grid`` nor ``points`` the sweep is the base scenario alone.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from simulator.planning.overrides import check_path
+from simulator.scenario import read_scenario_dict
+from simulator.validation import format_validation_error
+
+Overrides = dict[str, Any]
+
+
+def check_grid(grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """``grid`` if every key is a field path and every value a non-empty list; ValueError otherwise."""
+    for path, values in grid.items():
+        check_path(path)
+        if not values:
+            raise ValueError(f"{path}: give at least one value")
+    return grid
+
+
+def check_points(points: list[Overrides]) -> list[Overrides]:
+    for point in points:
+        for path in point:
+            check_path(path)
+    return points
+
+
+def expand(grid: dict[str, list[Any]], points: list[Overrides]) -> list[Overrides]:
+    """The cartesian product of ``grid`` (last path fastest), then ``points``; one empty point if both are empty."""
+    out: list[Overrides] = []
+    if grid:
+        paths = list(grid)
+        out.extend(dict(zip(paths, combo, strict=True)) for combo in itertools.product(*grid.values()))
+    out.extend(dict(p) for p in points)
+    return out or [{}]
+
+
+class GridFile(BaseModel):
+    """The contents of a GRID file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base: str | dict[str, Any] | None = Field(
+        None, description="Scenario file (relative to the grid file), an inline scenario, or None for the default."
+    )
+    grid: dict[str, list[Any]] = Field(
+        default_factory=dict, description="Dotted field path -> values; the sweep runs their cartesian product."
+    )
+    points: list[dict[str, Any]] = Field(
+        default_factory=list, description="Explicit points (dotted path -> value), run after the product."
+    )
+    replicates: int = Field(1, ge=1, le=1000, description="Independent seeds per point.")
+
+    @field_validator("grid")
+    @classmethod
+    def _grid(cls, value: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        return check_grid(value)
+
+    @field_validator("points")
+    @classmethod
+    def _points(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return check_points(value)
+
+
+@dataclass(frozen=True, slots=True)
+class SweepSpec:
+    """A GRID file resolved: the base's raw mapping, where its relative paths start, and the points."""
+
+    source: str
+    base: dict[str, Any]
+    base_dir: Path | None
+    points: list[Overrides]
+    replicates: int
+
+
+def read_yaml_mapping(path: Path) -> dict[str, Any]:
+    """The mapping in a YAML file; ValueError naming the file (and line) otherwise."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read file ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}:" if mark is not None else ""
+        raise ValueError(f"{path}:{where} not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
+    return data
+
+
+def resolve_base(base: str | dict[str, Any] | None, file_dir: Path) -> tuple[dict[str, Any], Path | None, str]:
+    """(raw base mapping, base_dir for its relative paths, a label) for a ``base`` entry."""
+    if base is None:
+        return {}, None, "default scenario"
+    if isinstance(base, str):
+        path = file_dir / base
+        return read_scenario_dict(path), path.parent, str(path)
+    return dict(base), file_dir, "inline base"
+
+
+def load_grid(path: Path | str) -> SweepSpec:
+    """Read and validate a GRID file; ValueError naming the file and field."""
+    p = Path(path)
+    data = read_yaml_mapping(p)
+    try:
+        grid = GridFile.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(format_validation_error(exc, source=str(p))) from None
+    base, base_dir, _ = resolve_base(grid.base, p.parent)
+    return SweepSpec(str(p), base, base_dir, expand(grid.grid, grid.points), grid.replicates)

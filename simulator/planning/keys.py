@@ -1,0 +1,60 @@
+"""The content key of a point: a hash of its resolved configuration.
+
+A sweep skips a point whose key is already in its output folder, so the key must change
+whenever anything that affects the point's result changes, and only then. It hashes the
+validated config with every default spelled out and the model and hardware references
+replaced by the specs they resolve to (so editing a spec file or a preset changes the
+key), plus the caller's extra inputs (replicate count, row format version).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from simulator.build import resolve_specs
+from simulator.config import ScenarioConfig
+from simulator.presets import resolve_hardware
+
+KEY_HEX_CHARS = 20
+
+
+def resolved_config(cfg: ScenarioConfig, base_dir: Path | None = None) -> dict[str, Any]:
+    """``cfg`` as plain JSON data with the model and hardware specs spelled out.
+
+    Raises ValueError for an unknown preset or an unreadable spec file.
+    """
+    model, hardware = resolve_specs(cfg, base_dir)
+    deployment = []
+    for g in cfg.replica_groups():
+        ref = g.hardware if g.hardware is not None else cfg.hardware
+        spec = resolve_hardware(ref, base_dir)
+        par = g.parallelism or cfg.parallelism
+        deployment.append(
+            {
+                "count": g.count,
+                "role": g.role,
+                "tp": par.tp,
+                "pp": par.pp,
+                "hardware_ref": ref if isinstance(ref, str) else spec.name,
+                "hardware": spec.model_dump(mode="json"),
+            }
+        )
+    return cfg.model_dump(mode="json") | {
+        "model": model.model_dump(mode="json"),
+        "hardware": hardware.model_dump(mode="json"),
+        "deployment": deployment,
+    }
+
+
+def canonical_json(data: Any) -> str:
+    """Deterministic JSON text (sorted keys, no spaces); floats round-trip exactly."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def point_key(resolved: dict[str, Any], extra: dict[str, Any] | None = None) -> str:
+    """A short hex digest of the resolved config and ``extra``."""
+    payload = canonical_json({"config": resolved, "extra": extra or {}})
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:KEY_HEX_CHARS]

@@ -1,0 +1,236 @@
+"""Running a sweep: every point of a grid, in parallel, resumable, into one table.
+
+Contract of ``run_sweep``:
+
+- every point's raw mapping (base + overrides) is validated as a whole before anything
+  runs; a bad field or an unknown preset raises ValueError naming the grid file, the point
+  and the field;
+- a point whose resolved config cannot run (a model that does not fit, a tp that does not
+  divide the heads) is not an error of the sweep: its row has ``status = "error"`` and the
+  message in ``error``;
+- points whose key is already in ``<out>/points/`` are skipped; points with the same
+  resolved config run once;
+- the table has one row per point, in grid order, and depends only on the grid and its
+  seeds: not on the executor, the worker count, the order tasks finish or on resuming.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from simulator.build import build
+from simulator.config import ScenarioConfig
+from simulator.planning.capacity import cost_per_million_tokens_usd, deployment_cost_per_hour, gpus_per_replica
+from simulator.planning.executors import Executor
+from simulator.planning.grid import SweepSpec
+from simulator.planning.keys import canonical_json, point_key, resolved_config
+from simulator.planning.overrides import apply_overrides, describe, lookup, scalar, validate_point
+from simulator.planning.stats import interval, replicate_seed
+from simulator.planning.store import PointStore, json_safe, write_json_atomic, write_table_atomic
+
+ROW_VERSION = 1
+SWEEP_SCHEMA = "servesim.sweep/1"
+TABLE_NAME = "sweep.parquet"
+META_NAME = "sweep.json"
+ProgressFn = Callable[[int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class PointTask:
+    """One point to simulate (plain data, so it can travel to a worker process or a Ray node)."""
+
+    key: str
+    config: dict[str, Any]
+    base_dir: str | None
+    replicates: int
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """A point of the grid, validated and keyed."""
+
+    index: int
+    label: str
+    overrides: dict[str, Any]
+    config: dict[str, Any]
+    validated: dict[str, Any]
+    resolved: dict[str, Any]
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class SweepOutcome:
+    table: pd.DataFrame
+    out_dir: Path
+    num_points: int
+    num_unique: int
+    num_skipped: int
+    num_run: int
+    num_errors: int
+    wall_s: float
+
+
+def run_point(task: PointTask) -> dict[str, Any]:
+    """Simulate one point (``replicates`` seeds); its status and summary metrics.
+
+    With one replicate the metrics are the run's summary; with more, each numeric metric is
+    the mean over replicates with ``_low``/``_high`` 95% t-interval columns.
+    """
+    base_dir = Path(task.base_dir) if task.base_dir is not None else None
+    seed = ScenarioConfig.model_validate(task.config).seed
+    summaries = []
+    for r in range(task.replicates):
+        cfg = ScenarioConfig.model_validate(task.config | {"seed": replicate_seed(seed, r)})
+        try:
+            result = build(cfg, base_dir=base_dir, record_steps=False).run()
+        except ValueError as exc:
+            return {"status": "error", "error": str(exc)}
+        summaries.append(result.summary)
+    if task.replicates == 1:
+        metrics: dict[str, Any] = dict(summaries[0])
+    else:
+        metrics = {}
+        for name in summaries[0]:
+            metrics.update(interval([s.get(name) for s in summaries], floor=0.0).columns(name))
+    return {"status": "ok", "error": None, **json_safe(metrics)}
+
+
+def derived_columns(resolved: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
+    """Columns every row carries besides the parameters: what ran, on how many GPUs, at what cost."""
+    gpus = gpus_per_replica(resolved)
+    cost = deployment_cost_per_hour(resolved, lambda ref, spec: spec.get("price_per_hour_usd"))
+    price = cost / gpus if cost is not None else None
+    return {
+        "model_name": resolved["model"]["name"],
+        "hardware_name": resolved["hardware"]["name"],
+        "tp": resolved["parallelism"]["tp"],
+        "num_gpus": gpus,
+        "policy_kind": resolved["policy"]["kind"],
+        "rate_per_s": resolved["workload"]["arrival"].get("rate_per_s"),
+        "seed": resolved["seed"],
+        "price_per_gpu_hour_usd": price,
+        "cost_per_hour_usd": cost,
+        "cost_per_million_output_tokens_usd": cost_per_million_tokens_usd(cost, metrics.get("output_throughput")),
+    }
+
+
+def resolve_points(spec: SweepSpec) -> list[Point]:
+    """Validate and key every point of ``spec``; ValueError naming the grid file, point and field."""
+    points = []
+    for i, overrides in enumerate(spec.points):
+        label = describe(overrides)
+        source = f"{spec.source}: point {i} ({label})"
+        try:
+            config = apply_overrides(spec.base, overrides)
+            cfg = validate_point(config, source)
+            resolved = resolved_config(cfg, spec.base_dir)
+        except ValueError as exc:
+            text = str(exc)
+            raise ValueError(text if text.startswith(source) else f"{source}: {text}") from None
+        key = point_key(resolved, {"replicates": spec.replicates, "row_version": ROW_VERSION})
+        points.append(Point(i, label, overrides, config, cfg.model_dump(mode="json"), resolved, key))
+    return points
+
+
+def parameter_paths(spec: SweepSpec) -> list[str]:
+    """Every overridden path, in first-seen order: the parameter columns of the table."""
+    seen: dict[str, None] = {}
+    for overrides in spec.points:
+        seen.update(dict.fromkeys(overrides))
+    return list(seen)
+
+
+def table_rows(points: list[Point], paths: list[str], stored: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of the points whose key is in ``stored``, in grid order."""
+    rows = []
+    for p in points:
+        if p.key not in stored:
+            continue
+        params = {path: scalar(lookup(p.validated, path)) for path in paths}
+        rows.append({"point": p.index, "label": p.label, **params, **stored[p.key]})
+    return rows
+
+
+def run_sweep(
+    spec: SweepSpec,
+    out_dir: Path,
+    executor: Executor,
+    progress: ProgressFn | None = None,
+    flush_every_s: float = 10.0,
+    points: list[Point] | None = None,
+) -> SweepOutcome:
+    """Run the points of ``spec`` not yet in ``out_dir`` and write the table; see the module contract.
+
+    ``points`` are ``resolve_points(spec)`` when the caller already has them.
+    """
+    start = time.perf_counter()
+    points = points if points is not None else resolve_points(spec)
+    paths = parameter_paths(spec)
+    store = PointStore(out_dir)
+    done_keys = store.keys()
+    by_key = {p.key: p for p in points}
+    stored = {key: store.load(key) for key in by_key if key in done_keys}
+    todo = [p for key, p in by_key.items() if key not in stored]
+    tasks = [
+        PointTask(p.key, p.config, None if spec.base_dir is None else str(spec.base_dir), spec.replicates) for p in todo
+    ]
+    table_path, meta_path = out_dir / TABLE_NAME, out_dir / META_NAME
+
+    def meta(complete: bool) -> dict[str, Any]:
+        return {
+            "schema": SWEEP_SCHEMA,
+            "grid": spec.source,
+            "parameters": paths,
+            "replicates": spec.replicates,
+            "num_points": len(points),
+            "num_unique_configs": len(by_key),
+            "num_skipped": len(by_key) - len(todo),
+            "num_run": len(stored) - (len(by_key) - len(todo)),
+            "num_errors": sum(1 for row in stored.values() if row.get("status") == "error"),
+            "complete": complete,
+            "executor": executor.kind,
+            "workers": executor.workers,
+            "wall_s": time.perf_counter() - start,
+            "table": TABLE_NAME,
+        }
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(meta_path, meta(False))
+    last_flush = time.perf_counter()
+    if progress is not None:
+        progress(0, len(tasks))
+    for n_done, (i, metrics) in enumerate(executor.map_unordered(run_point, tasks), start=1):
+        p = todo[i]
+        row = {
+            "key": p.key,
+            **derived_columns(p.resolved, metrics),
+            **metrics,
+            "config_json": canonical_json(json_safe(p.resolved)),
+        }
+        store.save(p.key, row)
+        stored[p.key] = store.load(p.key)  # exactly what a resumed sweep would read back
+        if progress is not None:
+            progress(n_done, len(tasks))
+        if time.perf_counter() - last_flush >= flush_every_s:
+            write_table_atomic(table_path, table_rows(points, paths, stored))
+            write_json_atomic(meta_path, meta(False))
+            last_flush = time.perf_counter()
+    table = write_table_atomic(table_path, table_rows(points, paths, stored))
+    info = meta(True)
+    write_json_atomic(meta_path, info)
+    return SweepOutcome(
+        table,
+        out_dir,
+        len(points),
+        len(by_key),
+        info["num_skipped"],
+        info["num_run"],
+        info["num_errors"],
+        info["wall_s"],
+    )
