@@ -70,6 +70,13 @@ class TraceWorkload(BaseModel):
     classes: tuple[RequestClass, ...] | None = Field(
         None, description="Request classes drawn per session (or request); refused if the trace has its own labels."
     )
+    sessions_from_prefix_blocks: int | None = Field(
+        None,
+        ge=1,
+        description="For a trace with prefix hashes but no session ids (Mooncake): requests sharing their first "
+        "N prefix blocks form one session (Mooncake's block 0 is a system prompt every request shares, so 2 "
+        "groups the turns of a conversation). Routers such as session_affinity then see sessions.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -104,7 +111,29 @@ def generate_trace(cfg: TraceWorkload, seed: int, base_dir: Path | None = None) 
     stream = trace.to_stream(arrival, meta)
     if columns:
         stream = _with_columns(stream, columns)
+    if cfg.sessions_from_prefix_blocks is not None:
+        stream = sessions_from_prefixes(stream, cfg.sessions_from_prefix_blocks)
     return stream
+
+
+def sessions_from_prefixes(stream: RequestStream, num_blocks: int) -> RequestStream:
+    """Label requests that share their first ``num_blocks`` prefix hashes as one session (ids in first-seen order).
+
+    Hashes are chained, so the hash of block ``num_blocks - 1`` stands for the whole prefix; a
+    shorter prompt is keyed by its last block.
+    """
+    name = stream.meta.get("source", "the trace")
+    if stream.session_id is not None:
+        raise ValueError(f"{name} has its own session ids; remove sessions_from_prefix_blocks")
+    if stream.hash_values is None or stream.hash_offsets is None:
+        raise ValueError(f"{name} has no prefix hashes to derive sessions from")
+    starts, ends = stream.hash_offsets[:-1], stream.hash_offsets[1:]
+    empty = ends == starts
+    picks = np.minimum(starts + num_blocks, ends) - 1
+    keys = np.where(empty, -1 - np.arange(len(stream)), stream.hash_values[np.maximum(picks, 0)])
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.argsort(np.argsort(first))  # dense ids in order of first appearance
+    return dataclasses.replace(stream, session_id=order[inverse].astype(np.int64))
 
 
 def _replay_timed(cfg: TraceWorkload, trace: Trace, seed: int) -> tuple[Trace, np.ndarray]:
