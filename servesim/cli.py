@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from servesim import __version__
-from servesim.commands import estimate, explain, presets, run
+from servesim.commands import calibrate, estimate, explain, presets, run, validate
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,7 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"servesim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (run, estimate, explain, presets):
+    for module in (run, estimate, explain, presets, calibrate, validate):
         module.add_parser(sub)
     return parser
 

@@ -96,13 +96,19 @@ def plan_memory(
     block_size: int,
     gpu_memory_utilization: float,
     reserve_bytes: float | None = None,
+    weight_bytes: float | None = None,
+    memory_bytes: float | None = None,
 ) -> MemoryPlan:
     """KV blocks per replica: (memory x utilization - weights/tp - reserve) / bytes per block, per GPU.
 
-    Raises ValueError with the figures when the weights do not leave room for one block.
+    ``weight_bytes`` and ``memory_bytes`` replace the figures computed from the specs when
+    given (a calibration profile measured them on the device: weights as loaded, total
+    device memory). Raises ValueError with the figures when the weights do not leave room
+    for one block.
     """
-    usable = hardware.memory_bytes * gpu_memory_utilization
-    weights = model.weight_bytes_total() / tp
+    device_bytes = hardware.memory_bytes if memory_bytes is None else memory_bytes
+    usable = device_bytes * gpu_memory_utilization
+    weights = (model.weight_bytes_total() if weight_bytes is None else weight_bytes) / tp
     reserve = default_reserve_bytes(model, tp) if reserve_bytes is None else reserve_bytes
     kv_per_token = 2 * model.num_layers * model.kv_heads_per_gpu(tp) * model.head_dim * model.kv_cache_bytes
     block_bytes = kv_per_token * block_size
