@@ -85,7 +85,9 @@ class HfEngine:
         torch = import_torch()
         torch.manual_seed(seed)
         self.version = str(transformers.__version__)
-        model = transformers.LlamaForCausalLM(llama_config(spec))
+        # built on the device in its dtype: an 8B model first built in fp32 on the host would take minutes
+        with torch.device(device.torch_device):
+            model = transformers.LlamaForCausalLM._from_config(llama_config(spec), dtype=torch_dtype(dtype))
         self.model = model.to(device=device.torch_device, dtype=torch_dtype(dtype)).eval()
         self.generation_config = transformers.GenerationConfig(do_sample=False, eos_token_id=-1, pad_token_id=0)
         self.cb_config = ContinuousBatchingConfig(

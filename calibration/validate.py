@@ -121,13 +121,17 @@ def validation_scenario(
         seqs = getattr(cfg.policy, "max_num_seqs", 32)
         blocks = seqs * -(-longest // cfg.kv_cache.block_size) + 1
         cfg = validate_scenario(scenario | {"kv_cache": kv | {"num_blocks": blocks}}, source="--workload")
-    if workload_data is None or "workload" not in workload_data:
-        cfg = _with_default_rate(cfg, scenario)
     return cfg
 
 
-def _with_default_rate(cfg: ScenarioConfig, scenario: dict[str, Any]) -> ScenarioConfig:
-    """Set the arrival rate so that about two requests are in flight (Little's law on the simulator)."""
+def with_default_rate(cfg: ScenarioConfig, cost_model: dict[str, Any]) -> ScenarioConfig:
+    """Set the arrival rate so that about two requests are in flight (Little's law on the simulator).
+
+    The time of one request of mean lengths served alone comes from ``cost_model`` (the
+    profile with the engine's fitted timing).
+    """
+    scenario = cfg.model_dump() | {"cost_model": cost_model}
+    cfg = validate_scenario(scenario)
     stream = generate(cfg.workload, cfg.seed)
     one = RequestStream(
         np.array([0.0]),
@@ -136,7 +140,7 @@ def _with_default_rate(cfg: ScenarioConfig, scenario: dict[str, Any]) -> Scenari
     )
     alone_s = build(cfg, stream=one, record_steps=False).run().summary["mean_e2el_ms"] / 1e3
     workload = cfg.workload.model_dump() | {"arrival": {"kind": "poisson", "rate_per_s": 2.0 / alone_s}}
-    return validate_scenario(scenario | {"workload": workload, "kv_cache": cfg.kv_cache.model_dump()})
+    return validate_scenario(scenario | {"workload": workload})
 
 
 # -- engines --------------------------------------------------------------------------------
@@ -413,11 +417,19 @@ def validate(
     started = time.perf_counter()
     cfg = validation_scenario(profile, profile_path, engine_name, workload_data, num_requests)
     device = resolve_device(profile.device.kind, profile.device.num_threads)
-    stream = generate(cfg.workload, cfg.seed)
     engine = (_Hf if engine_name == "hf" else _Builtin)(profile, cfg, device, cfg.seed)
     engine.start()
     try:
         fit = fit_engine(engine, profile, cfg, cfg.seed, fit_engine_timing)
+        cost = cfg.cost_model.model_dump() | {
+            "attention": engine.attention,
+            "time_scale": fit.time_scale,
+            "step_overhead_s": fit.step_overhead_s,
+            "per_seq_overhead_s": fit.per_seq_overhead_s,
+        }
+        if workload_data is None or "workload" not in workload_data:
+            cfg = with_default_rate(cfg, cost)
+        stream = generate(cfg.workload, cfg.seed)
         requests = make_requests(
             stream.arrival_s, stream.num_prompt_tokens, stream.num_output_tokens, profile.model.vocab_size, cfg.seed
         )
@@ -429,13 +441,6 @@ def validate(
     measured_summary = _clean(summarize(measured_requests, itl, np.ones(len(itl), dtype=np.int64)))
     measured_summary["preemptions"] = int(measured_requests["num_preemptions"].sum())
 
-    overhead = {
-        "attention": engine.attention,
-        "time_scale": fit.time_scale,
-        "step_overhead_s": fit.step_overhead_s,
-        "per_seq_overhead_s": fit.per_seq_overhead_s,
-    }
-    cost = cfg.cost_model.model_dump() | overhead
     sim_cfg = validate_scenario(
         cfg.model_dump() | {"cost_model": cost, "client": {"ingest_delay_s": fit.ingest_delay_s, "stream_delay_s": 0.0}}
     )
