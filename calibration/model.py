@@ -241,10 +241,13 @@ class TorchModel:
         The layout of attention that takes no per-sequence lengths (transformers'
         ``paged|sdpa``): its cost grows with T x KV whatever the sequences are.
         """
+        group = self.num_heads // self.num_kv_heads
+        # such implementations copy K/V out to every query head first (no GQA-aware kernel)
         qh = q.transpose(0, 1).unsqueeze(0)
-        kh = keys.transpose(0, 1).unsqueeze(0)
-        vh = values.transpose(0, 1).unsqueeze(0)
-        return self._sdpa(qh, kh, vh, mask=mask)[0].transpose(0, 1).reshape(q.shape[0], -1)
+        kh = keys.transpose(0, 1).repeat_interleave(group, dim=0).unsqueeze(0)
+        vh = values.transpose(0, 1).repeat_interleave(group, dim=0).unsqueeze(0)
+        out = self.F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, scale=self.scale)
+        return out[0].transpose(0, 1).reshape(q.shape[0], -1)
 
     def decode_inputs(self, block_tables: list[list[int]], context_lens: list[int]) -> tuple[Any, Any, Any]:
         """(new_slots, slot_table, mask) for decode sequences whose newest token is at context_len - 1."""

@@ -86,13 +86,16 @@ def validation_scenario(
     """The scenario both sides run: the profile's model and device, the workload, policy and KV limits.
 
     ``workload_data`` is a scenario mapping (its workload, seed, policy, kv_cache and
-    max_model_len are used); without one, a default Poisson workload whose rate keeps
-    about two requests in flight by the profile's own prediction.
+    max_model_len are used); without one, a default Poisson workload (``validate`` sets
+    its rate once the engine's timing is known, see ``with_default_rate``).
     """
     data = dict(workload_data or {})
-    unused = set(data) - {"workload", "seed", "policy", "kv_cache", "max_model_len", "client", "slo"}
+    unused = set(data) - {"workload", "seed", "policy", "kv_cache", "max_model_len"}
     if unused:
-        raise ValueError(f"--workload: fields {', '.join(sorted(unused))} are set by the profile; remove them")
+        raise ValueError(
+            f"--workload: {', '.join(sorted(unused))} cannot be set here (the profile gives the model and "
+            "device, validate measures the client delays); remove them"
+        )
     policy = data.get("policy") or default_policy(profile)
     if isinstance(policy, str):
         policy = {"kind": policy}

@@ -284,3 +284,22 @@ def test_cli_run_and_estimate_read_a_profile(tmp_path):
     )
     assert proc.returncode == 2 and "does not match the scenario's model Llama-2-7B" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_validate_refuses_a_policy_transformers_does_not_run(tmp_path):
+    path = save_profile(make_profile(), tmp_path / "p.json")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("policy: {kind: vllm}\n")
+    proc = subprocess.run(
+        [SERVESIM, "validate", "--profile", path, "--engine", "hf", "--workload", scenario, "--quiet"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "the policy must be hf_fifo" in proc.stderr and "Traceback" not in proc.stderr
+    scenario.write_text("hardware: h100-sxm\n")
+    proc = subprocess.run(
+        [SERVESIM, "validate", "--profile", path, "--engine", "builtin", "--workload", scenario, "--quiet"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "--workload: hardware cannot be set here" in proc.stderr
