@@ -250,22 +250,28 @@ class TorchModel:
         return out[0].transpose(0, 1).reshape(q.shape[0], -1)
 
     def decode_inputs(self, block_tables: list[list[int]], context_lens: list[int]) -> tuple[Any, Any, Any]:
-        """(new_slots, slot_table, mask) for decode sequences whose newest token is at context_len - 1."""
-        bs = self.block_size
-        width = max(context_lens)
-        rows, new = [], []
-        for table, n in zip(block_tables, context_lens, strict=True):
-            slots = [table[p // bs] * bs + p % bs for p in range(n)]
-            new.append(slots[-1])
-            rows.append(slots + [0] * (width - n))
-        slot_table = self.tensor([s for row in rows for s in row]).view(len(rows), width)
+        """(new_slots, slot_table, mask) for decode sequences whose newest token is at context_len - 1.
+
+        Only the block tables cross from Python; slots are expanded on the device.
+        """
+        torch, bs = self.torch, self.block_size
+        width_blocks = max(len(t) for t in block_tables)
+        padded = [t + [0] * (width_blocks - len(t)) for t in block_tables]
+        tables = self.tensor([b for row in padded for b in row]).view(len(padded), width_blocks)
+        offsets = torch.arange(bs, device=tables.device)
+        slot_table = (tables[:, :, None] * bs + offsets).reshape(len(padded), width_blocks * bs)
         lens = self.tensor(context_lens)
-        mask = (self.torch.arange(width, device=lens.device)[None, :] < lens[:, None])[:, None, None, :]
-        return self.tensor(new), slot_table, mask
+        positions = torch.arange(width_blocks * bs, device=tables.device)[None, :]
+        visible = positions < lens[:, None]
+        slot_table = slot_table.masked_fill(~visible, 0)
+        new_slots = slot_table.gather(1, (lens - 1)[:, None])[:, 0]
+        return new_slots, slot_table, visible[:, None, None, :]
 
     def chunk_slots(self, block_table: list[int], num_tokens: int) -> Any:
-        bs = self.block_size
-        return self.tensor([block_table[p // bs] * bs + p % bs for p in range(num_tokens)])
+        """Cache slots of positions 0 .. num_tokens - 1 of a sequence with ``block_table``."""
+        blocks = self.tensor(block_table[: -(-num_tokens // self.block_size)])
+        offsets = self.torch.arange(self.block_size, device=blocks.device)
+        return (blocks[:, None] * self.block_size + offsets).reshape(-1)[:num_tokens]
 
     def o_proj(self, x: Any, layer: Layer) -> Any:
         return self.F.linear(x, layer.w_o)

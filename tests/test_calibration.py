@@ -59,6 +59,7 @@ def errors(proc) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow
 def test_calibrate_then_validate_against_hf_and_builtin_engines(tmp_path):
     profile_path = tmp_path / "tiny.json"
     start = time.perf_counter()
@@ -113,3 +114,32 @@ def test_calibrate_then_validate_against_hf_and_builtin_engines(tmp_path):
         for file in ("measured_requests.csv", "predicted_requests.csv", "comparison.json", "validation.json"):
             assert (out / file).is_file()
         assert (out / "engine_steps.csv").is_file() == (name == "builtin")
+
+
+def test_paged_slots_follow_the_block_tables():
+    from calibration.model import TorchModel
+
+    model = TorchModel(
+        model_presets()["llama-3.1-8b"].model_copy(
+            update={
+                "num_layers": 1,
+                "vocab_size": 64,
+                "hidden_size": 64,
+                "intermediate_size": 64,
+                "num_attention_heads": 4,
+                "num_kv_heads": 2,
+                "head_dim": 16,
+            }
+        ),
+        device_module.resolve_device("cpu"),
+        "fp32",
+        64,
+        16,
+    )
+    tables, lens = [[5, 9, 2], [7], [1, 3]], [40, 16, 17]
+    new, slots, mask = model.decode_inputs(tables, lens)
+    for i, (table, n) in enumerate(zip(tables, lens, strict=True)):
+        expected = [table[p // 16] * 16 + p % 16 for p in range(n)]
+        assert slots[i, :n].tolist() == expected and new[i].item() == expected[-1]
+        assert mask[i, 0, 0].sum().item() == n
+    assert model.chunk_slots([5, 9, 2], 33).tolist() == [[5, 9, 2][p // 16] * 16 + p % 16 for p in range(33)]
