@@ -16,8 +16,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-run}"
 # pure-Python dependencies of servesim the GPU image may lack (numpy, pandas, pyyaml, rich,
-# scipy, torch and transformers are in the image); pydantic-core is compiled, for CPython 3.12
-WHEELS=(simpy==4.1.2 pydantic==2.14.4 pydantic-core==2.50.5 typing-inspection==0.4.5 annotated-types==0.8.0)
+# scipy, torch and transformers are in the image; typing-extensions is carried as pydantic-core needs a recent
+# one); pydantic-core is compiled, for CPython 3.12
+WHEELS=(simpy==4.1.2 pydantic==2.14.4 pydantic-core==2.50.5 typing-inspection==0.4.5 annotated-types==0.8.0 typing-extensions==4.16.0)
 
 if [[ "$mode" == prepare ]]; then
     grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo /.whl/ >> "$(git rev-parse --git-path info/exclude)"
@@ -34,7 +35,7 @@ if [[ -z "${SKIP_WHEELS:-}" ]] && compgen -G ".whl/*.whl" > /dev/null; then
     export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
 fi
 export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
-servesim() { python3 -m servesim "$@"; }
+servesim=(python3 -m servesim)  # no console script there: the repository is on PYTHONPATH
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt" || true
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, \
@@ -42,10 +43,10 @@ python3 -c "import torch, transformers; print('torch', torch.__version__, 'cuda'
 
 model="${MODEL:-llama-3.1-8b}" device="${DEVICE:-cuda}" dtype="${DTYPE:-bf16}" requests="${REQUESTS:-100}"
 profile="$out/profile-$device-$dtype.json"
-timeout 300 servesim calibrate --model "$model" --device "$device" --dtype "$dtype" --grid quick \
+timeout 300 "${servesim[@]}" calibrate --model "$model" --device "$device" --dtype "$dtype" --grid quick \
     --out "$profile" --quiet 2>&1 | tee "$out/calibrate.log"
 for engine in hf builtin; do
-    timeout 200 servesim validate --profile "$profile" --engine "$engine" --requests "$requests" --json --quiet \
+    timeout 200 "${servesim[@]}" validate --profile "$profile" --engine "$engine" --requests "$requests" --json --quiet \
         --out "$out/validate-$engine" > "$out/validate-$engine.json" 2> "$out/validate-$engine.log" \
         || echo "validate --engine $engine failed: see validate-$engine.log" | tee -a "$out/gpu.txt"
     cat "$out/validate-$engine.json" || true
