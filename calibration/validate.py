@@ -2,8 +2,8 @@
 
 Both sides get the same requests (arrival times, prompt and output lengths), the same
 batch policy and limits (batch cap, token budget, block size, KV blocks, recompute
-preemption) and the same model. Before the measured run the engine serves warm-up
-batches (one request alone, then a few together) that are not compared: their prefill
+preemption) and the same model. Before and after the measured run the engine serves
+warm-up batches (one request alone, then a few together) that are not compared: their prefill
 and decode steps, against the ops' time the profile predicts, give the engine's time
 scale and own per-step overhead (step time = scale x ops + step_s + per_seq_s x
 sequences, a non-negative least-squares fit: the scale absorbs an engine's kernels being
@@ -17,6 +17,7 @@ Metrics on both sides come from ``simulator.summary.summarize`` (vLLM's definiti
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import time
@@ -216,35 +217,46 @@ class EngineFit:
     fitted: bool
 
 
-def _is_one_step(times: np.ndarray, span_s: float) -> bool:
-    """True when times that should come from one step are within a small fraction of it."""
-    return bool(np.ptp(times) <= 1e-3 * max(span_s, 1e-6))
+STEP_TOLERANCE_S = 5e-4  # tokens of one step are stamped within this of each other
 
 
 def warmup_steps(requests: Sequence[EngineRequest]) -> list[StepRecord]:
-    """Steps reconstructed from the token times of requests sent together with equal lengths.
+    """Engine steps reconstructed from the token times of requests sent together.
 
-    All are prefilled in one step (from their scheduling to their first token) and then
-    decode together: step k lasts from token k - 1 to token k, at context prompt + k each.
-    Steps whose tokens do not line up (a split prefill, a straggler) are left out.
+    Tokens stamped together (within ``STEP_TOLERANCE_S``) come from one step. A step in
+    which every request emitted, after one in which every request emitted too, was a pure
+    decode step of all of them, each at context prompt + tokens so far. The first step,
+    when all requests were scheduled together and all emitted at its end, was one prefill
+    of all of them. Other steps (split prefills, stragglers) are left out.
     """
     b = len(requests)
-    prompt = requests[0].num_prompt_tokens
-    times = np.array([r.token_times_s for r in requests])  # [batch, tokens]
-    scheduled = np.array([r.first_scheduled_s for r in requests], dtype=float)
+    events = sorted((t, i, k) for i, r in enumerate(requests) for k, t in enumerate(r.token_times_s))
+    groups: list[list[tuple[float, int, int]]] = []
+    for event in events:
+        if groups and event[0] - groups[-1][0][0] <= STEP_TOLERANCE_S:
+            groups[-1].append(event)
+        else:
+            groups.append([event])
     steps = []
-    first = times[:, 0]
-    if _is_one_step(scheduled, first.max() - scheduled.min()) and _is_one_step(first, first.max() - scheduled.min()):
-        steps.append(StepRecord(scheduled.min(), first.max(), (prompt,) * b, (0,) * b, 0, 0, b, 0))
-    ends = times.max(axis=0)
-    for k in range(1, times.shape[1]):
-        if _is_one_step(times[:, k], ends[k] - ends[k - 1]):
-            steps.append(StepRecord(ends[k - 1], ends[k], (), (), b, b * (prompt + k), b, 0))
+    scheduled = [r.first_scheduled_s for r in requests]
+    first = groups[0] if groups else []
+    if (
+        len(first) == b
+        and all(k == 0 for _, _, k in first)
+        and None not in scheduled
+        and max(scheduled) - min(scheduled) <= STEP_TOLERANCE_S  # type: ignore[type-var, operator]
+    ):
+        prompts = tuple(requests[i].num_prompt_tokens for _, i, _ in first)
+        steps.append(StepRecord(min(scheduled), first[-1][0], prompts, (0,) * b, 0, 0, b, 0))  # type: ignore[type-var]
+    for prev, group in itertools.pairwise(groups):
+        if len(group) == b and len(prev) == b and len({i for _, i, _ in group}) == b:
+            context = sum(requests[i].num_prompt_tokens + k for _, i, k in group)
+            steps.append(StepRecord(prev[-1][0], group[-1][0], (), (), b, context, b, 0))
     return steps
 
 
 def _warmup_runs(cfg: ScenarioConfig) -> list[tuple[int, int, int]]:
-    """(sequences, prompt tokens, output tokens): alone, a small batch with longer prompts, a larger batch."""
+    """(sequences, prompt tokens, output tokens): alone, small batches in one prefill step, long contexts."""
     budget = getattr(cfg.policy, "max_num_batched_tokens", None) or 512
     seqs = getattr(cfg.policy, "max_num_seqs", 8)
     runs = [(1, WARMUP_PROMPT_TOKENS, WARMUP_OUTPUT_TOKENS)]
@@ -253,17 +265,15 @@ def _warmup_runs(cfg: ScenarioConfig) -> list[tuple[int, int, int]]:
         prompt = min(prompt, budget // b)
         if b > 1 and prompt >= 8:
             runs.append((b, prompt, output))
+    # longer contexts: the prefill is split over several steps, the decodes after it are not
+    runs.append((min(8, seqs), 4 * WARMUP_PROMPT_TOKENS, 16))
     return runs
 
 
-def fit_engine(
-    engine: _Builtin | _Hf, profile: CalibrationProfile, cfg: ScenarioConfig, seed: int, fit: bool = True
-) -> EngineFit:
-    """Warm the engine up and measure its time scale, per-step overhead and ingest delay (module docstring).
-
-    With ``fit=False`` the profile is taken as it is (scale 1, the harness's overhead) and
-    only the ingest delay is measured.
-    """
+def collect_warmup(
+    engine: _Builtin | _Hf, profile: CalibrationProfile, cfg: ScenarioConfig, seed: int
+) -> tuple[list[StepRecord], list[float]]:
+    """Serve the warm-up batches; their reconstructed steps and the ingest delays of idle sends."""
     vocab = profile.model.vocab_size
     engine.run(make_requests([0.0], [WARMUP_PROMPT_TOKENS], [4], vocab, seed))  # first calls pay one-off costs
     steps: list[StepRecord] = []
@@ -273,7 +283,18 @@ def fit_engine(
         engine.run(reqs)
         steps += warmup_steps(reqs)
         ingest += [min(r.first_scheduled_s for r in reqs if r.first_scheduled_s is not None)]
-    params = ProfiledParams(step_overhead_s=0.0, per_seq_overhead_s=0.0, attention=engine.attention)
+    return steps, ingest
+
+
+def fit_engine(
+    steps: list[StepRecord], ingest: list[float], attention: str, profile: CalibrationProfile, fit: bool = True
+) -> EngineFit:
+    """The engine's time scale, per-step overhead and ingest delay from warm-up steps (module docstring).
+
+    With ``fit=False`` the profile is taken as it is (scale 1, the harness's overhead) and
+    only the ingest delay is measured.
+    """
+    params = ProfiledParams(step_overhead_s=0.0, per_seq_overhead_s=0.0, attention=attention)  # type: ignore[arg-type]
     bare = ProfiledCostModel(params, profile.model, profile.hardware, 1, profile)
     measured = np.array([s.end_s - s.start_s for s in steps])
     ops = np.array([bare.step_time(_shape(s)).total_s for s in steps])
@@ -294,6 +315,15 @@ def fit_engine(
         mean_rel_error=float(np.mean(np.abs(predicted - measured) / measured)),
         fitted=fit,
     )
+
+
+def _cost_model(cfg: ScenarioConfig, attention: str, fit: EngineFit) -> dict[str, Any]:
+    return cfg.cost_model.model_dump() | {
+        "attention": attention,
+        "time_scale": fit.time_scale,
+        "step_overhead_s": fit.step_overhead_s,
+        "per_seq_overhead_s": fit.per_seq_overhead_s,
+    }
 
 
 def _shape(step: StepRecord) -> BatchShape:
@@ -423,22 +453,22 @@ def validate(
     engine = (_Hf if engine_name == "hf" else _Builtin)(profile, cfg, device, cfg.seed)
     engine.start()
     try:
-        fit = fit_engine(engine, profile, cfg, cfg.seed, fit_engine_timing)
-        cost = cfg.cost_model.model_dump() | {
-            "attention": engine.attention,
-            "time_scale": fit.time_scale,
-            "step_overhead_s": fit.step_overhead_s,
-            "per_seq_overhead_s": fit.per_seq_overhead_s,
-        }
+        # warm-ups before and after the compared requests bracket them: if the machine's speed
+        # drifts during the run (other load), the fit sees both ends of it
+        steps, ingest = collect_warmup(engine, profile, cfg, cfg.seed)
         if workload_data is None or "workload" not in workload_data:
-            cfg = with_default_rate(cfg, cost)
+            first = fit_engine(steps, ingest, engine.attention, profile, fit_engine_timing)
+            cfg = with_default_rate(cfg, _cost_model(cfg, engine.attention, first))
         stream = generate(cfg.workload, cfg.seed)
         requests = make_requests(
             stream.arrival_s, stream.num_prompt_tokens, stream.num_output_tokens, profile.model.vocab_size, cfg.seed
         )
-        steps = engine.run(requests, progress)
+        engine_steps = engine.run(requests, progress)
+        after, ingest_after = collect_warmup(engine, profile, cfg, cfg.seed + 7)
     finally:
         engine.stop()
+    fit = fit_engine(steps + after, ingest + ingest_after, engine.attention, profile, fit_engine_timing)
+    cost = _cost_model(cfg, engine.attention, fit)
     measured_requests = measured_frame(requests)
     itl = measured_itl(requests)
     measured_summary = _clean(summarize(measured_requests, itl, np.ones(len(itl), dtype=np.int64)))
@@ -458,6 +488,6 @@ def validate(
         predicted_summary=_clean(predicted.summary),
         measured_requests=measured_requests,
         predicted_requests=predicted.requests,
-        engine_steps=steps,
+        engine_steps=engine_steps,
         wall_s=time.perf_counter() - started,
     )

@@ -68,7 +68,11 @@ def test_warmup_steps_are_reconstructed_from_token_times():
     assert [round(s.end_s - s.start_s, 6) for s in steps[1:]] == [0.1, 0.12, 0.13]
     assert [s.decode_context_tokens for s in steps[1:]] == [2 * 65, 2 * 66, 2 * 67]
     straggler = [request(0, 64, times), request(1, 64, [0.5, 0.6, 0.8, 0.85])]
-    assert len(warmup_steps(straggler)) == 3  # the step whose tokens do not line up is left out
+    assert len(warmup_steps(straggler)) == 2  # the steps around the tokens that do not line up are left out
+    # a split prefill: request 1 starts decoding a step later; steps where both emit still count
+    split = [request(0, 64, [0.3, 0.4, 0.5, 0.6]), request(1, 64, [0.4, 0.5, 0.6], scheduled=0.1)]
+    steps = warmup_steps(split)
+    assert [(s.start_s, s.end_s, s.decode_context_tokens) for s in steps] == [(0.4, 0.5, 66 + 65), (0.5, 0.6, 67 + 66)]
 
 
 def test_measured_metrics_follow_the_simulator_definitions():
