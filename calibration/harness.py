@@ -41,7 +41,7 @@ from calibration.device import (
 from calibration.engine import BuiltinEngine, StepRecord, make_requests
 from calibration.grid import grid_spec, held_out_pairs, held_out_values
 from calibration.model import TorchModel
-from calibration.timing import Timing, make_timer
+from calibration.timing import Timing, make_timer, pooled
 from policies.batching.hf_fifo import HfFifoParams, HfFifoPolicy
 from simulator.cost.interpolate import GridInterpolator
 from simulator.cost.profile import (
@@ -62,6 +62,7 @@ from simulator.cost.shape import BatchShape
 from simulator.specs import HardwareSpec, ModelSpec
 
 BLOCK_SIZE = 16
+PASSES = 3  # interleaved passes over each op's grid
 ProgressFn = Callable[[int, int], None]
 TOKEN_OPS = ("embed", "qkv_proj", "o_proj", "mlp_gate_up", "mlp_act", "mlp_down", "norm", "lm_head")
 
@@ -368,10 +369,10 @@ def calibrate(
         run_spec, device, layer_bytes + kv_bytes + act_bytes + run_spec.vocab_size * run_spec.hidden_size * dsize
     )
 
-    timer = make_timer(device, quick=grid_name == "quick")
+    timer = make_timer(device, quick=grid_name == "quick", passes=PASSES)
     points = _op_points(grid)
     overhead_runs = _overhead_runs(grid)
-    total_work = sum(len(g) + len(h) for g, h in points.values()) + len(overhead_runs) + 2
+    total_work = PASSES * sum(len(g) + len(h) for g, h in points.values()) + len(overhead_runs) + 2
     done = 0
 
     def tick() -> None:
@@ -391,17 +392,17 @@ def calibrate(
     held_out: dict[str, tuple[ProfilePoint, ...]] = {}
     with torch.inference_mode():
         for op, (grid_points, held_points) in points.items():
-            measured = []
-            for at in grid_points:
-                measured.append(_point(at, timer.time(bench.call(op, at))))
-                tick()
+            calls = {at: bench.call(op, at) for at in [*grid_points, *held_points]}
+            timings: dict[tuple[int, ...], list[Timing]] = {at: [] for at in calls}
+            for pass_index in range(PASSES):  # interleaved passes: see timing.pooled
+                for at, call in calls.items():
+                    timings[at].append(timer.time(call, profile=pass_index == 0))
+                    tick()
+            del calls
+            measured = [_point(at, pooled(timings[at])) for at in grid_points]
             scope = "model" if op in MODEL_SCOPE_OPS else "layer"
             tables[op] = OpTable(axes=OP_AXES[op], scope=scope, points=tuple(measured))
-            held = []
-            for at in held_points:
-                held.append(_point(at, timer.time(bench.call(op, at))))
-                tick()
-            held_out[op] = tuple(held)
+            held_out[op] = tuple(_point(at, pooled(timings[at])) for at in held_points)
     del op_model, bench
     if device.is_cuda:
         torch.cuda.empty_cache()

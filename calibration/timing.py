@@ -20,12 +20,25 @@ from calibration.device import Device, import_torch
 
 @dataclass(frozen=True, slots=True)
 class Timing:
-    """Seconds per call: median and spread of repeats, kernel time when profiled."""
+    """Seconds per call: median and spread of repeats, kernel time when profiled; the repeats themselves."""
 
     median_s: float
     iqr_s: float
     num_repeats: int
     kernel_s: float | None = None
+    samples_s: tuple[float, ...] = ()
+
+
+def pooled(timings: list[Timing]) -> Timing:
+    """One Timing from several passes over the same call: median and IQR of all their repeats.
+
+    Measuring a grid in interleaved passes spreads a burst of foreign load over many
+    points instead of letting it decide one.
+    """
+    samples = np.array([s for t in timings for s in t.samples_s])
+    q25, q50, q75 = np.percentile(samples, [25, 50, 75])
+    kernels = [t.kernel_s for t in timings if t.kernel_s is not None]
+    return Timing(float(q50), float(q75 - q25), len(samples), float(np.median(kernels)) if kernels else None)
 
 
 class CpuTimer:
@@ -36,13 +49,13 @@ class CpuTimer:
     def __init__(self, min_run_time_s: float = 0.05) -> None:
         self.min_run_time_s = min_run_time_s
 
-    def time(self, fn: Callable[[], Any]) -> Timing:
+    def time(self, fn: Callable[[], Any], profile: bool = True) -> Timing:
         torch = import_torch()
         from torch.utils import benchmark
 
         timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
         m = timer.blocked_autorange(min_run_time=self.min_run_time_s)
-        return Timing(float(m.median), float(m.iqr), len(m.times))
+        return Timing(float(m.median), float(m.iqr), len(m.times), None, tuple(float(t) for t in m.times))
 
 
 def _kernel_seconds(prof: Any, calls: int) -> float | None:
@@ -74,7 +87,7 @@ class CudaTimer:
         self.repeats = repeats
         self.profiled_calls = profiled_calls
 
-    def time(self, fn: Callable[[], Any]) -> Timing:
+    def time(self, fn: Callable[[], Any], profile: bool = True) -> Timing:
         torch = import_torch()
         for _ in range(self.warmup):
             fn()
@@ -90,6 +103,8 @@ class CudaTimer:
         times = np.array([s.elapsed_time(e) * 1e-3 for s, e in pairs])
         q25, q50, q75 = np.percentile(times, [25, 50, 75])
         kernel_s = None
+        if not profile:
+            return Timing(float(q50), float(q75 - q25), len(times), None, tuple(times.tolist()))
         try:
             from torch.profiler import ProfilerActivity, profile
 
@@ -100,10 +115,11 @@ class CudaTimer:
             kernel_s = _kernel_seconds(prof, self.profiled_calls)
         except (RuntimeError, AssertionError, AttributeError):
             kernel_s = None  # the profiler is optional evidence; event times stand on their own
-        return Timing(float(q50), float(q75 - q25), len(times), kernel_s)
+        return Timing(float(q50), float(q75 - q25), len(times), kernel_s, tuple(times.tolist()))
 
 
-def make_timer(device: Device, quick: bool) -> CpuTimer | CudaTimer:
+def make_timer(device: Device, quick: bool, passes: int = 1) -> CpuTimer | CudaTimer:
+    """The device's timer, its repeats split over ``passes`` interleaved passes."""
     if device.is_cuda:
-        return CudaTimer(device, repeats=15 if quick else 40)
-    return CpuTimer(min_run_time_s=0.03 if quick else 0.2)
+        return CudaTimer(device, repeats=max(3, (15 if quick else 40) // passes))
+    return CpuTimer(min_run_time_s=(0.036 if quick else 0.2) / passes)

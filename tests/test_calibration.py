@@ -100,9 +100,11 @@ def test_calibrate_then_validate_against_hf_and_builtin_engines(tmp_path):
         "builtin": ("--engine", "builtin", "--workload", scenario),
     }
     for name, args in runs.items():
-        # Wall-clock latencies on a shared 2-core machine: one re-measurement when a run misses
-        # its bounds, so that one burst of foreign load does not decide the test.
-        for attempt in range(2):
+        # Wall-clock latencies on a 2-core machine shared with the other test worker: the engine's
+        # speed can drift between the warm-ups that fit it and the compared run (transformers'
+        # engine, with its own thread, the most). Up to three full measurements, each compared
+        # as a whole, so that one burst of foreign load does not decide the test.
+        for attempt in range(3):
             out = tmp_path / f"{name}-{attempt}"
             result = errors(servesim("validate", "--profile", profile_path, *args, "--json", "--quiet", "--out", out))
             report[f"{name}-{attempt}"] = {k: round(v["rel_error"], 3) for k, v in result.items()}
