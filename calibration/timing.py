@@ -1,6 +1,7 @@
 """Timing one op call: torch's benchmark timer on a CPU, CUDA events plus the profiler on a GPU.
 
-Both return the median of repeats and their interquartile range. On CUDA each repeat
+Both return the median of repeats and their interquartile range, and the repeats, so that a
+grid measured in several interleaved passes can pool them (``pooled``). On CUDA each repeat
 brackets one call with events after a warm-up (what an engine without CUDA graphs pays,
 launches included), and the torch profiler adds the kernels' own device time per call,
 recorded beside the event time. Attribute names of the profiler's events changed across
