@@ -54,6 +54,33 @@ def test_memory_readings_are_positive():
     assert device_module.rss_bytes() > 0 and device_module.last_level_cache_bytes(dev) > 0
 
 
+def cpu_idle_fraction(interval_s: float = 1.0) -> float:
+    """Share of all CPUs' time spent idle over ``interval_s`` (Linux /proc/stat)."""
+
+    def snapshot() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        return fields[3] + fields[4], sum(fields[:8])  # idle + iowait, total
+
+    idle0, total0 = snapshot()
+    time.sleep(interval_s)
+    idle1, total1 = snapshot()
+    return (idle1 - idle0) / max(total1 - total0, 1)
+
+
+def wait_for_quiet_cpus(idle_fraction: float = 0.85, timeout_s: float = 90.0) -> bool:
+    """Wait, at most ``timeout_s``, until the machine is mostly idle; True when it got there.
+
+    The other pytest worker keeps one of CI's two cores busy for the first minute or so; timings
+    measured against it drift as it comes and goes. Waiting for it costs no CI time: it is
+    running the rest of the suite meanwhile.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cpu_idle_fraction() >= idle_fraction:
+            return True
+    return False
+
+
 def errors(proc) -> dict:
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
@@ -62,6 +89,7 @@ def errors(proc) -> dict:
 @pytest.mark.slow
 def test_calibrate_then_validate_against_hf_and_builtin_engines(tmp_path):
     profile_path = tmp_path / "tiny.json"
+    quiet = wait_for_quiet_cpus()
     start = time.perf_counter()
     proc = servesim(
         "calibrate",
@@ -86,7 +114,7 @@ def test_calibrate_then_validate_against_hf_and_builtin_engines(tmp_path):
     assert all(fit.grid_max_rel_error < 1e-9 for fit in profile.fit.values())
     assert calibrate_s < 120
 
-    report: dict = {"calibrate_s": round(calibrate_s, 1)}
+    report: dict = {"quiet": quiet, "calibrate_s": round(calibrate_s, 1)}
     scenario = tmp_path / "builtin.yaml"
     scenario.write_text(
         "seed: 1\npolicy: {kind: vllm, max_num_seqs: 16, max_num_batched_tokens: 512}\n"
