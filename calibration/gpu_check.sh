@@ -2,12 +2,13 @@
 # Calibrate Llama-3.1-8B in bf16 on a CUDA GPU (--grid quick) and validate the simulator against
 # transformers' continuous batching and servesim's builtin engine there, in one call.
 #
-#   bash calibration/gpu_check.sh prepare   # here, with pip: servesim's pure-Python deps as wheels in .whl/
+#   bash calibration/gpu_check.sh prepare   # here, with pip: servesim's pure-Python deps as wheels in runs/gpu-wheels/
 #   bash calibration/gpu_check.sh run       # on the GPU machine (its python3 has torch and transformers)
 #
-# `run` writes to $OUT (or ./gpu-out): the profile, both validations' folders (--json output
-# in *.json), and logs. The device tool's `run` call for it, from the repository root:
-#   command: bash calibration/gpu_check.sh run    carry: [".whl"]    timeout_s: 600
+# `run` writes to $OUT (or runs/gpu-out): the profile, both validations' folders (--json output
+# in *.json), and logs. runs/ is git-ignored, so nothing here needs an exclude entry. The device
+# tool's `run` call for it, from the repository root:
+#   command: bash calibration/gpu_check.sh run    carry: ["runs/gpu-wheels"]    timeout_s: 600
 # Budget: calibration about 2-3 minutes on an H200, each validation about 1-2 minutes.
 # MODEL, DEVICE, DTYPE and REQUESTS override the defaults (a CPU rehearsal:
 #   SKIP_WHEELS=1 MODEL=tests/data/tiny_llama_config.json DEVICE=cpu DTYPE=fp32 REQUESTS=16 bash calibration/gpu_check.sh run,
@@ -20,18 +21,18 @@ mode="${1:-run}"
 # one); pydantic-core is compiled, for CPython 3.12
 WHEELS=(simpy==4.1.2 pydantic==2.14.4 pydantic-core==2.50.5 typing-inspection==0.4.5 annotated-types==0.8.0 typing-extensions==4.16.0)
 
+wheels=runs/gpu-wheels
 if [[ "$mode" == prepare ]]; then
-    grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo /.whl/ >> "$(git rev-parse --git-path info/exclude)"
     python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-        -d .whl "${WHEELS[@]}"
+        -d "$wheels" "${WHEELS[@]}"
     exit 0
 fi
 
-out="${OUT:-$PWD/gpu-out}"
+out="${OUT:-$PWD/runs/gpu-out}"
 mkdir -p "$out"
-if [[ -z "${SKIP_WHEELS:-}" ]] && compgen -G ".whl/*.whl" > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+if [[ -z "${SKIP_WHEELS:-}" ]] && compgen -G "$wheels/*.whl" > /dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$wheels"/*.whl
     export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
 fi
 export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
