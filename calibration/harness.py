@@ -365,9 +365,13 @@ def calibrate(
     kv_bytes = 2 * cache_tokens * run_spec.kv_size * dsize
     act_tokens = max(grid.num_tokens)
     act_bytes = act_tokens * (4 * run_spec.hidden_size + 3 * run_spec.intermediate_size) * dsize * 4
-    check_fits(
-        run_spec, device, layer_bytes + kv_bytes + act_bytes + run_spec.vocab_size * run_spec.hidden_size * dsize
-    )
+    cache_bytes = last_level_cache_bytes(device)
+    copies = rotation_copies(run_spec.q_size * run_spec.hidden_size * dsize, cache_bytes)
+    vocab_bytes = run_spec.vocab_size * run_spec.hidden_size * dsize
+    vocab_copies = rotation_copies(vocab_bytes, cache_bytes)
+    # the one-layer op model (its weight copies, KV cache, the embedding and LM head copies) on top of
+    # the whole model's weights: a bound, since the op model is freed before the whole model is built
+    check_fits(run_spec, device, copies * layer_bytes + kv_bytes + act_bytes + 2 * vocab_copies * vocab_bytes)
 
     timer = make_timer(device, quick=grid_name == "quick", passes=PASSES)
     points = _op_points(grid)
@@ -382,8 +386,6 @@ def calibrate(
             progress(done, total_work)
 
     # 2. the ops, on one layer
-    cache_bytes = last_level_cache_bytes(device)
-    copies = rotation_copies(run_spec.q_size * run_spec.hidden_size * dsize, cache_bytes)
     op_model = TorchModel(
         run_spec, device, dtype, -(-cache_tokens // BLOCK_SIZE), BLOCK_SIZE, copies, seed, share_kv_cache=True
     )
