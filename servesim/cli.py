@@ -6,7 +6,19 @@ import argparse
 import sys
 
 from servesim import __version__
-from servesim.commands import compare, estimate, explain, plan, presets, report, run, sweep, workload
+from servesim.commands import (
+    calibrate,
+    compare,
+    estimate,
+    explain,
+    plan,
+    presets,
+    report,
+    run,
+    sweep,
+    validate,
+    workload,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"servesim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (run, compare, sweep, plan, report, estimate, explain, presets, workload):
+    for module in (run, compare, sweep, plan, report, estimate, explain, presets, workload, calibrate, validate):
         module.add_parser(sub)
     return parser
 

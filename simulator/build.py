@@ -15,6 +15,7 @@ import simpy
 import policies
 from simulator.config import ReplicaGroupConfig, ScenarioConfig
 from simulator.cost import COST_MODELS
+from simulator.cost.profile import CalibrationProfile, load_profile
 from simulator.engine import Engine
 from simulator.kv import BlockManager, HostPool, MemoryPlan, plan_memory
 from simulator.metrics import MetricsRecorder
@@ -41,10 +42,24 @@ class GroupSetup:
     max_model_len: int
     num_blocks: int  # per replica
     memory: MemoryPlan | None
+    profile: CalibrationProfile | None = None
 
 
 def resolve_specs(cfg: ScenarioConfig, base_dir: Path | None = None) -> tuple[ModelSpec, HardwareSpec]:
     return resolve_model(cfg.model, base_dir), resolve_hardware(cfg.hardware, base_dir)
+
+
+def resolve_profile(cost_params, base_dir: Path | None = None) -> CalibrationProfile | None:
+    """The calibration profile a cost model reads, or None when it reads none.
+
+    Raises ValueError when the ``profiled`` cost model names no profile file.
+    """
+    if cost_params.kind != "profiled":
+        return None
+    ref = getattr(cost_params, "profile", None)
+    if ref is None:
+        raise ValueError("cost_model.profile: the profiled cost model needs a profile file (servesim calibrate)")
+    return load_profile((base_dir or Path.cwd()) / ref)
 
 
 def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir: Path | None) -> GroupSetup:
@@ -61,15 +76,31 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
             f"max_model_len ({max_model_len}) exceeds {model.name}'s max context ({model.max_context_tokens})"
         )
     kv = g.kv_cache or cfg.kv_cache
+    profile = resolve_profile(g.cost_model or cfg.cost_model, base_dir)
     memory = None
     if kv.num_blocks is None:
-        memory = plan_memory(
-            model, hardware, par.tp, kv.block_size, kv.gpu_memory_utilization, kv.reserve_bytes, par.pp
-        )
+        if profile is None:
+            memory = plan_memory(
+                model, hardware, par.tp, kv.block_size, kv.gpu_memory_utilization, kv.reserve_bytes, par.pp
+            )
+        else:  # the measured device memory, weights and (unless set) activation and runtime reserve
+            mem = profile.memory
+            reserve = mem.reserve_bytes if kv.reserve_bytes is None else kv.reserve_bytes
+            memory = plan_memory(
+                model,
+                hardware,
+                par.tp,
+                kv.block_size,
+                kv.gpu_memory_utilization,
+                reserve,
+                par.pp,
+                mem.weight_bytes,
+                mem.device_memory_bytes,
+            )
     num_blocks = kv.num_blocks if memory is None else memory.num_blocks
     if num_blocks < par.pp:
         raise ValueError(f"group {name}: {num_blocks} KV blocks cannot be shared by {par.pp} pipeline engines")
-    return GroupSetup(name, g, model, hardware, par.tp, par.pp, max_model_len, num_blocks, memory)
+    return GroupSetup(name, g, model, hardware, par.tp, par.pp, max_model_len, num_blocks, memory, profile)
 
 
 def _make_replica(
@@ -88,6 +119,7 @@ def _make_replica(
     host_link = Link(hw.host_link_bandwidth_bytes_per_s, hw.host_link_latency_s)
     interconnect = Link(hw.interconnect_bandwidth_bytes_per_s, hw.interconnect_latency_s)
     stages = [simpy.Resource(env, capacity=1) for _ in range(pp)] if pp > 1 else None
+    cost_kwargs = {} if setup.profile is None else {"profile": setup.profile}
 
     def handoff_s(shape) -> float:
         # activations of every token computed, split over the tp GPUs of a stage
@@ -105,7 +137,7 @@ def _make_replica(
                 env,
                 replica_id,
                 policies.BATCH_POLICIES.get(policy_params.kind)(policy_params),
-                COST_MODELS.get(cost_params.kind)(cost_params, model, hw, tp, pp),
+                COST_MODELS.get(cost_params.kind)(cost_params, model, hw, tp, pp, **cost_kwargs),
                 kv,
                 recorder,
                 setup.max_model_len,
@@ -195,11 +227,3 @@ def resolved_config(cfg: ScenarioConfig, setups: list[GroupSetup]) -> dict[str, 
         for s in setups
     ]
     return out
-
-
-def memory_plan(cfg: ScenarioConfig, model: ModelSpec, hardware: HardwareSpec) -> MemoryPlan | None:
-    """The per-GPU memory budget of the scenario's top-level deployment, or None when blocks are fixed."""
-    if cfg.kv_cache.num_blocks is not None:
-        return None
-    kv, par = cfg.kv_cache, cfg.parallelism
-    return plan_memory(model, hardware, par.tp, kv.block_size, kv.gpu_memory_utilization, kv.reserve_bytes, par.pp)

@@ -145,16 +145,22 @@ def plan_memory(
     gpu_memory_utilization: float,
     reserve_bytes: float | None = None,
     pp: int = 1,
+    weight_bytes: float | None = None,
+    memory_bytes: float | None = None,
 ) -> MemoryPlan:
     """KV blocks per replica: (memory x utilization - weights/(tp pp) - reserve) / bytes per block, per GPU.
 
     Every GPU holds its share of the weights and the KV of its layers for every token, so
     the block count is the same on all of them (the fullest pipeline stage decides).
 
-    Raises ValueError with the figures when the weights do not leave room for one block.
+    ``weight_bytes`` and ``memory_bytes`` replace the figures computed from the specs when
+    given (a calibration profile measured them on the device: weights as loaded, total
+    device memory). Raises ValueError with the figures when the weights do not leave room
+    for one block.
     """
-    usable = hardware.memory_bytes * gpu_memory_utilization
-    weights = model.weight_bytes_total() / (tp * pp)
+    device_bytes = hardware.memory_bytes if memory_bytes is None else memory_bytes
+    usable = device_bytes * gpu_memory_utilization
+    weights = (model.weight_bytes_total() if weight_bytes is None else weight_bytes) / (tp * pp)
     reserve = default_reserve_bytes(model, tp) if reserve_bytes is None else reserve_bytes
     block_bytes = model.kv_bytes_per_token_per_gpu(tp, pp) * block_size
     kv_bytes = usable - weights - reserve

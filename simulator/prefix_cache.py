@@ -161,7 +161,9 @@ class PrefixCache:
         req.num_blocks = len(req.block_ids)
         req.num_hashed_blocks = gpu
         for key in keys[gpu : gpu + host]:
-            del self._host[key]  # reloaded: it becomes a GPU block again below
+            # reloaded: it becomes a GPU block again below (a request admitted in the same step may have
+            # taken it already; each then reloads its own copy)
+            self._host.pop(key, None)
         self.num_hit_blocks += gpu + host
         self.num_host_hit_blocks += host
         tokens = (gpu + host) * self.block_size

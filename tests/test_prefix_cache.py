@@ -164,3 +164,22 @@ def test_prefix_caching_lowers_ttft():
         )
         ttft[on] = run_checked(cfg, stream).summary["mean_ttft_ms"]
     assert ttft[True] < 0.6 * ttft[False]
+
+
+def test_two_requests_reloading_the_same_host_block_in_one_step():
+    kv = PrefixCache(2, 4, num_host_blocks=4)
+    a = req(0, 9, [1, 2, 3])
+    kv.acquire_prefix(a)
+    kv.allocate(a, 8)
+    a.num_computed_tokens = 8
+    kv.commit(a)
+    kv.free(a)
+    filler = req(1, 8, [5, 6])
+    kv.acquire_prefix(filler)
+    kv.allocate(filler, 8)  # a's blocks go to host memory
+    kv.free(filler)
+    b, c = req(2, 9, [1, 2, 4]), req(3, 9, [1, 2, 5])
+    kv.new_plan()
+    assert kv.prefix_hit_tokens(b) == 8 and kv.prefix_hit_tokens(c) == 8
+    assert kv.acquire_prefix(b) == (8, 2)
+    assert kv.acquire_prefix(c) == (8, 2)  # reloads its own copy of what b took

@@ -183,6 +183,6 @@ def test_large_run_report_is_small_and_renders_fast(browser, tmp_path):
         check_page(page, run_report_traces())
         assert page.load_s < MAX_RENDER_S, f"loaded and drawn in {page.load_s:.1f} s"
         assert page.render_ms() < MAX_RENDER_S * 1000
-        text = page.hover_point("itl_cdf", 0, 500)
+        text = page.hover_point("itl_cdf", 0, 300)  # away from the p50 marker, which would take the hover
         assert "ITL = " in text and "of token gaps at or below" in text
         keep_screenshot(page, tmp_path, "large_run_report")

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.config import ScenarioConfig
+from simulator.cost.profile import load_profile
 from simulator.scenario import read_scenario_dict, set_path, validate_scenario
 from workloads.traces import SHIPPED_TRACES
 
@@ -37,6 +38,12 @@ def add_scenario_args(parser: argparse.ArgumentParser, include_policy: bool = Tr
     g.add_argument("--slo-ttft-ms", type=float, help="TTFT SLO for goodput, ms")
     g.add_argument("--slo-tpot-ms", type=float, help="TPOT SLO for goodput, ms")
     g.add_argument("--slo-e2el-ms", type=float, help="end-to-end latency SLO for goodput, ms")
+    g.add_argument(
+        "--profile",
+        type=Path,
+        help="calibration profile (servesim calibrate): the profiled cost model, KV capacity from the measured "
+        "memory, and the profile's model and device unless --model/--hardware or the scenario name them",
+    )
 
 
 def _normalize_tagged(data: dict[str, Any], key: str) -> None:
@@ -111,4 +118,16 @@ def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path |
     for path, value in overrides.items():
         if value is not None:
             set_path(data, path, value)
+    if getattr(args, "profile", None) is not None:
+        _apply_profile(data, args.profile)
     return validate_scenario(data, source=source), base_dir
+
+
+def _apply_profile(data: dict[str, Any], path: Path) -> None:
+    """Point the scenario at a calibration profile (read here to default the model and hardware)."""
+    profile = load_profile(path)
+    cost = data.get("cost_model") if isinstance(data.get("cost_model"), dict) else None
+    params = cost if cost is not None and cost.get("kind") == "profiled" else {}
+    data["cost_model"] = params | {"kind": "profiled", "profile": str(path.resolve())}
+    data.setdefault("model", profile.model.model_dump())
+    data.setdefault("hardware", profile.hardware.model_dump())

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from rich.table import Table
 
 from servesim import display
 from simulator.cost import COST_MODELS, OP_NAMES, BatchShape
+from simulator.cost.profile import load_profile
+from simulator.cost.profiled import ProfiledParams
 from simulator.cost.roofline import RooflineParams
 from simulator.presets import resolve_hardware, resolve_model
 
@@ -43,8 +46,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "decode groups (COUNT sequences at CONTEXT tokens each). Times are summed over layers; "
         "FLOPs and bytes are per GPU.",
     )
-    p.add_argument("--model", required=True, help="model preset or config.json")
-    p.add_argument("--hardware", required=True, help="hardware preset or spec YAML")
+    p.add_argument("--model", help="model preset or config.json (default: the profile's)")
+    p.add_argument("--hardware", help="hardware preset or spec YAML (default: the profile's)")
+    p.add_argument("--profile", type=Path, help="calibration profile: use the profiled cost model")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
     p.add_argument("--prefill", type=_prefill, action="append", default=[], metavar="TOKENS[:CACHED]")
     p.add_argument("--decode", type=_decode, action="append", default=[], metavar="COUNT:CONTEXT")
@@ -68,8 +72,16 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError("give at least one --prefill TOKENS[:CACHED] or --decode COUNT:CONTEXT")
     if args.tp < 1:
         raise ValueError(f"--tp must be at least 1 (got {args.tp})")
-    model, hardware = resolve_model(args.model), resolve_hardware(args.hardware)
-    cost = COST_MODELS.get("roofline")(RooflineParams(), model, hardware, args.tp)
+    profile = load_profile(args.profile) if args.profile is not None else None
+    if profile is None and (args.model is None or args.hardware is None):
+        raise ValueError("give --model and --hardware, or --profile")
+    model = resolve_model(args.model) if args.model is not None else profile.model  # type: ignore[union-attr]
+    hardware = resolve_hardware(args.hardware) if args.hardware is not None else profile.hardware  # type: ignore[union-attr]
+    if profile is None:
+        kind, cost = "roofline", COST_MODELS.get("roofline")(RooflineParams(), model, hardware, args.tp)
+    else:
+        params = ProfiledParams(profile=str(args.profile))
+        kind, cost = "profiled", COST_MODELS.get("profiled")(params, model, hardware, args.tp, profile=profile)
     step = cost.breakdown(shape_from(args.prefill, args.decode))
     assert step.ops is not None
     ops = {name: step.ops[name] for name in OP_NAMES if name in step.ops}
@@ -87,7 +99,7 @@ def main(args: argparse.Namespace) -> int:
             )
         )
         return 0
-    table = Table(title=f"one step of {model.name} on {hardware.name} x{args.tp} (roofline)", title_justify="left")
+    table = Table(title=f"one step of {model.name} on {hardware.name} x{args.tp} ({kind})", title_justify="left")
     for col in ("op", "ms", "share", "GFLOP/GPU", "MB/GPU"):
         table.add_column(col, justify="left" if col == "op" else "right")
     for name, op in ops.items():

@@ -1,0 +1,493 @@
+"""``validate()``: run a real engine on a small workload, simulate the same requests, compare.
+
+Both sides get the same requests (arrival times, prompt and output lengths), the same
+batch policy and limits (batch cap, token budget, block size, KV blocks, recompute
+preemption) and the same model. Before and after the measured run the engine serves
+warm-up batches (one request alone, then a few together) that are not compared: their prefill
+and decode steps, against the ops' time the profile predicts, give the engine's time
+scale and own per-step overhead (step time = scale x ops + step_s + per_seq_s x
+sequences, a non-negative least-squares fit: the scale absorbs an engine's kernels being
+faster or slower than the harness's, the overhead its scheduling and input preparation),
+and the delay between sending a request to an idle engine and its scheduling gives the
+client ingest delay. Tokens are timed by the engine
+as it produces them, so the stream delay is zero on both sides.
+
+Metrics on both sides come from ``simulator.summary.summarize`` (vLLM's definitions).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import nnls
+
+from calibration.device import resolve_device
+from calibration.engine import BuiltinEngine, EngineRequest, StepRecord, make_requests
+from calibration.model import TorchModel
+from policies import BATCH_POLICIES
+from policies.batching.hf_fifo import HfFifoParams
+from simulator.build import build
+from simulator.config import ScenarioConfig
+from simulator.cost.profile import CalibrationProfile
+from simulator.cost.profiled import ProfiledCostModel, ProfiledParams
+from simulator.cost.shape import BatchShape
+from simulator.scenario import validate_scenario
+from simulator.summary import summarize
+from workloads import RequestStream, generate
+
+ENGINES = ("hf", "builtin")
+COMPARED = (
+    *tuple(f"{stat}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el") for stat in ("mean", "median", "p90")),
+    "request_throughput",
+    "output_throughput",
+)
+WARMUP_PROMPT_TOKENS = 64
+WARMUP_OUTPUT_TOKENS = 24
+ProgressFn = Callable[[int, int], None]
+
+
+def default_workload(profile: CalibrationProfile, num_requests: int) -> dict[str, Any]:
+    """A small Poisson workload sized for the profile's device (its arrival rate is set later)."""
+    if profile.device.kind == "cpu":
+        prompt, output = {"min_tokens": 32, "max_tokens": 256}, {"min_tokens": 8, "max_tokens": 48}
+    else:
+        prompt, output = {"min_tokens": 128, "max_tokens": 2048}, {"min_tokens": 32, "max_tokens": 256}
+    return {
+        "num_requests": num_requests,
+        "arrival": {"kind": "poisson", "rate_per_s": 1.0},
+        "lengths": {
+            "kind": "independent",
+            "prompt": {"kind": "uniform", **prompt},
+            "output": {"kind": "uniform", **output},
+        },
+    }
+
+
+def default_policy(profile: CalibrationProfile) -> dict[str, Any]:
+    budget = 512 if profile.device.kind == "cpu" else 2048
+    return {"kind": "hf_fifo", "max_num_seqs": 32, "max_num_batched_tokens": budget}
+
+
+def validation_scenario(
+    profile: CalibrationProfile,
+    profile_path: Path,
+    engine: str,
+    workload_data: dict[str, Any] | None,
+    num_requests: int | None,
+) -> ScenarioConfig:
+    """The scenario both sides run: the profile's model and device, the workload, policy and KV limits.
+
+    ``workload_data`` is a scenario mapping (its workload, seed, policy, kv_cache and
+    max_model_len are used); without one, a default Poisson workload (``validate`` sets
+    its rate once the engine's timing is known, see ``with_default_rate``).
+    """
+    data = dict(workload_data or {})
+    unused = set(data) - {"workload", "seed", "policy", "kv_cache", "max_model_len"}
+    if unused:
+        raise ValueError(
+            f"--workload: {', '.join(sorted(unused))} cannot be set here (the profile gives the model and "
+            "device, validate measures the client delays); remove them"
+        )
+    policy = data.get("policy") or default_policy(profile)
+    if isinstance(policy, str):
+        policy = {"kind": policy}
+    if engine == "hf" and policy.get("kind") != "hf_fifo":
+        raise ValueError("--engine hf runs transformers' FIFO scheduler: the policy must be hf_fifo (or left out)")
+    workload = dict(data.get("workload") or default_workload(profile, num_requests or 32))
+    if num_requests is not None:
+        workload["num_requests"] = num_requests
+        workload.pop("duration_s", None)
+    kv = dict(data.get("kv_cache") or {})
+    kv.setdefault("block_size", 16)
+    scenario = {
+        "seed": data.get("seed", 0),
+        "model": profile.model,
+        "hardware": profile.hardware,
+        "policy": policy,
+        "cost_model": {"kind": "profiled", "profile": str(profile_path.resolve())},
+        "kv_cache": kv,
+        "workload": workload,
+        "max_model_len": data.get("max_model_len"),
+    }
+    cfg = validate_scenario(scenario, source="--workload")
+    if cfg.kv_cache.num_blocks is None:
+        stream = generate(cfg.workload, cfg.seed)
+        longest = int((stream.num_prompt_tokens + stream.num_output_tokens).max())
+        seqs = getattr(cfg.policy, "max_num_seqs", 32)
+        blocks = seqs * -(-longest // cfg.kv_cache.block_size) + 1
+        cfg = validate_scenario(scenario | {"kv_cache": kv | {"num_blocks": blocks}}, source="--workload")
+    return cfg
+
+
+def with_default_rate(cfg: ScenarioConfig, cost_model: dict[str, Any]) -> ScenarioConfig:
+    """Set the arrival rate so that about two requests are in flight (Little's law on the simulator).
+
+    The time of one request of mean lengths served alone comes from ``cost_model`` (the
+    profile with the engine's fitted timing).
+    """
+    scenario = cfg.model_dump() | {"cost_model": cost_model}
+    cfg = validate_scenario(scenario)
+    stream = generate(cfg.workload, cfg.seed)
+    one = RequestStream(
+        np.array([0.0]),
+        np.array([round(stream.num_prompt_tokens.mean())]),
+        np.array([round(stream.num_output_tokens.mean())]),
+    )
+    alone_s = build(cfg, stream=one, record_steps=False).run().summary["mean_e2el_ms"] / 1e3
+    workload = cfg.workload.model_dump() | {"arrival": {"kind": "poisson", "rate_per_s": 2.0 / alone_s}}
+    return validate_scenario(scenario | {"workload": workload})
+
+
+# -- engines --------------------------------------------------------------------------------
+
+
+class _Builtin:
+    name = "builtin"
+
+    def __init__(self, profile: CalibrationProfile, cfg: ScenarioConfig, device: Any, seed: int) -> None:
+        kv = cfg.kv_cache
+        assert kv.num_blocks is not None
+        model = TorchModel(profile.model, device, profile.dtype, kv.num_blocks, kv.block_size, seed=seed)
+        policy = BATCH_POLICIES.get(cfg.policy.kind)(cfg.policy)
+        self.engine = BuiltinEngine(model, policy, cfg.max_model_len or profile.model.max_context_tokens)
+        self.version = "servesim builtin"
+        self.attention = "per_sequence"
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def run(self, requests: Sequence[EngineRequest], progress: ProgressFn | None = None) -> list[StepRecord]:
+        self.engine.steps = []
+        import torch
+
+        with torch.inference_mode():
+            self.engine.run(requests, progress)
+        return list(self.engine.steps)
+
+
+class _Hf:
+    name = "hf"
+
+    def __init__(self, profile: CalibrationProfile, cfg: ScenarioConfig, device: Any, seed: int) -> None:
+        from calibration.hf_engine import HfEngine
+
+        kv = cfg.kv_cache
+        assert kv.num_blocks is not None and isinstance(cfg.policy, HfFifoParams)
+        self.engine = HfEngine(profile.model, device, profile.dtype, cfg.policy, kv.num_blocks, kv.block_size, seed)
+        self.version = f"transformers {self.engine.version}"
+        self.attention = "packed"
+
+    def start(self) -> None:
+        self.engine.start()
+        self.attention = self.engine.attention_layout
+
+    def stop(self) -> None:
+        self.engine.stop()
+
+    def run(self, requests: Sequence[EngineRequest], progress: ProgressFn | None = None) -> list[StepRecord]:
+        self.engine.run(requests, progress)
+        return []
+
+
+# -- warm-up: the engine's own overhead and ingest delay ------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EngineFit:
+    """What the warm-up measured about the engine: step time = time_scale x ops + step + per_seq x seqs."""
+
+    time_scale: float
+    step_overhead_s: float
+    per_seq_overhead_s: float
+    ingest_delay_s: float
+    num_steps: int
+    mean_rel_error: float
+    fitted: bool
+
+
+STEP_TOLERANCE_S = 5e-4  # tokens of one step are stamped within this of each other
+
+
+def warmup_steps(requests: Sequence[EngineRequest]) -> list[StepRecord]:
+    """Engine steps reconstructed from the token times of requests sent together.
+
+    Tokens stamped together (within ``STEP_TOLERANCE_S``) come from one step. A step in
+    which every request emitted, after one in which every request emitted too, was a pure
+    decode step of all of them, each at context prompt + tokens so far. The first step,
+    when all requests were scheduled together and all emitted at its end, was one prefill
+    of all of them. Other steps (split prefills, stragglers) are left out.
+    """
+    b = len(requests)
+    events = sorted((t, i, k) for i, r in enumerate(requests) for k, t in enumerate(r.token_times_s))
+    groups: list[list[tuple[float, int, int]]] = []
+    for event in events:
+        if groups and event[0] - groups[-1][0][0] <= STEP_TOLERANCE_S:
+            groups[-1].append(event)
+        else:
+            groups.append([event])
+    steps = []
+    scheduled = [r.first_scheduled_s for r in requests]
+    first = groups[0] if groups else []
+    if (
+        len(first) == b
+        and all(k == 0 for _, _, k in first)
+        and None not in scheduled
+        and max(scheduled) - min(scheduled) <= STEP_TOLERANCE_S  # type: ignore[type-var, operator]
+    ):
+        prompts = tuple(requests[i].num_prompt_tokens for _, i, _ in first)
+        steps.append(StepRecord(min(scheduled), first[-1][0], prompts, (0,) * b, 0, 0, b, 0))  # type: ignore[type-var]
+    for prev, group in itertools.pairwise(groups):
+        if len(group) == b and len(prev) == b and len({i for _, i, _ in group}) == b:
+            context = sum(requests[i].num_prompt_tokens + k for _, i, k in group)
+            steps.append(StepRecord(prev[-1][0], group[-1][0], (), (), b, context, b, 0))
+    return steps
+
+
+def _warmup_runs(cfg: ScenarioConfig) -> list[tuple[int, int, int]]:
+    """(sequences, prompt tokens, output tokens): alone, small batches in one prefill step, long contexts."""
+    budget = getattr(cfg.policy, "max_num_batched_tokens", None) or 512
+    seqs = getattr(cfg.policy, "max_num_seqs", 8)
+    runs = [(1, WARMUP_PROMPT_TOKENS, WARMUP_OUTPUT_TOKENS)]
+    for b, prompt, output in ((4, 2 * WARMUP_PROMPT_TOKENS, 8), (8, WARMUP_PROMPT_TOKENS, WARMUP_OUTPUT_TOKENS)):
+        b = min(b, seqs)
+        prompt = min(prompt, budget // b)
+        if b > 1 and prompt >= 8:
+            runs.append((b, prompt, output))
+    # longer contexts: the prefill is split over several steps, the decodes after it are not
+    runs.append((min(8, seqs), 4 * WARMUP_PROMPT_TOKENS, 16))
+    return runs
+
+
+def collect_warmup(
+    engine: _Builtin | _Hf, profile: CalibrationProfile, cfg: ScenarioConfig, seed: int
+) -> tuple[list[StepRecord], list[float]]:
+    """Serve the warm-up batches; their reconstructed steps and the ingest delays of idle sends."""
+    vocab = profile.model.vocab_size
+    engine.run(make_requests([0.0], [WARMUP_PROMPT_TOKENS], [4], vocab, seed))  # first calls pay one-off costs
+    steps: list[StepRecord] = []
+    ingest: list[float] = []
+    for b, prompt, output in _warmup_runs(cfg):
+        reqs = make_requests([0.0] * b, [prompt] * b, [output] * b, vocab, seed + b)
+        engine.run(reqs)
+        steps += warmup_steps(reqs)
+        ingest += [min(r.first_scheduled_s for r in reqs if r.first_scheduled_s is not None)]
+    return steps, ingest
+
+
+def fit_engine(
+    steps: list[StepRecord], ingest: list[float], attention: str, profile: CalibrationProfile, fit: bool = True
+) -> EngineFit:
+    """The engine's time scale, per-step overhead and ingest delay from warm-up steps (module docstring).
+
+    With ``fit=False`` the profile is taken as it is (scale 1, the harness's overhead) and
+    only the ingest delay is measured.
+    """
+    params = ProfiledParams(step_overhead_s=0.0, per_seq_overhead_s=0.0, attention=attention)  # type: ignore[arg-type]
+    bare = ProfiledCostModel(params, profile.model, profile.hardware, 1, profile=profile)
+    measured = np.array([s.end_s - s.start_s for s in steps])
+    ops = np.array([bare.step_time(_shape(s)).total_s for s in steps])
+    seqs = np.array([len(s.prefill_new_tokens) + s.num_decode_seqs for s in steps], dtype=float)
+    if fit:
+        # least squares with every coefficient >= 0, in relative terms (each step weighs the same)
+        design = np.column_stack([ops, np.ones_like(ops), seqs]) / measured[:, None]
+        (scale, step_s, per_seq_s), _ = nnls(design, np.ones_like(measured))
+    else:
+        scale, step_s, per_seq_s = 1.0, profile.overhead.step_s, profile.overhead.per_seq_s
+    predicted = scale * ops + step_s + per_seq_s * seqs
+    return EngineFit(
+        time_scale=float(scale) or 1.0,
+        step_overhead_s=float(step_s),
+        per_seq_overhead_s=float(per_seq_s),
+        ingest_delay_s=max(0.0, float(np.median(ingest))),
+        num_steps=len(steps),
+        mean_rel_error=float(np.mean(np.abs(predicted - measured) / measured)),
+        fitted=fit,
+    )
+
+
+def _cost_model(cfg: ScenarioConfig, attention: str, fit: EngineFit) -> dict[str, Any]:
+    return cfg.cost_model.model_dump() | {
+        "attention": attention,
+        "time_scale": fit.time_scale,
+        "step_overhead_s": fit.step_overhead_s,
+        "per_seq_overhead_s": fit.per_seq_overhead_s,
+    }
+
+
+def _shape(step: StepRecord) -> BatchShape:
+    return BatchShape(
+        step.prefill_new_tokens,
+        step.prefill_cached_tokens,
+        step.num_decode_seqs,
+        step.decode_context_tokens,
+        step.num_sampled_tokens,
+    )
+
+
+# -- the comparison -------------------------------------------------------------------------
+
+
+def measured_frame(requests: Sequence[EngineRequest]) -> pd.DataFrame:
+    """The engine's requests in the simulator's per-request table format."""
+    nan = math.nan
+    rows = []
+    for r in requests:
+        times = r.token_times_s
+        rows.append(
+            {
+                "request_id": r.request_id,
+                "replica_id": 0,
+                "num_prompt_tokens": r.num_prompt_tokens,
+                "num_output_tokens": r.num_output_tokens,
+                "num_generated_tokens": r.num_generated_tokens,
+                "num_preemptions": r.num_preemptions,
+                "arrival_s": r.arrival_s,
+                "enqueued_s": nan if r.admitted_s is None else r.admitted_s,
+                "first_scheduled_s": nan if r.first_scheduled_s is None else r.first_scheduled_s,
+                "first_token_s": times[0] if times else nan,
+                "finished_s": nan if r.finished_s is None else r.finished_s,
+                "status": "finished" if r.status == "finished" else "rejected",
+                "reject_reason": r.reject_reason or "",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def measured_itl(requests: Sequence[EngineRequest]) -> np.ndarray:
+    gaps = [np.diff(r.token_times_s) for r in requests if len(r.token_times_s) > 1]
+    return np.concatenate(gaps) if gaps else np.zeros(0)
+
+
+def compare(measured: dict[str, Any], predicted: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    """{metric: {measured, predicted, rel_error}} with rel_error = (predicted - measured) / measured."""
+    out: dict[str, dict[str, float | None]] = {}
+    for key in COMPARED:
+        m, p = measured.get(key), predicted.get(key)
+        err = None if m in (None, 0) or p is None else (p - m) / m
+        out[key] = {"measured": m, "predicted": p, "rel_error": err}
+    return out
+
+
+@dataclass
+class ValidationResult:
+    """Both runs and their comparison."""
+
+    engine: str
+    engine_version: str
+    scenario: ScenarioConfig
+    fit: EngineFit
+    comparison: dict[str, dict[str, float | None]]
+    measured_summary: dict[str, Any]
+    predicted_summary: dict[str, Any]
+    measured_requests: pd.DataFrame
+    predicted_requests: pd.DataFrame
+    engine_steps: list[StepRecord] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    def write(self, out_dir: Path) -> Path:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.measured_requests.to_csv(out_dir / "measured_requests.csv", index=False)
+        self.predicted_requests.to_csv(out_dir / "predicted_requests.csv", index=False)
+        if self.engine_steps:
+            steps = pd.DataFrame([asdict(s) for s in self.engine_steps])
+            steps.to_csv(out_dir / "engine_steps.csv", index=False)
+
+        def dump(name: str, obj: Any) -> None:
+            (out_dir / name).write_text(json.dumps(obj, indent=2, default=_json_default) + "\n")
+
+        dump("comparison.json", self.comparison)
+        dump("measured_summary.json", self.measured_summary)
+        dump("predicted_summary.json", self.predicted_summary)
+        dump(
+            "validation.json",
+            {
+                "engine": self.engine,
+                "engine_version": self.engine_version,
+                "engine_fit": asdict(self.fit),
+                "scenario": self.scenario.model_dump(mode="json"),
+                "wall_s": self.wall_s,
+            },
+        )
+        return out_dir
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, tuple):
+        return list(value)
+    return str(value)
+
+
+def _clean(summary: dict[str, Any]) -> dict[str, Any]:
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in summary.items()}
+
+
+def validate(
+    profile: CalibrationProfile,
+    profile_path: Path,
+    engine_name: str,
+    workload_data: dict[str, Any] | None = None,
+    num_requests: int | None = None,
+    progress: ProgressFn | None = None,
+    fit_engine_timing: bool = True,
+) -> ValidationResult:
+    """Run ``engine_name`` ("hf" or "builtin") on the workload, simulate it, and compare (module docstring)."""
+    if engine_name not in ENGINES:
+        raise ValueError(f"unknown engine {engine_name!r}; one of {', '.join(ENGINES)}")
+    started = time.perf_counter()
+    cfg = validation_scenario(profile, profile_path, engine_name, workload_data, num_requests)
+    device = resolve_device(profile.device.kind, profile.device.num_threads)
+    engine = (_Hf if engine_name == "hf" else _Builtin)(profile, cfg, device, cfg.seed)
+    engine.start()
+    try:
+        # warm-ups before and after the compared requests bracket them: if the machine's speed
+        # drifts during the run (other load), the fit sees both ends of it
+        steps, ingest = collect_warmup(engine, profile, cfg, cfg.seed)
+        if workload_data is None or "workload" not in workload_data:
+            first = fit_engine(steps, ingest, engine.attention, profile, fit_engine_timing)
+            cfg = with_default_rate(cfg, _cost_model(cfg, engine.attention, first))
+        stream = generate(cfg.workload, cfg.seed)
+        requests = make_requests(
+            stream.arrival_s, stream.num_prompt_tokens, stream.num_output_tokens, profile.model.vocab_size, cfg.seed
+        )
+        engine_steps = engine.run(requests, progress)
+        after, ingest_after = collect_warmup(engine, profile, cfg, cfg.seed + 7)
+    finally:
+        engine.stop()
+    fit = fit_engine(steps + after, ingest + ingest_after, engine.attention, profile, fit_engine_timing)
+    cost = _cost_model(cfg, engine.attention, fit)
+    measured_requests = measured_frame(requests)
+    itl = measured_itl(requests)
+    measured_summary = _clean(summarize(measured_requests, itl, np.ones(len(itl), dtype=np.int64)))
+    measured_summary["preemptions"] = int(measured_requests["num_preemptions"].sum())
+
+    sim_cfg = validate_scenario(
+        cfg.model_dump() | {"cost_model": cost, "client": {"ingest_delay_s": fit.ingest_delay_s, "stream_delay_s": 0.0}}
+    )
+    predicted = build(sim_cfg, stream=stream).run()
+    return ValidationResult(
+        engine=engine_name,
+        engine_version=engine.version,
+        scenario=sim_cfg,
+        fit=fit,
+        comparison=compare(measured_summary, predicted.summary),
+        measured_summary=measured_summary,
+        predicted_summary=_clean(predicted.summary),
+        measured_requests=measured_requests,
+        predicted_requests=predicted.requests,
+        engine_steps=engine_steps,
+        wall_s=time.perf_counter() - started,
+    )

@@ -1,0 +1,81 @@
+"""`servesim calibrate`: time the cost model's ops on this device and write a profile."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from rich.table import Table
+
+from servesim import display
+from simulator.cost.profile import CalibrationProfile, save_profile
+from simulator.presets import resolve_model
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "calibrate",
+        help="measure the cost model's ops on this device (torch) and write a profile",
+        description="Build the model's layers in torch with random weights at its real shapes, time every op of "
+        "the cost model over a grid of shapes, the per-step overhead of real engine steps and the memory "
+        "besides the KV cache, and write a profile for `servesim run --profile`. Needs torch "
+        "(pip install 'servesim[calibrate]').",
+    )
+    p.add_argument("--model", required=True, help="model preset, config.json or spec YAML")
+    p.add_argument("--device", choices=("cuda", "cpu"), required=True, help="device to measure")
+    p.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), help="default: bf16 on cuda, fp32 on cpu")
+    p.add_argument("--grid", choices=("quick", "full"), default="quick", help="grid of shapes (default quick)")
+    p.add_argument("--threads", type=int, help="torch threads on a CPU (default: torch's)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random weights and inputs")
+    p.add_argument("--out", type=Path, required=True, help="profile file to write (JSON)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=main)
+
+
+def fit_table(profile: CalibrationProfile) -> Table:
+    """Per-op fit errors on the profile's own points and on held-out points."""
+    table = Table(title="fit of the interpolation (relative error)", title_justify="left")
+    for col in ("op", "space", "grid points", "own points max", "held-out points", "held-out mean", "held-out max"):
+        table.add_column(col, justify="left" if col in ("op", "space") else "right")
+    for name, fit in profile.fit.items():
+        table.add_row(
+            name,
+            profile.ops[name].space,
+            str(len(profile.ops[name].points)),
+            f"{fit.grid_max_rel_error:.2%}",
+            str(fit.num_held_out),
+            "-" if fit.held_out_mean_rel_error is None else f"{fit.held_out_mean_rel_error:.1%}",
+            "-" if fit.held_out_max_rel_error is None else f"{fit.held_out_max_rel_error:.1%}",
+        )
+    return table
+
+
+def main(args: argparse.Namespace) -> int:
+    from calibration.harness import calibrate
+
+    model = resolve_model(args.model)
+    dtype = args.dtype or ("bf16" if args.device == "cuda" else "fp32")
+    started = time.perf_counter()
+    with display.progress_bar("calibrating", enabled=not args.quiet) as progress:
+        profile = calibrate(model, args.device, dtype, args.grid, args.threads, progress, args.seed)
+    elapsed = time.perf_counter() - started
+    out = save_profile(profile, args.out)
+    o = display.stdout
+    o.print(fit_table(profile))
+    mem, ovh, gib = profile.memory, profile.overhead, 2**30
+    step_err = profile.step_fit_mean_rel_error
+    o.print(
+        f"per-step overhead: {ovh.step_s * 1e3:.3f} ms + {ovh.per_seq_s * 1e6:.1f} us per sequence "
+        f"(from {ovh.num_steps} engine steps; whole-step mean error "
+        f"{'-' if step_err is None else f'{step_err:.1%}'})"
+    )
+    o.print(
+        f"memory: device {mem.device_memory_bytes / gib:.1f} GiB, weights {mem.weight_bytes / gib:.2f} GiB, "
+        f"activation peak {mem.activation_peak_bytes / gib:.2f} GiB at {mem.activation_tokens} tokens, "
+        f"runtime {mem.runtime_bytes / gib:.2f} GiB"
+    )
+    o.print(
+        f"measured {profile.model.name} ({profile.dtype}) on {profile.device.name} in {elapsed:.0f} s; profile: {out}"
+    )
+    return 0

@@ -1,0 +1,90 @@
+"""`servesim validate`: run a real engine on a small workload and compare the simulator's prediction."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from pathlib import Path
+
+from rich.table import Table
+
+from servesim import display
+from simulator.cost.profile import load_profile
+from simulator.scenario import read_scenario_dict
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "validate",
+        help="run a real engine on a small workload and compare it with the simulator's prediction",
+        description="Run a real engine (transformers' continuous batching, or servesim's builtin torch engine) "
+        "on the profile's device, simulate the same requests with the profile, and print per-metric errors. "
+        "Writes both runs' per-request tables and the comparison to a folder. Needs torch.",
+    )
+    p.add_argument("--profile", type=Path, required=True, help="profile written by `servesim calibrate`")
+    p.add_argument("--engine", choices=("hf", "builtin"), required=True, help="engine to run")
+    p.add_argument(
+        "--workload",
+        type=Path,
+        help="scenario YAML whose workload, seed, policy, kv_cache and max_model_len to use "
+        "(default: a small Poisson workload sized for the device)",
+    )
+    p.add_argument("--requests", type=int, help="number of requests (overrides the workload's)")
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON object {metric: {measured, predicted, rel_error}}"
+    )
+    p.add_argument("--out", type=Path, help="folder for the tables and the comparison (default: runs/validate-...)")
+    p.add_argument(
+        "--no-engine-fit",
+        action="store_true",
+        help="use the profile as it is (time scale 1, the harness's step overhead) instead of fitting the "
+        "engine's scale and overhead on warm-up requests",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=main)
+
+
+def comparison_table(comparison: dict, title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in ("metric", "measured", "predicted", "error"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+    for key, row in comparison.items():
+        m, p, e = row["measured"], row["predicted"], row["rel_error"]
+        table.add_row(
+            key,
+            "-" if m is None else f"{m:,.3f}",
+            "-" if p is None else f"{p:,.3f}",
+            "-" if e is None else f"{e:+.1%}",
+        )
+    return table
+
+
+def main(args: argparse.Namespace) -> int:
+    from calibration.validate import validate
+
+    if args.requests is not None and args.requests < 1:
+        raise ValueError(f"--requests must be at least 1 (got {args.requests})")
+    profile = load_profile(args.profile)
+    workload = read_scenario_dict(args.workload) if args.workload is not None else None
+    with display.progress_bar(f"running the {args.engine} engine", enabled=not args.quiet) as progress:
+        result = validate(profile, args.profile, args.engine, workload, args.requests, progress, not args.no_engine_fit)
+    out = args.out or Path("runs") / dt.datetime.now().strftime("validate-%Y%m%d-%H%M%S")
+    result.write(out)
+    if args.json:
+        print(json.dumps(result.comparison))
+        return 0
+    fit = result.fit
+    title = (
+        f"{result.engine_version} vs servesim ({profile.model.name}, {profile.device.name}, "
+        f"{result.measured_summary['completed']} requests)"
+    )
+    display.stdout.print(comparison_table(result.comparison, title))
+    how = "fitted on warm-up requests" if fit.fitted else "taken from the profile"
+    display.stdout.print(
+        f"engine timing {how}: {fit.time_scale:.3f} x the profile's op times + {fit.step_overhead_s * 1e3:.3f} ms "
+        f"per step + {fit.per_seq_overhead_s * 1e6:.1f} us per sequence (over {fit.num_steps} warm-up steps: "
+        f"mean error {fit.mean_rel_error:.1%}); ingest delay {fit.ingest_delay_s * 1e3:.3f} ms"
+    )
+    display.stdout.print(f"folder: {out}")
+    return 0

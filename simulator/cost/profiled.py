@@ -1,0 +1,208 @@
+"""``profiled``: the roofline's op decomposition, each op's time read from a calibration profile.
+
+For a step of shape S on ``num_layers`` layers::
+
+    embed, lm_head                      f_op(tokens)                     once per step
+    qkv_proj, o_proj, mlp_*, norm       f_op(tokens)            x layers
+    attn_prefill                        sum_i f(new_i, cached_i) x layers  (one kernel per chunk)
+    attn_decode                         f(seqs, context / seqs)  x layers  (mean context per sequence)
+      or, with attention="packed":      f(tokens, all keys)      x layers  (one masked call per step)
+    cpu_overhead                        step_s + per_seq_s x seqs         (measured decode-loop overhead)
+
+every op but ``cpu_overhead`` multiplied by ``time_scale`` (1 unless an engine's kernels
+were fitted against the harness's by ``servesim validate``).
+    all_reduce, kv_swap                 roofline                          (not measured on one device)
+
+Each ``f`` interpolates the profile's grid (``simulator.cost.interpolate``). Outside the
+grid, or for an op the profile lacks, the op falls back to the roofline and the model
+counts it (``fallbacks``): with ``extrapolation="anchored"`` (default) the roofline only
+scales the nearest measured point (time = f(edge) x roofline(x) / roofline(edge)), which
+keeps the curve continuous; with ``"roofline"`` the roofline's own time is used.
+
+Needs numpy and the profile, never torch. The composition root loads the profile and
+passes it in; built without one (``profile=None``), every op falls back.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from simulator.cost.interpolate import GridInterpolator
+from simulator.cost.profile import MODEL_SCOPE_OPS, CalibrationProfile, OpTable
+from simulator.cost.roofline import RooflineCostModel, RooflineParams
+from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime
+from simulator.specs import HardwareSpec, ModelSpec
+
+_TOKEN_OPS = ("embed", "qkv_proj", "o_proj", "mlp_gate_up", "mlp_act", "mlp_down", "norm")
+_MEMO_LIMIT = 200_000
+
+
+class ProfiledParams(BaseModel):
+    """Parameters of the ``profiled`` cost model."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["profiled"] = "profiled"
+    profile: str | None = Field(
+        None, description="Path to a profile written by `servesim calibrate` (relative to the scenario file)."
+    )
+    extrapolation: Literal["anchored", "roofline"] = Field(
+        "anchored", description="Outside the grid: scale the nearest measured point by the roofline, or use it as is."
+    )
+    step_overhead_s: float | None = Field(
+        None, ge=0, description="Fixed seconds per step; None: the profile's measured decode-loop overhead."
+    )
+    per_seq_overhead_s: float | None = Field(
+        None, ge=0, description="Seconds per scheduled sequence; None: the profile's measured figure."
+    )
+    attention: Literal["per_sequence", "packed"] = Field(
+        "per_sequence",
+        description="Attention kernels per sequence (vLLM, flash-attention varlen), or one masked call over "
+        "all of a step's tokens and keys (transformers' paged|sdpa): then the profile's attn_packed table is used.",
+    )
+    time_scale: float = Field(
+        1.0,
+        gt=0,
+        description="Multiplies every op's time (not the overhead): an engine's kernels relative to the "
+        "calibration harness's, as `servesim validate` fits it; 1 for the harness's own engine.",
+    )
+    roofline: RooflineParams = Field(default_factory=RooflineParams, description="The fallback roofline's parameters.")
+
+
+def _interpolator(table: OpTable) -> GridInterpolator:
+    return GridInterpolator(table.axis_values(), {p.at: p.median_s for p in table.points}, table.space)
+
+
+@COST_MODELS.register("profiled", params=ProfiledParams)
+class ProfiledCostModel:
+    """Per-op times interpolated from a calibration profile, the roofline outside it."""
+
+    def __init__(
+        self,
+        params: ProfiledParams,
+        model: ModelSpec,
+        hardware: HardwareSpec,
+        tp: int = 1,
+        pp: int = 1,
+        profile: CalibrationProfile | None = None,
+    ) -> None:
+        self.params = params
+        self.model = model
+        self.tp = tp
+        self.pp = pp  # stages split the step evenly (StepTime.stage_s is left unset)
+        self.roofline = RooflineCostModel(params.roofline, model, hardware, tp)
+        self.profile = profile
+        self._f: dict[str, GridInterpolator] = {}
+        step_s, per_seq_s = params.roofline.step_overhead_s, params.roofline.per_seq_overhead_s
+        if profile is not None:
+            profile.check_model(model, params.profile or "profile")
+            if tp != 1:
+                raise ValueError(
+                    f"{params.profile or 'profile'}: measured on one device; it cannot predict tp={tp} "
+                    "(use the roofline cost model for tensor parallelism)"
+                )
+            self._f = {name: _interpolator(table) for name, table in profile.ops.items()}
+            step_s, per_seq_s = profile.overhead.step_s, profile.overhead.per_seq_s
+        self.step_overhead_s = step_s if params.step_overhead_s is None else params.step_overhead_s
+        self.per_seq_overhead_s = per_seq_s if params.per_seq_overhead_s is None else params.per_seq_overhead_s
+        self.time_scale = params.time_scale
+        self.fallbacks: Counter[str] = Counter()
+        self.num_lookups = 0
+        self._memo: dict[BatchShape, StepTime] = {}
+
+    # -- public -------------------------------------------------------------------------
+
+    def step_time(self, shape: BatchShape) -> StepTime:
+        hit = self._memo.get(shape)
+        if hit is None:
+            if len(self._memo) >= _MEMO_LIMIT:
+                self._memo.clear()
+            ops = self._ops(shape)
+            hit = StepTime(sum(op.seconds for op in ops.values()))
+            self._memo[shape] = hit
+        return hit
+
+    def breakdown(self, shape: BatchShape) -> StepTime:
+        ops = self._ops(shape)
+        return StepTime(sum(op.seconds for op in ops.values()), ops)
+
+    @property
+    def fallback_fraction(self) -> float:
+        """Share of op evaluations that fell back to the roofline (0 before any)."""
+        return sum(self.fallbacks.values()) / self.num_lookups if self.num_lookups else 0.0
+
+    # -- the decomposition --------------------------------------------------------------
+
+    def _ops(self, shape: BatchShape) -> dict[str, OpCost]:
+        roof = self.roofline.breakdown(shape).ops
+        assert roof is not None
+        T, S = shape.num_new_tokens, shape.num_sampled_tokens
+        ops: dict[str, OpCost] = {}
+        packed = self.params.attention == "packed"
+        for name, r in roof.items():
+            if packed and name in ("attn_prefill", "attn_decode"):
+                if name == "attn_decode" and "attn_prefill" in roof:
+                    continue  # one call for the whole step, reported under attn_prefill
+                kv = sum(shape.prefill_cached_tokens) + sum(shape.prefill_new_tokens) + shape.decode_context_tokens
+                seconds = self._lookup("attn_packed", (T, kv), None)
+            elif name in _TOKEN_OPS:
+                seconds = self._lookup(name, (T,), r.seconds)
+            elif name == "lm_head":
+                seconds = self._lookup(name, (S,), r.seconds)
+            elif name == "attn_prefill":
+                seconds = sum(
+                    self._lookup(name, (n, c), None)
+                    for n, c in zip(shape.prefill_new_tokens, shape.prefill_cached_tokens, strict=True)
+                )
+            elif name == "attn_decode":
+                b = shape.num_decode_seqs
+                seconds = self._lookup(name, (b, shape.decode_context_tokens / b), r.seconds)
+            elif name == "cpu_overhead":
+                seconds = self.step_overhead_s + self.per_seq_overhead_s * shape.num_seqs
+            else:  # all_reduce, kv_swap: not measured on one device
+                seconds = r.seconds
+            if name != "cpu_overhead":
+                seconds *= self.time_scale
+            ops[name] = OpCost(seconds, r.flops, r.bytes)
+        return ops
+
+    def _lookup(self, op: str, at: tuple[float, ...], roofline_s: float | None) -> float:
+        """Seconds of ``op`` at ``at`` over all layers (or once, for model-scope ops)."""
+        self.num_lookups += 1
+        layers = 1 if op in MODEL_SCOPE_OPS else self.model.num_layers
+        f = self._f.get(op)
+        if f is not None:
+            t = f(at)
+            if t is not None:
+                return t * layers
+        self.fallbacks[op] += 1
+        if roofline_s is None:
+            roofline_s = self._roofline_op(op, at)
+        if f is None or self.params.extrapolation == "roofline":
+            return roofline_s
+        edge = f.clamp(at)
+        edge_t = f(edge)
+        assert edge_t is not None
+        return edge_t * layers * roofline_s / self._roofline_op(op, edge)
+
+    def _roofline_op(self, op: str, at: tuple[float, ...]) -> float:
+        """The roofline's seconds for ``op`` alone at coordinates ``at`` (over all layers)."""
+        if op == "attn_packed":  # dense attention of T queries over KV keys: 4 x q_size x T x KV FLOPs
+            m, tp = self.model, self.tp
+            flops = 4 * m.q_size / tp * at[0] * at[1] * m.num_layers
+            return flops / (self.roofline.hardware.flops_per_s * self.params.roofline.attention_flops_efficiency)
+        if op == "lm_head":
+            shape = BatchShape((1,), (0,), num_sampled_tokens=max(1, round(at[0])))
+        elif op == "attn_prefill":
+            shape = BatchShape((max(1, round(at[0])),), (round(at[1]),))
+        elif op == "attn_decode":
+            b = max(1, round(at[0]))
+            shape = BatchShape(num_decode_seqs=b, decode_context_tokens=max(b, round(b * at[1])))
+        else:
+            shape = BatchShape((max(1, round(at[0])),), (0,))
+        ops = self.roofline.breakdown(shape).ops
+        assert ops is not None
+        return ops[op].seconds
