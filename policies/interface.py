@@ -123,3 +123,15 @@ class BatchPolicy(Protocol):
     """Plans one engine step from a replica's read-only view. Pure: no clock, no side effects."""
 
     def plan_step(self, view: ReplicaView, now_s: float) -> StepPlan: ...
+
+
+class SteadyDecode(Protocol):
+    """An optional capability of a batch policy that lets the engine fast-forward.
+
+    ``steady_decode(view)`` returns True only when, from this view on, the policy's plan
+    would be "every running request decodes one token, nothing else" for as long as no
+    request arrives or finishes and no running request lacks a KV block. The engine may
+    then advance many such steps in one event, with the same results as planning each.
+    """
+
+    def steady_decode(self, view: ReplicaView) -> bool: ...

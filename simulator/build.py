@@ -110,6 +110,7 @@ def _make_replica(
     cfg: ScenarioConfig,
     recorder: MetricsRecorder,
     check_invariants: bool,
+    fast_forward: bool = True,
 ) -> Replica:
     g, model, hw, tp, pp = setup.group, setup.model, setup.hardware, setup.tp, setup.pp
     kvc = g.kv_cache or cfg.kv_cache
@@ -149,6 +150,7 @@ def _make_replica(
                 stages=stages,
                 handoff_s=handoff_s if stages else None,
                 check_invariants=check_invariants,
+                fast_forward=fast_forward,
             )
         )
     return Replica(replica_id, setup.name, g.role, engines, env)
@@ -173,8 +175,12 @@ def build(
     stream: RequestStream | None = None,
     check_invariants: bool = False,
     record_steps: bool = True,
+    fast_forward: bool = True,
 ) -> Simulation:
     """Wire a simulation of ``cfg``; ``stream`` replaces the generated workload when given.
+
+    ``fast_forward=False`` keeps the plain path: the policy plans every single step (the
+    reference the fast path is tested against).
 
     Raises ValueError for configurations that cannot run (unknown presets, a model that
     does not fit, a tp that does not divide the heads).
@@ -186,7 +192,9 @@ def build(
     recorder = MetricsRecorder(record_steps=record_steps)
     ids = itertools.count()
     replicas = [
-        _make_replica(env, next(ids), s, cfg, recorder, check_invariants) for s in setups for _ in range(s.group.count)
+        _make_replica(env, next(ids), s, cfg, recorder, check_invariants, fast_forward)
+        for s in setups
+        for _ in range(s.group.count)
     ]
     router = policies.ROUTERS.get(cfg.router.kind)(cfg.router, rng_for(cfg.seed, Stream.ROUTING))
     return Simulation(

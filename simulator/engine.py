@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import Literal
 
+import numpy as np
 import simpy
 
 from policies.interface import BatchPolicy, StepPlan
@@ -53,6 +54,7 @@ class Engine:
         stages: list[simpy.Resource] | None = None,
         handoff_s: Callable[[BatchShape], float] | None = None,
         check_invariants: bool = False,
+        fast_forward: bool = True,
     ) -> None:
         self.env = env
         self.replica_id = replica_id
@@ -69,6 +71,8 @@ class Engine:
         self.stages = stages
         self.handoff_s = handoff_s
         self.check_invariants = check_invariants
+        # Fast-forward needs a policy that can say it would only decode, and no pipeline stages.
+        self._steady = getattr(policy, "steady_decode", None) if fast_forward and stages is None else None
         # set by the simulation
         self.on_done: Callable[[Request], None] | None = None
         self.on_prefilled: Callable[[Request, Engine, float], None] | None = None
@@ -82,6 +86,9 @@ class Engine:
         self._receiving: dict[Request, Request] = {}
         self._wake: simpy.Event | None = None
         self._last_step_end_s: float | None = None
+        self._window_starts: np.ndarray | None = None  # step starts of the fast-forward window in progress
+        self._window_used: np.ndarray = np.zeros(0, dtype=np.int64)
+        self._window_levels: tuple[int, int] = (0, 0)
         self._swap_bytes = 0.0
         self._num_swaps = 0
         self.num_swaps_out = 0
@@ -162,6 +169,7 @@ class Engine:
         req.replica_id = self.replica_id
         self._incoming.append(req)
         self._reserve_incoming()
+        self._wakeup()  # a reservation takes free blocks: a fast-forward window must replan
 
     def _reserve_incoming(self) -> None:
         while self._incoming:
@@ -174,7 +182,9 @@ class Engine:
             else:
                 kv_tokens = req.num_computed_tokens + 1
             stand_in = Request(req.request_id, req.arrival_s, req.num_prompt_tokens, req.num_output_tokens)
-            if self.kv.num_new_blocks(stand_in, kv_tokens) > self.kv.num_free_blocks:
+            # mid-window, the steps begun so far have taken blocks not yet handed out
+            pending = self.num_used_blocks_now - self.kv.num_used_blocks
+            if self.kv.num_new_blocks(stand_in, kv_tokens) > self.kv.num_free_blocks - pending:
                 return
             self._incoming.popleft()
             self.kv.allocate(stand_in, kv_tokens)
@@ -213,6 +223,11 @@ class Engine:
         env = self.env
         while True:
             self.kv.new_plan()
+            if self._steady is not None and self._running and self._steady(self):
+                window = self._plan_window()
+                if window is not None:
+                    yield from self._run_window(window)
+                    continue
             plan = self.policy.plan_step(self, env.now)
             num_preempted = self._carry_out(plan)
             self._sample_levels()
@@ -267,6 +282,191 @@ class Engine:
             self.num_steps += 1
             if self.check_invariants:
                 self.check()
+
+    # -- fast-forward: many decode steps in one event ---------------------------------------
+
+    MAX_WINDOW_STEPS = 4096
+
+    def _plan_window(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Step durations and per-request token counts of the decode steps that can run unattended.
+
+        The window stops at the step in which the first running request finishes, and
+        before any step whose block growth the free blocks could not cover (the policy must
+        then choose a victim). Returns None when not even one step qualifies.
+        """
+        running = self._running
+        n = len(running)
+        computed = np.fromiter((r.num_computed_tokens for r in running), dtype=np.int64, count=n)
+        kv_tokens = np.fromiter((r.num_kv_tokens for r in running), dtype=np.int64, count=n)
+        blocks = np.fromiter((r.num_blocks for r in running), dtype=np.int64, count=n)
+        left = np.fromiter((r.num_output_tokens - r.num_generated_tokens for r in running), dtype=np.int64, count=n)
+        prompt = np.fromiter((r.num_prompt_tokens for r in running), dtype=np.int64, count=n)
+        generated = np.fromiter((r.num_generated_tokens for r in running), dtype=np.int64, count=n)
+        if not (np.all(prompt + generated - computed == 1) and np.all(computed >= prompt)):
+            return None  # a prompt or a recompute is still in progress: not a pure decode batch
+        bs = self.kv.block_size
+        # Only blocks free without evicting cached prefixes: a router may look at the cache mid-window.
+        free = self.kv.num_unused_blocks
+
+        def demand(k: int) -> int:
+            """New blocks all running requests need to hold their KV after k steps."""
+            return int(np.maximum(0, -(-np.maximum(kv_tokens, computed + k) // bs) - blocks).sum())
+
+        k = min(int(left.min()), self.MAX_WINDOW_STEPS)
+        if demand(k) > free:
+            lo, hi = 0, k  # demand(lo) fits, demand(hi) does not
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if demand(mid) <= free:
+                    lo = mid
+                else:
+                    hi = mid
+            k = lo
+        if k == 0:
+            return None
+        contexts = int((computed + 1).sum()) + n * np.arange(k, dtype=np.int64)
+        decode_times = getattr(self.cost_model, "decode_step_times", None)
+        if decode_times is not None:
+            durations = decode_times(n, contexts)
+        else:
+            durations = np.array(
+                [self.cost_model.step_time(BatchShape((), (), n, int(c), n)).total_s for c in contexts.tolist()]
+            )
+        return durations, computed
+
+    def _window_growth(self, computed: np.ndarray, k: int) -> np.ndarray:
+        """Blocks in use after each of the k steps' allocations (request i first needs a block at step f_i,
+        then one every block_size steps)."""
+        running = self._running
+        bs = self.kv.block_size
+        blocks = np.fromiter((r.num_blocks for r in running), dtype=np.int64, count=len(running))
+        first = blocks * bs - computed + 1
+        crossings = np.maximum((k - first) // bs + 1, 0)
+        growth = np.zeros(k + 1, dtype=np.int64)
+        if crossings.any():
+            steps = np.repeat(first, crossings) + bs * (
+                np.arange(int(crossings.sum())) - np.repeat(np.cumsum(crossings) - crossings, crossings)
+            )
+            growth += np.bincount(steps, minlength=k + 1)[: k + 1]
+        return self.kv.num_used_blocks + np.cumsum(growth[1:])
+
+    @property
+    def num_used_blocks_now(self) -> int:
+        """Blocks in use at this moment, mid-window included (allocation happens as each step starts)."""
+        if self._window_starts is None:
+            return self.kv.num_used_blocks
+        step = int(np.searchsorted(self._window_starts, self.env.now, side="right")) - 1
+        reserved_since = self.kv.num_used_blocks - self._window_levels[0]
+        return int(self._window_used[max(step, 0)]) + reserved_since
+
+    def _run_window(self, window: tuple[np.ndarray, np.ndarray]) -> Generator[simpy.Event, None, None]:
+        """Wait through the window's steps (cut short by an arrival) and apply them as one."""
+        env = self.env
+        durations, computed = window
+        start = env.now
+        queued = (len(self._waiting), len(self._sending) + len(self._incoming) + len(self._receiving))
+        levels = (self.kv.num_used_blocks, self.kv.num_cached_blocks)
+        ends = np.cumsum(np.concatenate(([start], durations)))[1:]  # the sums SimPy would form one by one
+        self._window_levels = levels
+        self._window_used = self._window_growth(computed, len(ends))
+        self._window_starts = np.concatenate(([start], ends[:-1]))
+        self._wake = env.event()
+        yield self._wake | env.timeout(float(ends[-1]) - start)
+        if self._wake.triggered and env.now < ends[-1]:
+            # Something arrived mid-step: that step still completes, then the policy plans again.
+            done = int(np.searchsorted(ends, env.now, side="right")) + 1
+            self._wake = None
+            if float(ends[done - 1]) > env.now:
+                yield env.timeout(float(ends[done - 1]) - env.now)
+            ends = ends[:done]
+        self._wake = None
+        self._window_starts = None  # from here on the engine's own counts are current again
+        self._apply_window(start, ends, computed, queued, levels)
+
+    def _apply_window(
+        self, start: float, ends: np.ndarray, computed: np.ndarray, queued: tuple[int, int], levels: tuple[int, int]
+    ) -> None:
+        """Counters, emissions, completions, step rows and levels of ``len(ends)`` decode steps.
+
+        Gives what ``len(ends)`` plain steps would: the same token counts, ITLs, KV blocks
+        and step rows, up to the rounding of clock sums.
+        """
+        k = len(ends)
+        now = float(ends[-1])
+        running = list(self._running)
+        n = len(running)
+        kv = self.kv
+        recorder = self.recorder
+        used_before, cached_before = levels  # at the window's start: a KV reservation may have come since
+        reserved_since = kv.num_used_blocks - used_before
+        purely_free = kv.num_total_blocks - used_before - cached_before
+        prev_end = self._last_step_end_s
+        # ITLs: each request's first gap runs from its last token; the later ones are step gaps
+        first_end = float(ends[0])
+        regular = 0
+        irregular = []
+        for r in running:
+            if r.last_token_s == prev_end:
+                regular += 1
+            else:
+                irregular.append(first_end - r.last_token_s)
+        if irregular:
+            recorder.itl_bulk(np.asarray(irregular), 1)
+        if regular:
+            assert prev_end is not None
+            recorder.itl(first_end - prev_end, regular)
+        if k > 1:
+            recorder.itl_bulk(np.diff(ends), n)
+        used = self._window_used[:k]
+        for r in running:
+            r.num_computed_tokens += k
+            r.num_generated_tokens += k
+            kv.allocate(r, max(r.num_kv_tokens, r.num_computed_tokens))
+            r.last_token_s = now
+        assert kv.num_used_blocks == used[-1] + reserved_since, "window block growth disagrees with allocation"
+        for r in running:
+            if r.num_generated_tokens == r.num_output_tokens:
+                self._running.remove(r)
+                kv.free(r)
+                self._end(r, State.FINISHED)
+        self._reserve_incoming()  # freed blocks may let queued KV in, before the step is recorded (as plain)
+        cached = np.maximum(cached_before - np.maximum(used - used_before - purely_free, 0), 0)
+        kv_after = used.copy()
+        kv_after[-1] = kv.num_used_blocks
+        cached_after = cached.copy()
+        cached_after[-1] = kv.num_cached_blocks
+        num_running = np.full(k, n, dtype=np.int64)
+        num_running[-1] = len(self._running)
+        # queues as the steps left them: unchanged until the last step, when arrivals cut the window
+        num_waiting = np.full(k, queued[0], dtype=np.int64)
+        num_waiting[-1] = len(self._waiting)
+        transfers = np.full(k, queued[1], dtype=np.int64)
+        transfers[-1] = len(self._sending) + len(self._incoming) + len(self._receiving)
+        starts = np.concatenate(([start], ends[:-1]))
+        recorder.steps_bulk(
+            self.replica_id,
+            self.engine_id,
+            {
+                "start_s": starts,
+                "duration_s": ends - starts,
+                "num_running": num_running,
+                "num_waiting": num_waiting,
+                "num_prefill_tokens": 0,
+                "num_decode_tokens": n,
+                "num_kv_blocks_used": kv_after,
+                "num_kv_blocks_cached": cached_after,
+                "num_preempted": 0,
+                "num_swapped": 0,
+                "num_transfer_queue": transfers,
+            },
+        )
+        self.kv_monitor.segments(starts, ends, used.astype(np.float64))
+        self.cached_monitor.segments(starts, ends, cached.astype(np.float64))
+        self._last_step_end_s = now
+        self.num_steps += k
+        self._sample_levels()
+        if self.check_invariants:
+            self.check()
 
     def _blocked_by_transfers(self) -> bool:
         """Waiting requests may sit on an idle engine only while KV transfers (in or out) are pending."""

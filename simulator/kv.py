@@ -54,6 +54,11 @@ class BlockManager:
         """Unreferenced blocks kept for reuse (always 0: this pool does not cache)."""
         return 0
 
+    @property
+    def num_unused_blocks(self) -> int:
+        """Blocks an allocation can take without evicting anything cached."""
+        return self.num_free_blocks
+
     def num_freeable_blocks(self, req: Request) -> int:
         """Blocks that would return to the free pool if ``req`` released its KV."""
         return req.num_blocks

@@ -142,6 +142,22 @@ class MetricsRecorder:
         s["num_swapped"].append(num_swapped)
         s["num_transfer_queue"].append(num_transfer_queue)
 
+    def steps_bulk(self, replica_id: int, engine_id: int, columns: dict[str, np.ndarray]) -> None:
+        """Many consecutive steps of one engine at once: ``columns`` holds every step column as an array."""
+        if not self.record_steps:
+            return
+        n = len(columns["start_s"])
+        for name in STEP_FLOAT_COLUMNS:
+            self._step_f[name].frombytes(np.asarray(columns[name], dtype=np.float64).tobytes())
+        self._step_i["replica_id"].frombytes(np.full(n, replica_id, dtype=np.int64).tobytes())
+        self._step_i["engine_id"].frombytes(np.full(n, engine_id, dtype=np.int64).tobytes())
+        for name in STEP_INT_COLUMNS[2:]:
+            self._step_i[name].frombytes(np.broadcast_to(np.asarray(columns[name], dtype=np.int64), n).tobytes())
+
+    def itl_bulk(self, values_s: np.ndarray, counts: np.ndarray) -> None:
+        self._itl_value.frombytes(np.asarray(values_s, dtype=np.float64).tobytes())
+        self._itl_count.frombytes(np.broadcast_to(np.asarray(counts, dtype=np.int64), len(values_s)).tobytes())
+
     # -- after the run -----------------------------------------------------------------
 
     @property
@@ -164,7 +180,9 @@ class MetricsRecorder:
         cols: dict[str, np.ndarray] = {c: np.frombuffer(a, dtype=np.int64) for c, a in self._step_i.items()}
         cols.update({c: np.frombuffer(a, dtype=np.float64) for c, a in self._step_f.items()})
         order = ["replica_id", "engine_id", "start_s", "duration_s", *STEP_INT_COLUMNS[2:]]
-        return pd.DataFrame(cols)[order]
+        frame = pd.DataFrame(cols)[order]
+        # in time order, ties by replica and engine (recording order differs when steps are batched)
+        return frame.sort_values(["start_s", "replica_id", "engine_id"], kind="stable").reset_index(drop=True)
 
     def itl_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """Pooled inter-token latencies as (values in s, counts)."""

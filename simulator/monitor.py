@@ -23,6 +23,22 @@ class LevelMonitor:
         if level > self.max_level:
             self.max_level = level
 
+    def segments(self, starts_s, ends_s, levels) -> None:
+        """The level is ``levels[j]`` over [starts_s[j], ends_s[j]] for consecutive intervals (numpy arrays).
+
+        Equivalent to ``set(starts_s[j], levels[j]); set(ends_s[j], levels[j])`` for each j,
+        summed in one go (the area may differ from the step-by-step sum by rounding).
+        """
+        if len(levels) == 0:
+            return
+        self._area += self.level * (float(starts_s[0]) - self._last_s)
+        self._area += float((levels * (ends_s - starts_s)).sum())
+        self._last_s = float(ends_s[-1])
+        self.level = float(levels[-1])
+        peak = float(levels.max())
+        if peak > self.max_level:
+            self.max_level = peak
+
     def add(self, now_s: float, delta: float) -> None:
         self.set(now_s, self.level + delta)
 

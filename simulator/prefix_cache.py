@@ -79,6 +79,11 @@ class PrefixCache:
         return len(self._cached)
 
     @property
+    def num_unused_blocks(self) -> int:
+        """Blocks an allocation can take without evicting a cached prefix."""
+        return len(self._free)
+
+    @property
     def num_used_blocks(self) -> int:
         return self.num_total_blocks - self.num_free_blocks
 

@@ -43,7 +43,7 @@ class Replica:
 
     @property
     def kv_usage(self) -> float:
-        used = sum(e.kv.num_used_blocks for e in self.engines)
+        used = sum(e.num_used_blocks_now for e in self.engines)
         return used / sum(e.kv.num_total_blocks for e in self.engines)
 
     def prefix_hit_tokens(self, request: Request) -> int:

@@ -43,6 +43,9 @@ class ContinuousPolicy:
         self.max_num_seqs = params.max_num_seqs
         self.max_num_batched_tokens = params.max_num_batched_tokens
 
+    def steady_decode(self, view: ReplicaView) -> bool:
+        return not view.waiting
+
     def plan_step(self, view: ReplicaView, now_s: float) -> StepPlan:
         plan = StepPlan()
         plan.scheduled = [(req, req.num_tokens - req.num_computed_tokens) for req in view.running]

@@ -57,6 +57,8 @@ class HfFifoParams(BaseModel):
 class HfFifoPolicy:
     """Decode-first, chunked-prefill FIFO scheduling (transformers' FIFOScheduler)."""
 
+    supports_kv_transfer = False  # transformers' engine has no disaggregated prefill/decode
+
     def __init__(self, params: HfFifoParams) -> None:
         self.max_num_seqs = params.max_num_seqs
         self.max_num_batched_tokens = params.max_num_batched_tokens

@@ -50,6 +50,9 @@ class PriorityPolicy:
     def __init__(self, params: PriorityParams) -> None:
         self.params = params
 
+    def steady_decode(self, view: ReplicaView) -> bool:
+        return not view.waiting
+
     def effective(self, req: RequestView, now_s: float) -> float:
         """Priority used for ordering (lower first); aging lowers it while the request waits."""
         if self.params.mode == "aging" and req.enqueued_s is not None:

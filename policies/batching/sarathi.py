@@ -54,6 +54,13 @@ class SarathiPolicy:
         self.max_num_seqs = params.max_num_seqs
         self.token_budget = params.token_budget
 
+    def steady_decode(self, view: ReplicaView) -> bool:
+        # no prompt (or recompute) in progress: every running request has exactly one token to compute
+        return not view.waiting and all(
+            r.num_tokens - r.num_computed_tokens == 1 and r.num_computed_tokens >= r.num_prompt_tokens
+            for r in view.running
+        )
+
     def plan_step(self, view: ReplicaView, now_s: float) -> StepPlan:
         plan = StepPlan()
         running = view.running

@@ -55,6 +55,10 @@ class StaticPolicy:
         self.max_batch_size = params.max_batch_size
         self.max_num_batched_tokens = params.max_num_batched_tokens
 
+    def steady_decode(self, view: ReplicaView) -> bool:
+        # a running batch decodes to its end whatever waits; nobody joins
+        return bool(view.running)
+
     def plan_step(self, view: ReplicaView, now_s: float) -> StepPlan:
         plan = StepPlan()
         if view.running:

@@ -66,6 +66,10 @@ class VllmPolicy:
         self.watermark = params.watermark
         self.preemption_mode = params.preemption_mode
 
+    def steady_decode(self, view: ReplicaView) -> bool:
+        # nothing queued: every step decodes all running requests (prefills finish in one step)
+        return not view.waiting
+
     def plan_step(self, view: ReplicaView, now_s: float) -> StepPlan:
         plan = StepPlan(preemption_mode=self.preemption_mode)
         limit = self.max_num_batched_tokens or view.max_model_len

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime
@@ -78,6 +79,7 @@ class RooflineCostModel:
         self._q = model.q_size // tp
         self._kv = model.kv_heads_per_gpu(tp) * model.head_dim
         self._inter = model.intermediate_size / tp
+        self._decode_fixed: dict[int, list[tuple[str, float]]] = {}
 
     # -- public -------------------------------------------------------------------------
 
@@ -88,6 +90,35 @@ class RooflineCostModel:
     def breakdown(self, shape: BatchShape) -> StepTime:
         ops = self._ops(shape)
         return StepTime(sum(op.seconds for op in ops.values()), ops, self._stages(ops))
+
+    def decode_step_times(self, num_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
+        """Step times of decode-only steps of ``num_seqs`` sequences, one per total context in the array.
+
+        The same arithmetic as ``step_time`` on ``BatchShape(num_decode_seqs=num_seqs,
+        decode_context_tokens=c, num_sampled_tokens=num_seqs)``, vectorised over ``c``: only
+        decode attention depends on the context; the other ops are memoised per batch size.
+        """
+        fixed = self._decode_fixed.get(num_seqs)
+        if fixed is None:
+            ops = self._ops(BatchShape(num_decode_seqs=num_seqs, decode_context_tokens=1, num_sampled_tokens=num_seqs))
+            fixed = [(name, op.seconds) for name, op in ops.items()]
+            self._decode_fixed[num_seqs] = fixed
+        m, p = self.model, self.params
+        a, kvb, q, kv = p.activation_bytes, m.kv_cache_bytes, self._q, self._kv
+        ctx = np.asarray(context_tokens, dtype=np.float64)
+        n = num_seqs
+        # as _op(4 q ctx, kvb ctx 2 kv + 2 a n q + kvb n 2 kv, 2, attn, L), elementwise
+        per_layer = (
+            np.maximum(
+                4 * q * ctx / self._attn_rate, (kvb * ctx * 2 * kv + 2 * a * n * q + kvb * n * 2 * kv) / self._bw
+            )
+            + 2 * p.kernel_launch_s
+        )
+        attn = per_layer * m.num_layers
+        total: np.ndarray | float = 0
+        for name, seconds in fixed:  # summed in step_time's order, so the floats match
+            total = total + (attn if name == "attn_decode" else seconds)
+        return np.asarray(total, dtype=np.float64)
 
     # Ops that run once per step rather than per layer, and the stage that runs them.
     _FIRST_STAGE_OPS = ("embed", "cpu_overhead")
