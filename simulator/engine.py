@@ -296,12 +296,23 @@ class Engine:
         """
         running = self._running
         n = len(running)
-        computed = np.fromiter((r.num_computed_tokens for r in running), dtype=np.int64, count=n)
-        kv_tokens = np.fromiter((r.num_kv_tokens for r in running), dtype=np.int64, count=n)
-        blocks = np.fromiter((r.num_blocks for r in running), dtype=np.int64, count=n)
-        left = np.fromiter((r.num_output_tokens - r.num_generated_tokens for r in running), dtype=np.int64, count=n)
-        prompt = np.fromiter((r.num_prompt_tokens for r in running), dtype=np.int64, count=n)
-        generated = np.fromiter((r.num_generated_tokens for r in running), dtype=np.int64, count=n)
+        # one pass over the batch (this runs once per window, so it is kept lean)
+        table = np.array(
+            [
+                (
+                    r.num_computed_tokens,
+                    r.num_kv_tokens,
+                    r.num_blocks,
+                    r.num_output_tokens,
+                    r.num_prompt_tokens,
+                    r.num_generated_tokens,
+                )
+                for r in running
+            ],
+            dtype=np.int64,
+        ).reshape(n, 6)
+        computed, kv_tokens, blocks, output, prompt, generated = table.T
+        left = output - generated
         if not (np.all(prompt + generated - computed == 1) and np.all(computed >= prompt)):
             return None  # a prompt or a recompute is still in progress: not a pure decode batch
         bs = self.kv.block_size
@@ -332,14 +343,12 @@ class Engine:
             durations = np.array(
                 [self.cost_model.step_time(BatchShape((), (), n, int(c), n)).total_s for c in contexts.tolist()]
             )
-        return durations, computed
+        return durations, table
 
-    def _window_growth(self, computed: np.ndarray, k: int) -> np.ndarray:
+    def _window_growth(self, computed: np.ndarray, blocks: np.ndarray, k: int) -> np.ndarray:
         """Blocks in use after each of the k steps' allocations (request i first needs a block at step f_i,
         then one every block_size steps)."""
-        running = self._running
         bs = self.kv.block_size
-        blocks = np.fromiter((r.num_blocks for r in running), dtype=np.int64, count=len(running))
         first = blocks * bs - computed + 1
         crossings = np.maximum((k - first) // bs + 1, 0)
         growth = np.zeros(k + 1, dtype=np.int64)
@@ -362,13 +371,13 @@ class Engine:
     def _run_window(self, window: tuple[np.ndarray, np.ndarray]) -> Generator[simpy.Event, None, None]:
         """Wait through the window's steps (cut short by an arrival) and apply them as one."""
         env = self.env
-        durations, computed = window
+        durations, table = window
         start = env.now
         queued = (len(self._waiting), len(self._sending) + len(self._incoming) + len(self._receiving))
         levels = (self.kv.num_used_blocks, self.kv.num_cached_blocks)
         ends = np.cumsum(np.concatenate(([start], durations)))[1:]  # the sums SimPy would form one by one
         self._window_levels = levels
-        self._window_used = self._window_growth(computed, len(ends))
+        self._window_used = self._window_growth(table[:, 0], table[:, 2], len(ends))
         self._window_starts = np.concatenate(([start], ends[:-1]))
         self._wake = env.event()
         yield self._wake | env.timeout(float(ends[-1]) - start)
@@ -381,10 +390,10 @@ class Engine:
             ends = ends[:done]
         self._wake = None
         self._window_starts = None  # from here on the engine's own counts are current again
-        self._apply_window(start, ends, computed, queued, levels)
+        self._apply_window(start, ends, table, queued, levels)
 
     def _apply_window(
-        self, start: float, ends: np.ndarray, computed: np.ndarray, queued: tuple[int, int], levels: tuple[int, int]
+        self, start: float, ends: np.ndarray, table: np.ndarray, queued: tuple[int, int], levels: tuple[int, int]
     ) -> None:
         """Counters, emissions, completions, step rows and levels of ``len(ends)`` decode steps.
 
@@ -401,15 +410,32 @@ class Engine:
         reserved_since = kv.num_used_blocks - used_before
         purely_free = kv.num_total_blocks - used_before - cached_before
         prev_end = self._last_step_end_s
-        # ITLs: each request's first gap runs from its last token; the later ones are step gaps
+        # KV each request must hold after k steps, and the blocks that takes beyond what it holds
+        bs = kv.block_size
+        computed, kv_tokens, blocks = table[:, 0], table[:, 1], table[:, 2]
+        hold = np.maximum(kv_tokens, computed + k)
+        grow = (-(-hold // bs) - blocks).tolist()
+        hold_list = hold.tolist()
+        # one pass: ITLs (a request's first gap runs from its last token, later ones are step gaps),
+        # counters, KV growth and completions
         first_end = float(ends[0])
         regular = 0
         irregular = []
-        for r in running:
+        finished = []
+        for r, h, g in zip(running, hold_list, grow, strict=True):
             if r.last_token_s == prev_end:
                 regular += 1
             else:
                 irregular.append(first_end - r.last_token_s)
+            r.num_computed_tokens += k
+            r.num_generated_tokens += k
+            if g > 0:
+                kv.allocate(r, h)
+            elif h > r.num_kv_tokens:
+                r.num_kv_tokens = h
+            r.last_token_s = now
+            if r.num_generated_tokens == r.num_output_tokens:
+                finished.append(r)
         if irregular:
             recorder.itl_bulk(np.asarray(irregular), 1)
         if regular:
@@ -418,17 +444,11 @@ class Engine:
         if k > 1:
             recorder.itl_bulk(np.diff(ends), n)
         used = self._window_used[:k]
-        for r in running:
-            r.num_computed_tokens += k
-            r.num_generated_tokens += k
-            kv.allocate(r, max(r.num_kv_tokens, r.num_computed_tokens))
-            r.last_token_s = now
         assert kv.num_used_blocks == used[-1] + reserved_since, "window block growth disagrees with allocation"
-        for r in running:
-            if r.num_generated_tokens == r.num_output_tokens:
-                self._running.remove(r)
-                kv.free(r)
-                self._end(r, State.FINISHED)
+        for r in finished:
+            self._running.remove(r)
+            kv.free(r)
+            self._end(r, State.FINISHED)
         self._reserve_incoming()  # freed blocks may let queued KV in, before the step is recorded (as plain)
         cached = np.maximum(cached_before - np.maximum(used - used_before - purely_free, 0), 0)
         kv_after = used.copy()

@@ -149,14 +149,21 @@ class MetricsRecorder:
         n = len(columns["start_s"])
         for name in STEP_FLOAT_COLUMNS:
             self._step_f[name].frombytes(np.asarray(columns[name], dtype=np.float64).tobytes())
-        self._step_i["replica_id"].frombytes(np.full(n, replica_id, dtype=np.int64).tobytes())
-        self._step_i["engine_id"].frombytes(np.full(n, engine_id, dtype=np.int64).tobytes())
+        self._step_i["replica_id"].frombytes(np.int64(replica_id).tobytes() * n)
+        self._step_i["engine_id"].frombytes(np.int64(engine_id).tobytes() * n)
         for name in STEP_INT_COLUMNS[2:]:
-            self._step_i[name].frombytes(np.broadcast_to(np.asarray(columns[name], dtype=np.int64), n).tobytes())
+            value = columns[name]
+            if isinstance(value, int):  # a constant column: repeat its 8 bytes
+                self._step_i[name].frombytes(np.int64(value).tobytes() * n)
+            else:
+                self._step_i[name].frombytes(np.asarray(value, dtype=np.int64).tobytes())
 
     def itl_bulk(self, values_s: np.ndarray, counts: np.ndarray) -> None:
         self._itl_value.frombytes(np.asarray(values_s, dtype=np.float64).tobytes())
-        self._itl_count.frombytes(np.broadcast_to(np.asarray(counts, dtype=np.int64), len(values_s)).tobytes())
+        if isinstance(counts, int):
+            self._itl_count.frombytes(np.int64(counts).tobytes() * len(values_s))
+        else:
+            self._itl_count.frombytes(np.asarray(counts, dtype=np.int64).tobytes())
 
     # -- after the run -----------------------------------------------------------------
 
