@@ -420,13 +420,14 @@ class Engine:
         # counters, KV growth and completions
         first_end = float(ends[0])
         regular = 0
-        irregular = []
+        irregular: dict[float, int] = {}
         finished = []
         for r, h, g in zip(running, hold_list, grow, strict=True):
             if r.last_token_s == prev_end:
                 regular += 1
             else:
-                irregular.append(first_end - r.last_token_s)
+                gap = first_end - r.last_token_s
+                irregular[gap] = irregular.get(gap, 0) + 1
             r.num_computed_tokens += k
             r.num_generated_tokens += k
             if g > 0:
@@ -436,8 +437,8 @@ class Engine:
             r.last_token_s = now
             if r.num_generated_tokens == r.num_output_tokens:
                 finished.append(r)
-        if irregular:
-            recorder.itl_bulk(np.asarray(irregular), 1)
+        for gap, count in irregular.items():
+            recorder.itl(gap, count)
         if regular:
             assert prev_end is not None
             recorder.itl(first_end - prev_end, regular)
@@ -599,6 +600,7 @@ class Engine:
         recorder = self.recorder
         kv = self.kv
         hand_off = self.role == "prefill"
+        irregular: dict[float, int] = {}  # gaps not starting at the previous step's end, pooled by value
         for req, n in plan.scheduled:
             req.num_computed_tokens += n
             kv.commit(req)
@@ -617,7 +619,8 @@ class Engine:
                 elif req.last_token_s == prev_end:
                     num_regular_gaps += 1
                 else:
-                    recorder.itl(now - req.last_token_s)
+                    gap = now - req.last_token_s
+                    irregular[gap] = irregular.get(gap, 0) + 1
                 req.last_token_s = now
                 if req.num_generated_tokens == req.num_output_tokens:
                     self._running.remove(req)
@@ -627,6 +630,8 @@ class Engine:
             if plan.discard_kv:
                 kv.free(req)
                 req.num_computed_tokens = 0
+        for gap, count in irregular.items():
+            recorder.itl(gap, count)
         if num_regular_gaps:
             recorder.itl(now - prev_end, num_regular_gaps)
         self._last_step_end_s = now

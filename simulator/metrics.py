@@ -172,24 +172,31 @@ class MetricsRecorder:
         return len(self._status)
 
     def requests_frame(self) -> pd.DataFrame:
-        """One row per request that ended, sorted by request id."""
-        cols: dict[str, np.ndarray] = {c: np.frombuffer(a, dtype=np.int64) for c, a in self._req_i.items()}
-        cols.update({c: np.frombuffer(a, dtype=np.float64) for c, a in self._req_f.items()})
-        frame = pd.DataFrame(cols)
-        status = np.frombuffer(self._status, dtype=np.int8)
-        frame["status"] = np.where(status == 1, "finished", "rejected")
-        frame["reject_reason"] = (
-            [self.reject_reasons.get(int(r), "") for r in frame["request_id"]] if len(frame) else []
-        )
-        return frame.sort_values("request_id", kind="stable").reset_index(drop=True)
+        """One row per request that ended, sorted by request id (one copy of each column)."""
+        ids = np.frombuffer(self._req_i["request_id"], dtype=np.int64)
+        order = np.argsort(ids, kind="stable")
+        cols: dict[str, np.ndarray] = {c: np.frombuffer(a, dtype=np.int64)[order] for c, a in self._req_i.items()}
+        cols.update({c: np.frombuffer(a, dtype=np.float64)[order] for c, a in self._req_f.items()})
+        status = np.frombuffer(self._status, dtype=np.int8)[order]
+        cols["status"] = np.where(status == 1, "finished", "rejected").astype(object)
+        reasons = np.full(len(ids), "", dtype=object)
+        if self.reject_reasons:
+            position = np.searchsorted(cols["request_id"], list(self.reject_reasons))
+            reasons[position] = list(self.reject_reasons.values())
+        cols["reject_reason"] = reasons
+        return pd.DataFrame(cols, copy=False)
 
     def steps_frame(self) -> pd.DataFrame:
         cols: dict[str, np.ndarray] = {c: np.frombuffer(a, dtype=np.int64) for c, a in self._step_i.items()}
         cols.update({c: np.frombuffer(a, dtype=np.float64) for c, a in self._step_f.items()})
         order = ["replica_id", "engine_id", "start_s", "duration_s", *STEP_INT_COLUMNS[2:]]
-        frame = pd.DataFrame(cols)[order]
-        # in time order, ties by replica and engine (recording order differs when steps are batched)
-        return frame.sort_values(["start_s", "replica_id", "engine_id"], kind="stable").reset_index(drop=True)
+        frame = pd.DataFrame({name: cols[name] for name in order}, copy=False)
+        # in time order, ties by replica and engine (recording order differs when steps are batched);
+        # one engine records in order already, and sorting would copy every column
+        start = cols["start_s"]
+        if len(start) > 1 and not (np.all(start[1:] > start[:-1])):
+            frame = frame.sort_values(["start_s", "replica_id", "engine_id"], kind="stable").reset_index(drop=True)
+        return frame
 
     def itl_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """Pooled inter-token latencies as (values in s, counts)."""

@@ -221,7 +221,11 @@ class Simulation:
         rec = self.recorder
         requests = rec.requests_frame()
         lat = request_latencies(requests, self.stream_delay_s)
-        requests = requests.merge(lat[["request_id", "ttft_s", "tpot_s", "e2el_s"]], on="request_id", how="left")
+        done_rows = np.flatnonzero((requests["status"] == "finished").to_numpy())
+        for column in ("ttft_s", "tpot_s", "e2el_s"):  # NaN for requests that did not finish
+            values = np.full(len(requests), np.nan)
+            values[done_rows] = lat[column].to_numpy()
+            requests[column] = values
         ids = requests["request_id"].to_numpy()
         for column in ("priority", "session_id", "parent"):
             values = getattr(self.stream, column)

@@ -98,3 +98,9 @@ def test_same_seed_same_stream():
 def test_unknown_dataset_lists_shipped_ones():
     with pytest.raises(ValueError, match="unknown length dataset 'nope'; shipped: sharegpt"):
         _gen(num_requests=3, lengths={"kind": "dataset", "name": "nope"})
+
+
+def test_empirical_lengths_capped_in_total():
+    s = _gen(num_requests=5000, lengths={"kind": "empirical", "source": "azure-conv", "max_total_tokens": 4096})
+    assert (s.num_prompt_tokens + s.num_output_tokens).max() <= 4096
+    assert s.num_prompt_tokens.max() <= 4095 and s.num_output_tokens.min() >= 1

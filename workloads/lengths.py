@@ -148,6 +148,12 @@ class EmpiricalLengths(_Frozen):
     kind: Literal["empirical"] = "empirical"
     source: str = Field(description="A shipped trace name or a trace file path.")
     format: FormatName = Field("auto", description="The file's trace format (auto: recognised from its header).")
+    max_total_tokens: int | None = Field(
+        None,
+        ge=2,
+        description="Cut each row to at most this many tokens in all: the prompt to max_total_tokens - 1, then "
+        "the output to what is left (Vidur's capping of trace lengths).",
+    )
 
 
 LengthConfig = Annotated[IndependentLengths | DatasetLengths | EmpiricalLengths, Field(discriminator="kind")]
@@ -184,7 +190,11 @@ def length_pairs(cfg: DatasetLengths | EmpiricalLengths, base_dir: Path | None =
     if isinstance(cfg, DatasetLengths):
         return load_length_dataset(cfg.name)
     trace = read_trace(cfg.source, cfg.format, base_dir)
-    return trace.num_prompt_tokens, trace.num_output_tokens
+    prompt, output = trace.num_prompt_tokens, trace.num_output_tokens
+    if cfg.max_total_tokens is not None:
+        prompt = np.minimum(prompt, cfg.max_total_tokens - 1)
+        output = np.maximum(np.minimum(output, cfg.max_total_tokens - prompt), 1)
+    return prompt, output
 
 
 def draw_lengths(

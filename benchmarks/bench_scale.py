@@ -1,0 +1,161 @@
+"""Simulation speed and memory at scale, side by side with issue 9's targets and Vidur's figures.
+
+Cases (each in a fresh subprocess, so its peak resident memory is its own):
+
+- ``default``: the default scenario (Llama-3.1-8B, one H100, ShareGPT lengths, Poisson at
+  5 req/s, vllm) at 100,000 requests. Target: 50,000 simulated requests per wall-second.
+- ``cluster``: 16 replicas behind least_outstanding, 1,000,000 Poisson requests with
+  ShareGPT lengths at 16 x 5 req/s, vllm. Targets: under 60 s and 2 GB.
+- ``vidur``: the scenario Vidur's figures were measured on: one replica, vllm, a 7B model
+  (Llama-2-7B on an A100-80GB), Azure-conversation lengths capped at 4,096 tokens, Poisson
+  at 85% of the replica's capacity (measured first by a saturating run), 100,000 requests.
+  Targets: 100x Vidur's 310 req/s, under 10 s and 300 MB.
+- ``cold``: a cold start, ``servesim run`` of 1,000 requests on a model and GPU pair run for
+  the first time, end to end in a fresh process (no profile to fit: the roofline needs none).
+  Target: under 10 s (Vidur: about 40 minutes of predictor training).
+
+Run by hand: ``python benchmarks/bench_scale.py [--cases default vidur ...] [--repeats 3] [--plain]``.
+Wall times are medians over the repeats; peak memory is the largest ru_maxrss seen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+CHILD = r"""
+import json, resource, sys, time
+t0 = time.perf_counter()
+from simulator.build import build
+from simulator.scenario import validate_scenario
+case, fast = sys.argv[1], sys.argv[2] == "fast"
+sharegpt = {"kind": "dataset", "name": "sharegpt"}
+azure = {"kind": "empirical", "source": "azure-conv", "max_total_tokens": 4096}
+if case == "default":
+    data = {"workload": {"num_requests": 100_000}}
+elif case == "cluster":
+    data = {"replicas": 16, "router": "least_outstanding",
+            "workload": {"num_requests": 1_000_000, "arrival": {"kind": "poisson", "rate_per_s": 80.0},
+                         "lengths": sharegpt}}
+elif case.startswith("vidur"):
+    base = {"model": "llama-2-7b", "hardware": "a100-80gb", "max_model_len": 4096}
+    rate = float(sys.argv[3])
+    n = int(sys.argv[4])
+    data = base | {"workload": {"num_requests": n, "arrival": {"kind": "poisson", "rate_per_s": rate},
+                                "lengths": azure}}
+cfg = validate_scenario(data)
+sim = build(cfg, fast_forward=fast, record_steps=case != "cluster")
+t1 = time.perf_counter()
+result = sim.run()
+t2 = time.perf_counter()
+print(json.dumps({"n": len(sim.stream), "build_s": t1 - t0, "run_s": t2 - t1, "total_s": t2 - t0,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "completed": result.summary["completed"], "rejected": result.summary["rejected"],
+                  "request_throughput": result.summary["request_throughput"]}))
+"""
+
+VIDUR = {"req_per_s": 310.0, "wall_100k_s": 9 * 60 + 11, "peak_mb": 1930.0, "cold_start_s": 40 * 60}
+
+
+def child(*args: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(out.stderr)
+    return json.loads(out.stdout)
+
+
+def repeat(repeats: int, *args: str) -> tuple[dict, float, float, float]:
+    runs = [child(*args) for _ in range(repeats)]
+    wall = statistics.median(r["total_s"] for r in runs)
+    run_s = statistics.median(r["run_s"] for r in runs)
+    return runs[0], wall, run_s, max(r["peak_rss_mb"] for r in runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", nargs="+", default=["default", "vidur", "cold", "cluster"])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--plain", action="store_true", help="the step-by-step path instead of fast-forward")
+    args = parser.parse_args()
+    mode = "plain" if args.plain else "fast"
+    rows = []
+    for case in args.cases:
+        if case == "default":
+            r, wall, run_s, peak = repeat(args.repeats, "default", mode)
+            rows.append(
+                (
+                    "default, 100k requests",
+                    f"{r['n'] / run_s:,.0f} req/s (wall {wall:.1f} s)",
+                    "50,000 req/s",
+                    f"{peak:,.0f} MB ({peak * 1024 / r['n']:.1f} KB/request)",
+                )
+            )
+        elif case == "cluster":
+            r, wall, run_s, peak = repeat(1, "cluster", mode)
+            rows.append(
+                (
+                    "16 replicas, 1M requests",
+                    f"{wall:.0f} s ({r['n'] / run_s:,.0f} req/s)",
+                    "< 60 s, < 2 GB",
+                    f"{peak:,.0f} MB ({peak * 1024 / r['n']:.2f} KB/request)",
+                )
+            )
+        elif case == "vidur":
+            sat = child("vidur-sat", mode, "1000", "3000")  # saturating: its throughput is the capacity
+            rate = 0.85 * sat["request_throughput"]
+            r, wall, run_s, peak = repeat(args.repeats, "vidur", mode, str(rate), "100000")
+            rows.append(
+                (
+                    f"Vidur's scenario at 85% load ({rate:.2f} req/s), 100k",
+                    f"{r['n'] / run_s:,.0f} req/s, {wall:.1f} s end to end",
+                    f"{100 * VIDUR['req_per_s']:,.0f} req/s, < 10 s, < 300 MB "
+                    f"(Vidur: {VIDUR['req_per_s']:.0f} req/s, {VIDUR['wall_100k_s']} s, {VIDUR['peak_mb']:.0f} MB)",
+                    f"{peak:,.0f} MB",
+                )
+            )
+        elif case == "cold":
+            walls = []
+            for _ in range(args.repeats):
+                t = time.perf_counter()
+                subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "servesim",
+                        "run",
+                        "--model",
+                        "qwen2.5-7b",
+                        "--hardware",
+                        "mi300x",
+                        "--num-requests",
+                        "1000",
+                        "--quiet",
+                        "--no-report",
+                        "--out",
+                        "/tmp/servesim-cold-start",
+                    ],
+                    check=True,
+                    capture_output=True,
+                )
+                walls.append(time.perf_counter() - t)
+            rows.append(
+                (
+                    "cold start: new model x GPU, 1,000 requests",
+                    f"{statistics.median(walls):.1f} s",
+                    f"< 10 s (Vidur: ~{VIDUR['cold_start_s'] // 60} min)",
+                    "-",
+                )
+            )
+    width = max(len(r[0]) for r in rows)
+    print(f"mode: {mode}")
+    print(f"{'case':<{width}}  {'servesim':<40}  {'target':<70}  memory")
+    for case, got, target, mem in rows:
+        print(f"{case:<{width}}  {got:<40}  {target:<70}  {mem}")
+
+
+if __name__ == "__main__":
+    main()
