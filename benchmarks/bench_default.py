@@ -1,7 +1,7 @@
 """Simulate the default scenario at 10,000 and 100,000 requests; print wall time, rate and peak memory.
 
 Each size runs in a fresh subprocess so its peak resident memory (ru_maxrss) is its own.
-Run by hand: ``python benchmarks/bench_default.py [--sizes 10000 100000] [--repeats 3]``.
+Run by hand: ``python benchmarks/bench_default.py [--sizes 10000 100000] [--repeats 3] [--plain]``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from simulator.build import build
 from simulator.scenario import validate_scenario
 n = int(sys.argv[1])
 cfg = validate_scenario({"workload": {"num_requests": n}})
-sim = build(cfg)
+sim = build(cfg, fast_forward=sys.argv[2] == "fast")
 t1 = time.perf_counter()
 result = sim.run()
 t2 = time.perf_counter()
@@ -29,8 +29,8 @@ print(json.dumps({"n": n, "build_s": t1 - t0, "run_s": t2 - t1, "total_s": t2 - 
 """
 
 
-def measure(n: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(n)], capture_output=True, text=True, check=True)
+def measure(n: int, mode: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", CHILD, str(n), mode], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
 
@@ -38,10 +38,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--plain", action="store_true", help="plan every step (no fast-forward)")
     args = parser.parse_args()
+    mode = "plain" if args.plain else "fast"
+    print(f"mode: {mode}")
     print(f"{'requests':>10} {'wall s (median)':>16} {'sim req/s':>10} {'steps':>9} {'peak RSS MB':>12}")
     for n in args.sizes:
-        runs = [measure(n) for _ in range(args.repeats)]
+        runs = [measure(n, mode) for _ in range(args.repeats)]
         wall = statistics.median(r["total_s"] for r in runs)
         run_s = statistics.median(r["run_s"] for r in runs)
         print(

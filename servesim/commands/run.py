@@ -43,6 +43,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--no-report", action="store_true", help="do not write report.html")
+    p.add_argument(
+        "--plain",
+        action="store_true",
+        help="plan every engine step (no fast-forward over decode-only steps); same results, slower",
+    )
     add_static_args(p)
     p.set_defaults(func=main)
 
@@ -51,7 +56,7 @@ def main(args: argparse.Namespace) -> int:
     if args.static and args.no_report:
         raise ValueError("--static exports the report's figures; it cannot be combined with --no-report")
     cfg, base_dir = scenario_from_args(args)
-    sim = build(cfg, base_dir=base_dir)
+    sim = build(cfg, base_dir=base_dir, fast_forward=not args.plain)
     skipped = sim.stream.meta.get("num_skipped_rows")
     if skipped:
         display.stderr.print(f"workload: skipped {skipped:,} bad trace rows")
