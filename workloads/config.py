@@ -21,6 +21,7 @@ from workloads.closed_loop import ClosedLoopWorkload
 from workloads.lengths import DatasetLengths, LengthConfig
 from workloads.replay import TraceWorkload
 from workloads.sessions import SessionWorkload
+from workloads.validators import one_stop_rule
 
 DEFAULT_NUM_REQUESTS = 1000
 # Llama-3.1-8B on one H100 with ShareGPT lengths saturates near 6.7 requests/s under the
@@ -51,9 +52,7 @@ class SyntheticWorkload(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _one_stop_rule(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("num_requests") is not None and data.get("duration_s") is not None:
-            raise ValueError("give num_requests or duration_s, not both")
-        return data
+        return one_stop_rule(data)
 
     @field_validator("classes")
     @classmethod

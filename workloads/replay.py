@@ -22,6 +22,7 @@ from workloads.classes import RequestClass, assign_classes, check_classes
 from workloads.rng import Stream, rng_for
 from workloads.stream import RequestStream
 from workloads.traces import FormatName, Trace, read_trace
+from workloads.validators import one_stop_rule
 
 
 class TraceWorkload(BaseModel):
@@ -81,9 +82,7 @@ class TraceWorkload(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _one_stop_rule(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("num_requests") is not None and data.get("duration_s") is not None:
-            raise ValueError("give num_requests or duration_s, not both")
-        return data
+        return one_stop_rule(data)
 
     @field_validator("window_s")
     @classmethod
