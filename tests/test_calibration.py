@@ -87,6 +87,7 @@ def errors(proc) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_calibrate_then_validate_against_hf_and_builtin_engines(tmp_path):
     profile_path = tmp_path / "tiny.json"
     quiet = wait_for_quiet_cpus()
