@@ -5,6 +5,8 @@ Public entry points:
 - ``write_run_report(run, out_path, *, label=None, static=None, plotlyjs="inline", progress=None) -> Path``
 - ``write_comparison_report(runs, labels=None, out_path="comparison.html", *, static=None, ...) -> Path``
 - ``write_report(runs, out_path, labels=None, ...)``: one run -> run report, several -> comparison
+- ``write_plan_report(plan_dir, out_path)`` / ``write_sweep_report(sweep_dir, out_path)``: the
+  reports of ``servesim plan`` and ``servesim sweep`` output folders
 - ``build_run_report`` / ``build_comparison_report``: the ``Report`` (sections and named figures)
   without writing it, e.g. to embed figures elsewhere
 - ``export_figures(named_figures, out_dir, fmt)``: PNG or SVG through kaleido and a local Chromium
@@ -19,8 +21,10 @@ from reports.build import (
     build_run_report,
     static_dir,
     write_comparison_report,
+    write_plan_report,
     write_report,
     write_run_report,
+    write_sweep_report,
 )
 from reports.data import RunData, load_run
 from reports.page import Report, Section, write_html
@@ -39,6 +43,8 @@ __all__ = [
     "static_dir",
     "write_comparison_report",
     "write_html",
+    "write_plan_report",
     "write_report",
     "write_run_report",
+    "write_sweep_report",
 ]

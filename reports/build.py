@@ -218,3 +218,21 @@ def write_report(
         label = labels[0] if labels else None
         return write_run_report(runs[0], out_path, label=label, static=static, plotlyjs=plotlyjs, progress=progress)
     return write_comparison_report(runs, labels, out_path, static=static, plotlyjs=plotlyjs, progress=progress)
+
+
+def write_plan_report(
+    plan_dir: Path | str, out_path: Path | str, *, static: StaticFormat | None = None, plotlyjs: PlotlyJs = "inline"
+) -> Path:
+    """Write the report of a plan folder (``servesim plan``'s output) to ``out_path``."""
+    from reports.plan import build_plan_report
+
+    return _finish(build_plan_report(plan_dir), out_path, static, plotlyjs)
+
+
+def write_sweep_report(
+    sweep_dir: Path | str, out_path: Path | str, *, static: StaticFormat | None = None, plotlyjs: PlotlyJs = "inline"
+) -> Path:
+    """Write the report of a sweep folder (``servesim sweep``'s output) to ``out_path``."""
+    from reports.sweep import build_sweep_report
+
+    return _finish(build_sweep_report(sweep_dir), out_path, static, plotlyjs)

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from servesim import display
+from servesim.commands.report import add_static_args
 from servesim.commands.sweep import add_executor_args
 from simulator.planning.candidates import load_candidates, scenario_only
 from simulator.planning.executors import make_executor
@@ -79,6 +80,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, help="output folder (default: runs/plan-YYYYmmdd-HHMMSS)")
     p.add_argument("--json", action="store_true", help="print plan.json instead of tables")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--no-report", action="store_true", help="do not write report.html")
+    add_static_args(p)
     p.set_defaults(func=main)
 
 
@@ -160,6 +163,8 @@ def plan_table(plan: dict[str, Any]) -> Table:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.static and args.no_report:
+        raise ValueError("--static exports the report's figures; it cannot be combined with --no-report")
     request = plan_request(args)
     prices = _prices(args)
     if args.scenario is not None:
@@ -175,6 +180,10 @@ def main(args: argparse.Namespace) -> int:
     finally:
         executor.close()
     out = result.write(args.out or default_out_dir())
+    if not args.no_report:
+        import reports  # plotly is imported only when a report is written
+
+        reports.write_plan_report(out, out / "report.html", static=args.static, plotlyjs=args.plotlyjs)
     if args.json:
         print(json.dumps(result.plan))
         return 0
@@ -184,4 +193,6 @@ def main(args: argparse.Namespace) -> int:
     for note in result.plan["notes"]:
         display.stdout.print(f"note: {note}")
     display.stdout.print(f"plan folder: {out}")
+    if not args.no_report:
+        display.stdout.print(f"report: {out / 'report.html'}")
     return 0

@@ -32,9 +32,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "report",
         help="write an interactive HTML report of run folders",
         description="Write a self-contained HTML report: a run report for one run folder, a comparison "
-        "report for several (variants overlaid; latency versus load when a variant ran at several rates).",
+        "report for several (variants overlaid; latency versus load when a variant ran at several rates), "
+        "or the report of a plan or sweep folder.",
     )
-    p.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run folders written by `servesim run`")
+    p.add_argument(
+        "runs",
+        nargs="+",
+        type=Path,
+        metavar="RUN_DIR",
+        help="run folders written by `servesim run` (or one plan or sweep folder)",
+    )
     p.add_argument(
         "--out",
         type=Path,
@@ -57,10 +64,16 @@ def main(args: argparse.Namespace) -> int:
     out = args.out
     if out is None:
         out = args.runs[0] / "report.html" if len(args.runs) == 1 else Path("comparison.html")
-    with display.step_progress("building report", enabled=not args.quiet) as progress:
-        path = reports.write_report(
-            args.runs, out, labels, static=args.static, plotlyjs=args.plotlyjs, progress=progress
-        )
+    folder = args.runs[0]
+    if len(args.runs) == 1 and (folder / "plan.json").is_file():
+        path = reports.write_plan_report(folder, out, static=args.static, plotlyjs=args.plotlyjs)
+    elif len(args.runs) == 1 and (folder / "sweep.json").is_file():
+        path = reports.write_sweep_report(folder, out, static=args.static, plotlyjs=args.plotlyjs)
+    else:
+        with display.step_progress("building report", enabled=not args.quiet) as progress:
+            path = reports.write_report(
+                args.runs, out, labels, static=args.static, plotlyjs=args.plotlyjs, progress=progress
+            )
     display.stdout.print(f"report: {path}")
     if args.static:
         display.stdout.print(f"figures: {reports.static_dir(path)}")

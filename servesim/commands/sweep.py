@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from servesim import display
+from servesim.commands.report import add_static_args
 from simulator.planning.executors import EXECUTOR_KINDS, make_executor
 from simulator.planning.grid import load_grid
 from simulator.planning.sweep import TABLE_NAME, resolve_points, run_sweep
@@ -50,10 +51,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, help="output folder (default: runs/sweep-<grid name>)")
     p.add_argument("--json", action="store_true", help="print the outcome as one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--no-report", action="store_true", help="do not write report.html")
+    add_static_args(p)
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.static and args.no_report:
+        raise ValueError("--static exports the report's figures; it cannot be combined with --no-report")
     spec = load_grid(args.grid)
     if args.replicates is not None:
         if args.replicates < 1:
@@ -67,6 +72,10 @@ def main(args: argparse.Namespace) -> int:
             outcome = run_sweep(spec, out, executor, progress, points=points)
     finally:
         executor.close()
+    if not args.no_report:
+        import reports  # plotly is imported only when a report is written
+
+        reports.write_sweep_report(out, out / "report.html", static=args.static, plotlyjs=args.plotlyjs)
     if args.json:
         print(json.dumps(json.loads((out / "sweep.json").read_text())))
         return 0
@@ -82,4 +91,6 @@ def main(args: argparse.Namespace) -> int:
         rows = table.astype(object).where(table.notna(), None).to_dict("records")
         display.stdout.print(display.table_from_rows("sweep", columns, rows))
     display.stdout.print(f"table: {out / TABLE_NAME}")
+    if not args.no_report:
+        display.stdout.print(f"report: {out / 'report.html'}")
     return 0

@@ -1,0 +1,258 @@
+"""The capacity-plan report, built from a plan folder (plan.json, candidates.parquet, points.parquet).
+
+Sections: the chosen configuration and the plan's notes; every candidate ranked, with its
+figures and intervals; capacity curves (p99 TTFT and TPOT against the per-replica request
+rate, averaged over replicates, with the SLO lines and each candidate's planned maximum);
+and cost per hour against the operating point's p99 latency, with the Pareto frontier.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from reports.page import Report, Section
+from reports.style import SLO_COLOUR, ColourMap, add_note, base_layout, empty_figure, style_axes
+
+LATENCY_LABELS = {"ttft": "TTFT", "tpot": "TPOT", "e2el": "E2E latency"}
+
+
+def _read_plan(plan_dir: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
+    d = Path(plan_dir)
+    if not (d / "plan.json").is_file():
+        raise ValueError(f"{d}: not a plan folder (no plan.json)")
+    plan = json.loads((d / "plan.json").read_text())
+    candidates = pd.read_parquet(d / "candidates.parquet")
+    points = pd.read_parquet(d / "points.parquet") if (d / "points.parquet").is_file() else pd.DataFrame()
+    return plan, candidates, points
+
+
+def _iv(figure: dict[str, Any] | None, digits: int = 2) -> str:
+    """``value [low, high]`` from a plan.json figure (a null high with a low is unbounded)."""
+    if not figure or figure.get("value") is None:
+        return "-"
+    text = f"{figure['value']:,.{digits}f}"
+    if figure.get("n", 1) > 1 and figure.get("low") is not None:
+        high = "inf" if figure.get("high") is None else f"{figure['high']:,.{digits}f}"
+        text += f" [{figure['low']:,.{digits}f}, {high}]"
+    return text
+
+
+def _chosen_html(plan: dict[str, Any]) -> str:
+    by_name = {c["name"]: c for c in plan["candidates"]}
+    parts = []
+    chosen = plan.get("chosen")
+    if chosen is None:
+        parts.append("<p><b>No candidate meets the SLOs at the target rate.</b></p>")
+    else:
+        c = by_name[chosen]
+        op = c.get("operating_point") or {}
+        cards = [
+            ("chosen", html.escape(chosen)),
+            ("hardware", html.escape(str(c.get("hardware_name")))),
+            ("replicas", _iv(c.get("replicas"), 0)),
+            ("GPUs", _iv(c.get("num_gpus"), 0)),
+            ("USD per hour", _iv(c.get("cost_per_hour_usd"))),
+            ("USD per M output tokens", _iv(op.get("cost_per_million_output_tokens_usd"))),
+            ("max req/s per replica", _iv(c.get("max_rate_per_s"))),
+            ("p99 TTFT at target (ms)", _iv(op.get("p99_ttft_ms"), 1)),
+            ("p99 TPOT at target (ms)", _iv(op.get("p99_tpot_ms"), 2)),
+        ]
+        parts.append(
+            '<div class="cards">'
+            + "".join(f'<div class="card"><div class="k">{k}</div><div class="v">{v}</div></div>' for k, v in cards)
+            + "</div>"
+        )
+    if plan.get("notes"):
+        items = "".join(f"<li>{html.escape(n)}</li>" for n in plan["notes"])
+        parts.append(f'<div class="notes">Notes<ul>{items}</ul></div>')
+    return "".join(parts)
+
+
+def _candidates_table(plan: dict[str, Any], colours: ColourMap) -> str:
+    heads = [
+        "candidate",
+        "rank",
+        "status",
+        "max req/s per replica",
+        "replicas",
+        "GPUs",
+        "USD/hour",
+        "USD per M out tok",
+        "p99 TTFT ms",
+        "p99 TPOT ms",
+        "goodput/GPU req/s",
+        "Pareto",
+        "reason",
+    ]
+    rows = ["<table><tr>" + "".join(f"<th>{h}</th>" for h in heads) + "</tr>"]
+    order = sorted(plan["candidates"], key=lambda c: (c.get("rank") is None, c.get("rank") or 0, c["name"]))
+    for c in order:
+        op = c.get("operating_point") or {}
+        swatch = f'<span class="swatch" style="background:{colours[c["name"]]}"></span>'
+        name = html.escape(c["name"]) + (" (chosen)" if c.get("chosen") else "")
+        cells = [
+            swatch + name,
+            "-" if c.get("rank") is None else str(c["rank"]),
+            html.escape(c.get("status", "")),
+            _iv(c.get("max_rate_per_s")),
+            _iv(c.get("replicas"), 0),
+            _iv(c.get("num_gpus"), 0),
+            _iv(c.get("cost_per_hour_usd")),
+            _iv(op.get("cost_per_million_output_tokens_usd")),
+            _iv(op.get("p99_ttft_ms"), 1),
+            _iv(op.get("p99_tpot_ms"), 2),
+            _iv(c.get("goodput_per_gpu_per_s"), 3),
+            "yes" if c.get("pareto") else "",
+            html.escape(c.get("reason") or ""),
+        ]
+        rows.append("<tr>" + "".join(f"<td>{x}</td>" for x in cells) + "</tr>")
+    return "".join(rows) + "</table>"
+
+
+def capacity_curve_figure(plan: dict[str, Any], points: pd.DataFrame, metric: str, colours: ColourMap) -> go.Figure:
+    """p99 ``metric`` against the per-replica rate, one line per candidate, with the SLO and each max rate."""
+    name = LATENCY_LABELS[metric]
+    title = f"p99 {name} against request rate per replica"
+    column = f"p99_{metric}_ms"
+    if points.empty or column not in points:
+        return empty_figure(title, "No simulated rates in this plan.")
+    fig = go.Figure(
+        layout=base_layout(title, xaxis_title="request rate per replica (req/s)", yaxis_title=f"p99 {name} (ms)")
+    )
+    finite = points[np.isfinite(points[column])]
+    for c in plan["candidates"]:
+        rows = finite[finite["candidate"] == c["name"]]
+        if rows.empty:
+            continue
+        mean = rows.groupby("rate_per_s")[column].mean().sort_index()
+        fig.add_trace(
+            go.Scatter(
+                x=mean.index.to_numpy(),
+                y=mean.to_numpy(),
+                mode="lines+markers",
+                name=c["name"],
+                line={"color": colours[c["name"]]},
+                legendgroup=c["name"],
+                hovertemplate=f"<b>{c['name']}</b><br>%{{x:,.4~g}} req/s per replica<br>p99 {name} = %{{y:,.3f}} ms"
+                "<extra></extra>",
+            )
+        )
+        best = (c.get("max_rate_per_s") or {}).get("value")
+        if best:
+            fig.add_vline(x=best, line={"color": colours[c["name"]], "dash": "dot", "width": 1})
+    slo = (plan.get("slo") or {}).get(f"{metric}_p99_ms")
+    if slo is not None:
+        fig.add_hline(
+            y=slo,
+            line={"color": SLO_COLOUR, "dash": "dash"},
+            annotation_text=f"SLO {slo:g} ms",
+            annotation_position="top left",
+        )
+    note = (
+        "Each point: the mean over replicates of the p99 measured after warm-up (all search and curve rates). "
+        "Dotted lines: each candidate's planned maximum rate."
+    )
+    if slo is not None:
+        fig.update_yaxes(range=[0, 3 * slo])  # overloaded rates run off the top: zoom out to read them
+        note += f"<br>The axis stops at 3x the SLO ({3 * slo:g} ms); overloaded rates lie above it."
+    style_axes(fig)
+    add_note(fig, note)
+    return fig
+
+
+def pareto_figure(plan: dict[str, Any], colours: ColourMap) -> go.Figure:
+    """Cost per hour against the operating point's p99 latency; the Pareto frontier joined."""
+    key = plan.get("pareto_latency", "p99_ttft_ms")  # the operating-point field the frontier uses
+    metric = key.removeprefix("p99_").removesuffix("_ms")
+    name = LATENCY_LABELS.get(metric, metric)
+    title = f"Cost per hour against p99 {name} at the target rate"
+    feasible = [c for c in plan["candidates"] if c.get("status") == "feasible" and c.get("operating_point")]
+    if not feasible:
+        return empty_figure(title, "No feasible candidate: nothing to place on the frontier.")
+    fig = go.Figure(
+        layout=base_layout(title, xaxis_title=f"p99 {name} at the operating point (ms)", yaxis_title="USD per hour")
+    )
+    for c in feasible:
+        lat = c["operating_point"][key]
+        cost = c["cost_per_hour_usd"]
+        err_x = (
+            None
+            if lat.get("low") is None or lat.get("high") is None
+            else {
+                "type": "data",
+                "symmetric": False,
+                "array": [lat["high"] - lat["value"]],
+                "arrayminus": [lat["value"] - lat["low"]],
+            }
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[lat["value"]],
+                y=[cost["value"]],
+                mode="markers",
+                name=c["name"],
+                error_x=err_x,
+                marker={
+                    "color": colours[c["name"]],
+                    "size": 16 if c.get("chosen") else 11,
+                    "symbol": "star" if c.get("chosen") else "circle",
+                },
+                hovertemplate=f"<b>{c['name']}</b>{' (chosen)' if c.get('chosen') else ''}<br>p99 {name} = "
+                "%{x:,.2f} ms<br>%{y:,.2f} USD/hour<extra></extra>",
+            )
+        )
+    frontier = [next(c for c in feasible if c["name"] == n) for n in plan.get("pareto_frontier", [])]
+    if frontier:
+        frontier.sort(key=lambda c: c["operating_point"][key]["value"])
+        fig.add_trace(
+            go.Scatter(
+                x=[c["operating_point"][key]["value"] for c in frontier],
+                y=[c["cost_per_hour_usd"]["value"] for c in frontier],
+                mode="lines",
+                name="Pareto frontier",
+                line={"color": "#555555", "dash": "dash"},
+                hoverinfo="skip",
+            )
+        )
+    style_axes(fig)
+    add_note(fig, "Star: the chosen (cheapest feasible) candidate. Error bars: the latency's interval over replicates.")
+    return fig
+
+
+def build_plan_report(plan_dir: Path | str) -> Report:
+    """The report of a plan folder written by ``servesim plan``."""
+    plan, _candidates, points = _read_plan(Path(plan_dir))
+    colours = ColourMap(c["name"] for c in plan["candidates"])
+    slo = plan.get("slo") or {}
+    subtitle = (
+        f"target {plan.get('target_rate_per_s', 0):g} req/s · SLOs p99 TTFT {slo.get('ttft_p99_ms')} ms, "
+        f"p99 TPOT {slo.get('tpot_p99_ms')} ms, attainment {slo.get('attainment')} · "
+        f"{len(plan['candidates'])} candidates · {plan.get('replicates', 1)} replicate(s)"
+    )
+    sections = [
+        Section("Chosen configuration", html=_chosen_html(plan)),
+        Section(
+            "Candidates",
+            intro="Ranked by cost per hour; figures are value [low, high] over replicates.",
+            html=_candidates_table(plan, colours),
+        ),
+        Section(
+            "Capacity curves",
+            intro="Latency against the load one replica carries; a candidate is sized where its curves cross "
+            "the SLO lines.",
+            figures=[
+                ("capacity_ttft", capacity_curve_figure(plan, points, "ttft", colours)),
+                ("capacity_tpot", capacity_curve_figure(plan, points, "tpot", colours)),
+            ],
+            columns=2,
+        ),
+        Section("Cost against latency", figures=[("pareto", pareto_figure(plan, colours))]),
+    ]
+    return Report("servesim capacity plan", subtitle, sections)

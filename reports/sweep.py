@@ -1,0 +1,162 @@
+"""The sweep report, built from a sweep folder (sweep.json, sweep.parquet).
+
+A summary of the sweep, one row per point (its parameters and headline metrics), and, when
+the request rate is one of the varied parameters, p99 TTFT and TPOT against rate with one
+line per combination of the other parameters; otherwise throughput and p99 TTFT per point.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from reports.page import Report, Section
+from reports.style import ColourMap, add_note, base_layout, empty_figure, style_axes
+
+RATE = "workload.arrival.rate_per_s"
+METRICS = (
+    ("request_throughput", "req/s", 2),
+    ("output_throughput", "out tok/s", 0),
+    ("p99_ttft_ms", "p99 TTFT ms", 1),
+    ("p99_tpot_ms", "p99 TPOT ms", 2),
+    ("request_goodput", "goodput req/s", 2),
+    ("cost_per_million_output_tokens_usd", "USD per M out tok", 2),
+)
+
+
+def _read_sweep(sweep_dir: Path) -> tuple[dict[str, Any], pd.DataFrame]:
+    d = Path(sweep_dir)
+    if not (d / "sweep.json").is_file() or not (d / "sweep.parquet").is_file():
+        raise ValueError(f"{d}: not a sweep folder (no sweep.json and sweep.parquet)")
+    return json.loads((d / "sweep.json").read_text()), pd.read_parquet(d / "sweep.parquet")
+
+
+def _fmt(value: Any, digits: int) -> str:
+    if value is None or (isinstance(value, float) and not np.isfinite(value)):
+        return "-"
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return f"{value:,.{digits}f}"
+    return html.escape(str(value))
+
+
+def _table(meta: dict[str, Any], table: pd.DataFrame) -> str:
+    params = [p for p in meta.get("parameters", []) if p in table.columns]
+    metrics = [(k, h, d) for k, h, d in METRICS if k in table.columns]
+    heads = ["point", *params, "status", *(h for _, h, _ in metrics)]
+    rows = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in heads) + "</tr>"]
+    for _, r in table.iterrows():
+        cells = [str(r["point"]), *(html.escape(str(r[p])) for p in params), html.escape(str(r["status"]))]
+        cells += [_fmt(r[k], d) for k, _, d in metrics]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    return "".join(rows) + "</table>"
+
+
+def _series_label(row: pd.Series, others: list[str]) -> str:
+    return " ".join(f"{p}={row[p]}" for p in others) or "all points"
+
+
+def latency_vs_rate_figure(meta: dict[str, Any], table: pd.DataFrame, metric: str, colours: ColourMap) -> go.Figure:
+    """p99 ``metric`` against the swept rate, one line per combination of the other parameters."""
+    title = f"p99 {metric.upper()} against request rate"
+    column = f"p99_{metric}_ms"
+    ok = table[(table["status"] == "ok") & table[column].notna()]
+    if ok.empty:
+        return empty_figure(title, "No finished point to plot.")
+    others = [p for p in meta.get("parameters", []) if p != RATE and p in ok.columns]
+    fig = go.Figure(
+        layout=base_layout(title, xaxis_title="request rate (req/s)", yaxis_title=f"p99 {metric.upper()} (ms)")
+    )
+    fig.update_yaxes(tickformat=",.4~g")
+    for label, rows in ok.groupby(ok.apply(lambda r: _series_label(r, others), axis=1), sort=False):
+        rows = rows.sort_values(RATE)
+        fig.add_trace(
+            go.Scatter(
+                x=rows[RATE].astype(float),
+                y=rows[column],
+                mode="lines+markers",
+                name=label,
+                line={"color": colours[label]},
+                hovertemplate=f"<b>{html.escape(label)}</b><br>%{{x:,.4~g}} req/s<br>p99 {metric.upper()} = "
+                "%{y:,.3f} ms<extra></extra>",
+            )
+        )
+    style_axes(fig)
+    return fig
+
+
+def per_point_figure(table: pd.DataFrame, colours: ColourMap) -> go.Figure:
+    """Output throughput and p99 TTFT of every finished point."""
+    title = "Output throughput and p99 TTFT per point"
+    ok = table[table["status"] == "ok"]
+    if ok.empty:
+        return empty_figure(title, "No finished point to plot.")
+    labels = [str(v) for v in ok["label"]]
+    fig = go.Figure(
+        layout=base_layout(
+            title, yaxis_title="output tokens/s", yaxis2={"title": "p99 TTFT (ms)", "overlaying": "y", "side": "right"}
+        )
+    )
+    fig.add_trace(
+        go.Bar(
+            x=labels,
+            y=ok["output_throughput"],
+            name="output tok/s",
+            marker={"color": [colours[x] for x in labels]},
+            hovertemplate="%{x}<br>%{y:,.1f} output tok/s<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=labels,
+            y=ok["p99_ttft_ms"],
+            yaxis="y2",
+            mode="markers",
+            name="p99 TTFT",
+            marker={"color": "#222222", "symbol": "diamond"},
+            hovertemplate="%{x}<br>p99 TTFT %{y:,.1f} ms<extra></extra>",
+        )
+    )
+    style_axes(fig)
+    add_note(fig, "Bars: output throughput (left axis); diamonds: p99 TTFT (right axis).")
+    return fig
+
+
+def build_sweep_report(sweep_dir: Path | str) -> Report:
+    """The report of a sweep folder written by ``servesim sweep``."""
+    meta, table = _read_sweep(Path(sweep_dir))
+    colours = ColourMap()
+    cards = [
+        ("points", meta.get("num_points")),
+        ("errors", meta.get("num_errors")),
+        ("run now", meta.get("num_run")),
+        ("reused", meta.get("num_skipped")),
+        ("executor", meta.get("executor")),
+        ("wall s", round(meta.get("wall_s") or 0.0, 1)),
+    ]
+    summary = (
+        '<div class="cards">'
+        + "".join(
+            f'<div class="card"><div class="k">{k}</div><div class="v">{html.escape(str(v))}</div></div>'
+            for k, v in cards
+        )
+        + "</div>"
+    )
+    sections = [Section("Sweep", html=summary), Section("Points", html=_table(meta, table))]
+    if RATE in meta.get("parameters", []):
+        figures = [
+            ("sweep_ttft", latency_vs_rate_figure(meta, table, "ttft", colours)),
+            ("sweep_tpot", latency_vs_rate_figure(meta, table, "tpot", colours)),
+        ]
+        sections.append(Section("Latency against load", figures=figures, columns=2))
+    else:
+        sections.append(Section("Per point", figures=[("sweep_points", per_point_figure(table, colours))]))
+    subtitle = (
+        f"{meta.get('num_points', len(table))} points over {', '.join(meta.get('parameters', [])) or 'no parameter'}"
+    )
+    return Report("servesim sweep report", subtitle, sections)
