@@ -6,8 +6,10 @@ preemption) and the same model. Before and after the measured run the engine ser
 warm-up batches (one request alone, then a few together) that are not compared: their prefill
 and decode steps, against the ops' time the profile predicts, give the engine's time
 scale and own per-step overhead (step time = scale x ops + step_s + per_seq_s x
-sequences, a non-negative least-squares fit: the scale absorbs an engine's kernels being
-faster or slower than the harness's, the overhead its scheduling and input preparation),
+sequences + per_kv_s x keys attended, a non-negative least-squares fit in which prefill
+and decode steps weigh the same in total: the scale absorbs an engine's kernels being
+faster or slower than the harness's, the overheads its scheduling, input preparation and
+the work it does per key read, such as gathering paged K/V, beyond the attention kernel),
 and the delay between sending a request to an idle engine and its scheduling gives the
 client ingest delay. Tokens are timed by the engine
 as it produces them, so the stream delay is zero on both sides.
@@ -206,11 +208,12 @@ class _Hf:
 
 @dataclass(frozen=True, slots=True)
 class EngineFit:
-    """What the warm-up measured about the engine: step time = time_scale x ops + step + per_seq x seqs."""
+    """What the warm-up measured: step time = time_scale x ops + step + per_seq x seqs + per_kv x keys."""
 
     time_scale: float
     step_overhead_s: float
     per_seq_overhead_s: float
+    per_kv_token_overhead_s: float
     ingest_delay_s: float
     num_steps: int
     mean_rel_error: float
@@ -298,18 +301,25 @@ def fit_engine(
     bare = ProfiledCostModel(params, profile.model, profile.hardware, 1, profile=profile)
     measured = np.array([s.end_s - s.start_s for s in steps])
     ops = np.array([bare.step_time(_shape(s)).total_s for s in steps])
-    seqs = np.array([len(s.prefill_new_tokens) + s.num_decode_seqs for s in steps], dtype=float)
+    shapes = [_shape(s) for s in steps]
+    seqs = np.array([shape.num_seqs for shape in shapes], dtype=float)
+    keys = np.array([shape.num_kv_tokens for shape in shapes], dtype=float)
     if fit:
-        # least squares with every coefficient >= 0, in relative terms (each step weighs the same)
-        design = np.column_stack([ops, np.ones_like(ops), seqs]) / measured[:, None]
-        (scale, step_s, per_seq_s), _ = nnls(design, np.ones_like(measured))
+        # least squares with every coefficient >= 0 in relative terms; the few prefill steps weigh as
+        # much in total as the many decode steps (TTFT rests on the former, TPOT on the latter)
+        has_prefill = np.array([bool(s.prefill_new_tokens) for s in steps])
+        weight = np.where(has_prefill, 1.0 / max(1, has_prefill.sum()), 1.0 / max(1, (~has_prefill).sum()))
+        design = np.column_stack([ops, np.ones_like(ops), seqs, keys]) / measured[:, None]
+        root = np.sqrt(weight)[:, None]
+        (scale, step_s, per_seq_s, per_kv_s), _ = nnls(design * root, root[:, 0])
     else:
-        scale, step_s, per_seq_s = 1.0, profile.overhead.step_s, profile.overhead.per_seq_s
-    predicted = scale * ops + step_s + per_seq_s * seqs
+        scale, step_s, per_seq_s, per_kv_s = 1.0, profile.overhead.step_s, profile.overhead.per_seq_s, 0.0
+    predicted = scale * ops + step_s + per_seq_s * seqs + per_kv_s * keys
     return EngineFit(
         time_scale=float(scale) or 1.0,
         step_overhead_s=float(step_s),
         per_seq_overhead_s=float(per_seq_s),
+        per_kv_token_overhead_s=float(per_kv_s),
         ingest_delay_s=max(0.0, float(np.median(ingest))),
         num_steps=len(steps),
         mean_rel_error=float(np.mean(np.abs(predicted - measured) / measured)),
@@ -323,6 +333,7 @@ def _cost_model(cfg: ScenarioConfig, attention: str, fit: EngineFit) -> dict[str
         "time_scale": fit.time_scale,
         "step_overhead_s": fit.step_overhead_s,
         "per_seq_overhead_s": fit.per_seq_overhead_s,
+        "per_kv_token_overhead_s": fit.per_kv_token_overhead_s,
     }
 
 

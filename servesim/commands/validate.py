@@ -83,7 +83,8 @@ def main(args: argparse.Namespace) -> int:
     how = "fitted on warm-up requests" if fit.fitted else "taken from the profile"
     display.stdout.print(
         f"engine timing {how}: {fit.time_scale:.3f} x the profile's op times + {fit.step_overhead_s * 1e3:.3f} ms "
-        f"per step + {fit.per_seq_overhead_s * 1e6:.1f} us per sequence (over {fit.num_steps} warm-up steps: "
+        f"per step + {fit.per_seq_overhead_s * 1e6:.1f} us per sequence + {fit.per_kv_token_overhead_s * 1e9:.0f} ns "
+        f"per key attended (over {fit.num_steps} warm-up steps: "
         f"mean error {fit.mean_rel_error:.1%}); ingest delay {fit.ingest_delay_s * 1e3:.3f} ms"
     )
     display.stdout.print(f"folder: {out}")

@@ -8,6 +8,7 @@ For a step of shape S on ``num_layers`` layers::
     attn_decode                         f(seqs, context / seqs)  x layers  (mean context per sequence)
       or, with attention="packed":      f(tokens, all keys)      x layers  (one masked call per step)
     cpu_overhead                        step_s + per_seq_s x seqs         (measured decode-loop overhead)
+                                        + per_kv_s x keys attended        (an engine's, fitted by validate)
 
 every op but ``cpu_overhead`` multiplied by ``time_scale`` (1 unless an engine's kernels
 were fitted against the harness's by ``servesim validate``).
@@ -57,6 +58,12 @@ class ProfiledParams(BaseModel):
     )
     per_seq_overhead_s: float | None = Field(
         None, ge=0, description="Seconds per scheduled sequence; None: the profile's measured figure."
+    )
+    per_kv_token_overhead_s: float = Field(
+        0.0,
+        ge=0,
+        description="Seconds per key attended in a step, beyond the profile's attention kernels (an engine's "
+        "own work that grows with the keys it reads: gathering paged K/V, masks); fitted by `servesim validate`.",
     )
     attention: Literal["per_sequence", "packed"] = Field(
         "per_sequence",
@@ -146,8 +153,7 @@ class ProfiledCostModel:
             if packed and name in ("attn_prefill", "attn_decode"):
                 if name == "attn_decode" and "attn_prefill" in roof:
                     continue  # one call for the whole step, reported under attn_prefill
-                kv = sum(shape.prefill_cached_tokens) + sum(shape.prefill_new_tokens) + shape.decode_context_tokens
-                seconds = self._lookup("attn_packed", (T, kv), None)
+                seconds = self._lookup("attn_packed", (T, shape.num_kv_tokens), None)
             elif name in _TOKEN_OPS:
                 seconds = self._lookup(name, (T,), r.seconds)
             elif name == "lm_head":
@@ -161,7 +167,11 @@ class ProfiledCostModel:
                 b = shape.num_decode_seqs
                 seconds = self._lookup(name, (b, shape.decode_context_tokens / b), r.seconds)
             elif name == "cpu_overhead":
-                seconds = self.step_overhead_s + self.per_seq_overhead_s * shape.num_seqs
+                seconds = (
+                    self.step_overhead_s
+                    + self.per_seq_overhead_s * shape.num_seqs
+                    + self.params.per_kv_token_overhead_s * shape.num_kv_tokens
+                )
             else:  # all_reduce, kv_swap: not measured on one device
                 seconds = r.seconds
             if name != "cpu_overhead":

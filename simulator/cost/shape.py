@@ -60,6 +60,11 @@ class BatchShape:
         return len(self.prefill_new_tokens) + self.num_decode_seqs
 
     @property
+    def num_kv_tokens(self) -> int:
+        """Keys attended this step: every chunk's cached and new tokens plus every decode context."""
+        return sum(self.prefill_cached_tokens) + sum(self.prefill_new_tokens) + self.decode_context_tokens
+
+    @property
     def is_empty(self) -> bool:
         return self.num_seqs == 0
 
