@@ -305,3 +305,35 @@ def test_validate_refuses_a_policy_transformers_does_not_run(tmp_path):
         text=True,
     )
     assert proc.returncode == 2 and "--workload: hardware cannot be set here" in proc.stderr
+
+
+def test_validate_fit_recovers_an_engines_scale_and_overheads():
+    """Warm-up steps timed as scale x ops + step + per_seq x seqs + per_kv x keys give those four back."""
+    from calibration.engine import StepRecord
+    from calibration.validate import _shape, fit_engine
+
+    profile = make_profile()
+    bare = cost(profile, step_overhead_s=0.0, per_seq_overhead_s=0.0, attention="packed")
+    truth = (1.3, 1.5e-3, 40e-6, 3e-6)
+    shapes = [((64,) * b, (0,) * b, 0, 0, b) for b in (1, 4, 8)]  # prefills of b prompts
+    shapes += [((), (), b, b * ctx, b) for b in (1, 4, 8) for ctx in (70, 300, 900, 2000)]
+    steps = []
+    for new, cached, b, ctx, sampled in shapes:
+        shape = BatchShape(new, cached, b, ctx, sampled)
+        seconds = truth[0] * bare.step_time(shape).total_s + truth[1] + truth[2] * shape.num_seqs
+        steps.append(StepRecord(0.0, seconds + truth[3] * shape.num_kv_tokens, new, cached, b, ctx, sampled, 0))
+    fit = fit_engine(steps, [1e-4], "packed", profile)
+    got = (fit.time_scale, fit.step_overhead_s, fit.per_seq_overhead_s, fit.per_kv_token_overhead_s)
+    assert got == pytest.approx(truth, rel=1e-6)
+    assert fit.mean_rel_error < 1e-9 and fit.ingest_delay_s == pytest.approx(1e-4)
+    # the simulator's step time with the fitted parameters is the engine's
+    fitted = cost(
+        profile,
+        attention="packed",
+        time_scale=fit.time_scale,
+        step_overhead_s=fit.step_overhead_s,
+        per_seq_overhead_s=fit.per_seq_overhead_s,
+        per_kv_token_overhead_s=fit.per_kv_token_overhead_s,
+    )
+    for step in steps:
+        assert fitted.step_time(_shape(step)).total_s == pytest.approx(step.end_s, rel=1e-6)
