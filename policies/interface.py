@@ -129,9 +129,11 @@ class SteadyDecode(Protocol):
     """An optional capability of a batch policy that lets the engine fast-forward.
 
     ``steady_decode(view)`` returns True only when, from this view on, the policy's plan
-    would be "every running request decodes one token, nothing else" for as long as no
-    request arrives or finishes and no running request lacks a KV block. The engine may
-    then advance many such steps in one event, with the same results as planning each.
+    would be "every running request computes what it still needs, nothing else" for as
+    long as no request arrives or finishes and no running request lacks a KV block. The
+    engine checks that this is one decode token each (no prompt chunk or recompute in
+    progress) and then advances many such steps in one event, with the same results as
+    planning each.
     """
 
     def steady_decode(self, view: ReplicaView) -> bool: ...

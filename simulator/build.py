@@ -16,6 +16,7 @@ import policies
 from simulator.config import ReplicaGroupConfig, ScenarioConfig
 from simulator.cost import COST_MODELS
 from simulator.cost.profile import CalibrationProfile, load_profile
+from simulator.cost.shape import CostModel
 from simulator.engine import Engine
 from simulator.kv import BlockManager, HostPool, MemoryPlan, plan_memory
 from simulator.metrics import MetricsRecorder
@@ -79,24 +80,22 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
     profile = resolve_profile(g.cost_model or cfg.cost_model, base_dir)
     memory = None
     if kv.num_blocks is None:
-        if profile is None:
-            memory = plan_memory(
-                model, hardware, par.tp, kv.block_size, kv.gpu_memory_utilization, kv.reserve_bytes, par.pp
-            )
-        else:  # the measured device memory, weights and (unless set) activation and runtime reserve
-            mem = profile.memory
-            reserve = mem.reserve_bytes if kv.reserve_bytes is None else kv.reserve_bytes
-            memory = plan_memory(
-                model,
-                hardware,
-                par.tp,
-                kv.block_size,
-                kv.gpu_memory_utilization,
-                reserve,
-                par.pp,
-                mem.weight_bytes,
-                mem.device_memory_bytes,
-            )
+        # with a profile: the measured device memory, weights and (unless set) activation and runtime reserve
+        measured = profile.memory if profile is not None else None
+        reserve = kv.reserve_bytes
+        if measured is not None and reserve is None:
+            reserve = measured.reserve_bytes
+        memory = plan_memory(
+            model,
+            hardware,
+            par.tp,
+            kv.block_size,
+            kv.gpu_memory_utilization,
+            reserve,
+            par.pp,
+            weight_bytes=measured.weight_bytes if measured is not None else None,
+            memory_bytes=measured.device_memory_bytes if measured is not None else None,
+        )
     num_blocks = kv.num_blocks if memory is None else memory.num_blocks
     if num_blocks < par.pp:
         raise ValueError(f"group {name}: {num_blocks} KV blocks cannot be shared by {par.pp} pipeline engines")
@@ -109,18 +108,17 @@ def _make_replica(
     setup: GroupSetup,
     cfg: ScenarioConfig,
     recorder: MetricsRecorder,
+    cost_model: CostModel,
     check_invariants: bool,
     fast_forward: bool = True,
 ) -> Replica:
     g, model, hw, tp, pp = setup.group, setup.model, setup.hardware, setup.tp, setup.pp
     kvc = g.kv_cache or cfg.kv_cache
     policy_params = g.policy or cfg.policy
-    cost_params = g.cost_model or cfg.cost_model
     block_bytes = model.kv_bytes_per_token_per_gpu(tp, pp) * kvc.block_size
     host_link = Link(hw.host_link_bandwidth_bytes_per_s, hw.host_link_latency_s)
     interconnect = Link(hw.interconnect_bandwidth_bytes_per_s, hw.interconnect_latency_s)
     stages = [simpy.Resource(env, capacity=1) for _ in range(pp)] if pp > 1 else None
-    cost_kwargs = {} if setup.profile is None else {"profile": setup.profile}
 
     def handoff_s(shape) -> float:
         # activations of every token computed, split over the tp GPUs of a stage
@@ -138,7 +136,7 @@ def _make_replica(
                 env,
                 replica_id,
                 policies.BATCH_POLICIES.get(policy_params.kind)(policy_params),
-                COST_MODELS.get(cost_params.kind)(cost_params, model, hw, tp, pp, **cost_kwargs),
+                cost_model,
                 kv,
                 recorder,
                 setup.max_model_len,
@@ -154,6 +152,14 @@ def _make_replica(
             )
         )
     return Replica(replica_id, setup.name, g.role, engines, env)
+
+
+def make_cost_model(setup: GroupSetup, cfg: ScenarioConfig) -> CostModel:
+    """The group's cost model: one per group, shared by its replicas and engines (step times are
+    pure functions of the batch shape, so its memo serves them all)."""
+    params = setup.group.cost_model or cfg.cost_model
+    kwargs = {} if setup.profile is None else {"profile": setup.profile}
+    return COST_MODELS.get(params.kind)(params, setup.model, setup.hardware, setup.tp, setup.pp, **kwargs)
 
 
 def _kv_transfer(cfg: ScenarioConfig, setups: list[GroupSetup]) -> KvTransfer | None:
@@ -191,11 +197,13 @@ def build(
     env = simpy.Environment()
     recorder = MetricsRecorder(record_steps=record_steps)
     ids = itertools.count()
-    replicas = [
-        _make_replica(env, next(ids), s, cfg, recorder, check_invariants, fast_forward)
-        for s in setups
-        for _ in range(s.group.count)
-    ]
+    replicas = []
+    for s in setups:
+        cost_model = make_cost_model(s, cfg)
+        replicas += [
+            _make_replica(env, next(ids), s, cfg, recorder, cost_model, check_invariants, fast_forward)
+            for _ in range(s.group.count)
+        ]
     router = policies.ROUTERS.get(cfg.router.kind)(cfg.router, rng_for(cfg.seed, Stream.ROUTING))
     return Simulation(
         env,

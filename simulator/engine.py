@@ -129,6 +129,11 @@ class Engine:
         return self.kv.prefix_hit_tokens(request)
 
     @property
+    def kv_capacity_tokens(self) -> int:
+        """The most KV tokens one request can ever hold here (every block of the pool)."""
+        return self.kv.num_total_blocks * self.kv.block_size
+
+    @property
     def num_outstanding(self) -> int:
         """Requests here: waiting, running, or reserved/queued to receive their KV."""
         return len(self._waiting) + len(self._running) + len(self._incoming) + len(self._receiving)

@@ -52,7 +52,7 @@ class Replica:
     @property
     def max_request_tokens(self) -> int:
         """The longest request (prompt + output) one of its engines can ever hold in KV."""
-        return max(e.kv.num_total_blocks * e.kv.block_size for e in self.engines)
+        return max(e.kv_capacity_tokens for e in self.engines)
 
     # -- placement ------------------------------------------------------------------------
 
@@ -64,5 +64,5 @@ class Replica:
 
     def offer_transfer(self, req: Request) -> None:
         total = req.num_prompt_tokens + req.num_output_tokens
-        fits = [e for e in self.engines if e.kv.num_total_blocks * e.kv.block_size >= total]
+        fits = [e for e in self.engines if e.kv_capacity_tokens >= total]
         min(fits, key=lambda e: e.num_outstanding).offer_transfer(req)

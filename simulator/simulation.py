@@ -74,9 +74,7 @@ class Simulation:
         assert self.entry and (kv_transfer is not None) == bool(self.decode)
         self._replica_of = {id(e): r for r in replicas for e in r.engines}
         # the most KV tokens any one decode engine can hold: longer requests can never decode
-        self._decode_capacity_tokens = max(
-            (e.kv.num_total_blocks * e.kv.block_size for r in self.decode for e in r.engines), default=0
-        )
+        self._decode_capacity_tokens = max((r.max_request_tokens for r in self.decode), default=0)
         self._sources: dict[int, Engine] = {}  # request id -> prefill engine holding its KV
         for engine in self.engines:
             engine.on_done = self._request_done

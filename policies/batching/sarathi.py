@@ -55,11 +55,8 @@ class SarathiPolicy:
         self.token_budget = params.token_budget
 
     def steady_decode(self, view: ReplicaView) -> bool:
-        # no prompt (or recompute) in progress: every running request has exactly one token to compute
-        return not view.waiting and all(
-            r.num_tokens - r.num_computed_tokens == 1 and r.num_computed_tokens >= r.num_prompt_tokens
-            for r in view.running
-        )
+        # nothing queued: running requests only (the engine fast-forwards once no prompt chunk is left)
+        return not view.waiting
 
     def plan_step(self, view: ReplicaView, now_s: float) -> StepPlan:
         plan = StepPlan()
