@@ -337,3 +337,30 @@ def test_validate_fit_recovers_an_engines_scale_and_overheads():
     )
     for step in steps:
         assert fitted.step_time(_shape(step)).total_s == pytest.approx(step.end_s, rel=1e-6)
+
+
+@pytest.mark.parametrize("attention", ["per_sequence", "packed"])
+def test_decode_step_times_equal_step_time_inside_and_outside_the_grid(attention):
+    """The fast-forward path's vectorised decode times are step_time's, float for float."""
+    import numpy as np
+
+    m = cost(attention=attention, time_scale=1.3, per_kv_token_overhead_s=2e-9)
+    for n in (1, 8, 50, 200):  # 200 sequences lie beyond the grid's largest batch
+        contexts = n * np.array([1, 100, 1000, 5000, 20000]) + np.arange(5)
+        got = m.decode_step_times(n, contexts)
+        want = [m.step_time(BatchShape((), (), n, int(c), n)).total_s for c in contexts]
+        assert got.tolist() == want
+
+
+@pytest.mark.parametrize("attention", ["per_sequence", "packed"])
+def test_fast_forward_with_a_profile_equals_the_plain_path(tmp_path, attention):
+    from tests.test_fast_forward import assert_same_run
+
+    path = save_profile(make_profile(), tmp_path / "p.json")
+    cfg = scenario_with(
+        path,
+        cost_model={"kind": "profiled", "profile": str(path), "attention": attention, "per_kv_token_overhead_s": 1e-9},
+        workload={"num_requests": 150, "arrival": {"kind": "poisson", "rate_per_s": 8}},
+    )
+    plain, fast = assert_same_run(cfg)
+    assert fast.summary["num_steps"] == plain.summary["num_steps"] > 150

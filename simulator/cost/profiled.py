@@ -12,7 +12,7 @@ For a step of shape S on ``num_layers`` layers::
 
 every op but ``cpu_overhead`` multiplied by ``time_scale`` (1 unless an engine's kernels
 were fitted against the harness's by ``servesim validate``).
-    all_reduce, kv_swap                 roofline                          (not measured on one device)
+    all_reduce                          roofline                          (not measured on one device)
 
 Each ``f`` interpolates the profile's grid (``simulator.cost.interpolate``). Outside the
 grid, or for an op the profile lacks, the op falls back to the roofline and the model
@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from simulator.cost.interpolate import GridInterpolator
@@ -38,7 +39,6 @@ from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime
 from simulator.specs import HardwareSpec, ModelSpec
 
 _TOKEN_OPS = ("embed", "qkv_proj", "o_proj", "mlp_gate_up", "mlp_act", "mlp_down", "norm")
-_MEMO_LIMIT = 200_000
 
 
 class ProfiledParams(BaseModel):
@@ -98,8 +98,7 @@ class ProfiledCostModel:
     ) -> None:
         self.params = params
         self.model = model
-        self.tp = tp
-        self.pp = pp  # stages split the step evenly (StepTime.stage_s is left unset)
+        self.tp = tp  # pp: the engine splits a step evenly over the stages (StepTime.stage_s is left unset)
         self.roofline = RooflineCostModel(params.roofline, model, hardware, tp)
         self.profile = profile
         self._f: dict[str, GridInterpolator] = {}
@@ -118,19 +117,53 @@ class ProfiledCostModel:
         self.time_scale = params.time_scale
         self.fallbacks: Counter[str] = Counter()
         self.num_lookups = 0
-        self._memo: dict[BatchShape, StepTime] = {}
+        self._decode_fixed: dict[int, list[tuple[str, float]]] = {}
+        self._count_ops: dict[tuple[str, int], float] = {}
 
     # -- public -------------------------------------------------------------------------
 
     def step_time(self, shape: BatchShape) -> StepTime:
-        hit = self._memo.get(shape)
-        if hit is None:
-            if len(self._memo) >= _MEMO_LIMIT:
-                self._memo.clear()
-            ops = self._ops(shape)
-            hit = StepTime(sum(op.seconds for op in ops.values()))
-            self._memo[shape] = hit
-        return hit
+        return StepTime(sum(op.seconds for op in self._ops(shape).values()))
+
+    def decode_step_times(self, num_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
+        """Step times of decode-only steps of ``num_seqs`` sequences, one per total context in the array.
+
+        Equal to ``step_time`` of each such step (the same floats, summed in the same
+        order): the ops that do not depend on the context are looked up once per batch
+        size, and only attention and the per-key overhead are evaluated per context. A
+        context whose attention falls outside the grid takes the whole ``step_time`` path.
+        """
+        n = num_seqs
+        fixed = self._decode_fixed.get(n)
+        if fixed is None:
+            ops = self._ops(BatchShape(num_decode_seqs=n, decode_context_tokens=n, num_sampled_tokens=n))
+            fixed = [(name, op.seconds) for name, op in ops.items()]
+            self._decode_fixed[n] = fixed
+        packed = self.params.attention == "packed"
+        op = "attn_packed" if packed else "attn_decode"
+        f = self._f.get(op)
+        layers = self.model.num_layers
+        seq_overhead = self.step_overhead_s + self.per_seq_overhead_s * n
+        per_kv = self.params.per_kv_token_overhead_s
+        out = np.empty(len(context_tokens))
+        for i, c in enumerate(np.asarray(context_tokens).tolist()):
+            t = None if f is None else f((n, c) if packed else (n, c / n))
+            if t is None:  # outside the grid: the fallback's arithmetic is step_time's own
+                out[i] = self.step_time(
+                    BatchShape(num_decode_seqs=n, decode_context_tokens=c, num_sampled_tokens=n)
+                ).total_s
+                continue
+            self.num_lookups += 1
+            attn = t * layers * self.time_scale
+            total = 0.0
+            for name, seconds in fixed:  # step_time's order, so the floats match
+                if name == "attn_decode":
+                    seconds = attn
+                elif name == "cpu_overhead":
+                    seconds = seq_overhead + per_kv * c
+                total += seconds
+            out[i] = total
+        return out
 
     def breakdown(self, shape: BatchShape) -> StepTime:
         ops = self._ops(shape)
@@ -138,7 +171,7 @@ class ProfiledCostModel:
 
     @property
     def fallback_fraction(self) -> float:
-        """Share of op evaluations that fell back to the roofline (0 before any)."""
+        """Share of op lookups that fell back to the roofline (0 before any; per-count ops are looked up once)."""
         return sum(self.fallbacks.values()) / self.num_lookups if self.num_lookups else 0.0
 
     # -- the decomposition --------------------------------------------------------------
@@ -154,10 +187,12 @@ class ProfiledCostModel:
                 if name == "attn_decode" and "attn_prefill" in roof:
                     continue  # one call for the whole step, reported under attn_prefill
                 seconds = self._lookup("attn_packed", (T, shape.num_kv_tokens), None)
-            elif name in _TOKEN_OPS:
-                seconds = self._lookup(name, (T,), r.seconds)
-            elif name == "lm_head":
-                seconds = self._lookup(name, (S,), r.seconds)
+            elif name in _TOKEN_OPS or name == "lm_head":
+                # a function of one count (tokens, or sampled rows for the LM head): looked up once per count
+                key = (name, S if name == "lm_head" else T)
+                seconds = self._count_ops.get(key)
+                if seconds is None:
+                    seconds = self._count_ops[key] = self._lookup(name, key[1:], r.seconds)
             elif name == "attn_prefill":
                 seconds = sum(
                     self._lookup(name, (n, c), None)
@@ -172,7 +207,7 @@ class ProfiledCostModel:
                     + self.per_seq_overhead_s * shape.num_seqs
                     + self.params.per_kv_token_overhead_s * shape.num_kv_tokens
                 )
-            else:  # all_reduce, kv_swap: not measured on one device
+            else:  # all_reduce: not measured on one device
                 seconds = r.seconds
             if name != "cpu_overhead":
                 seconds *= self.time_scale
