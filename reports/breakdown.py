@@ -29,6 +29,7 @@ import plotly.graph_objects as go
 from reports.data import RunData
 from reports.sampling import evenly_spaced
 from reports.style import PALETTE, add_note, base_layout, empty_figure, style_axes
+from simulator.build import make_cost_model, resolve_profile
 from simulator.cost import COST_MODELS, OP_NAMES, BatchShape, CostModel
 from simulator.presets import resolve_hardware, resolve_model
 from simulator.specs import HardwareSpec, ModelSpec
@@ -39,7 +40,11 @@ OP_COLOURS = dict(zip((*OP_NAMES, "kv_swap"), (*PALETTE, "#444444", "#AAAAAA", "
 
 
 def rebuild_cost_model(config: dict[str, Any]) -> CostModel:
-    """The cost model a run used, from its resolved config. ValueError when it cannot be rebuilt."""
+    """The cost model a run used (its profile included), from its resolved config.
+
+    ValueError when it cannot be rebuilt. A cluster's steps are all costed with the
+    top-level model, hardware and parallelism (its first group's).
+    """
     try:
         spec = config["cost_model"]
         entry = COST_MODELS.entry(spec["kind"])
@@ -47,10 +52,11 @@ def rebuild_cost_model(config: dict[str, Any]) -> CostModel:
         model_ref, hw_ref = config["model"], config["hardware"]
         model = resolve_model(ModelSpec(**model_ref) if isinstance(model_ref, dict) else model_ref)
         hardware = resolve_hardware(HardwareSpec(**hw_ref) if isinstance(hw_ref, dict) else hw_ref)
-        tp = int((config.get("parallelism") or {}).get("tp", 1))
-        return entry.factory(params, model, hardware, tp)
+        parallelism = config.get("parallelism") or {}
+        tp, pp = int(parallelism.get("tp", 1)), int(parallelism.get("pp", 1))
     except (KeyError, TypeError) as exc:
         raise ValueError(f"config.json lacks what the cost model needs ({exc})") from None
+    return make_cost_model(params, model, hardware, tp, pp, resolve_profile(params))
 
 
 def reconstruct_shape(

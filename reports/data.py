@@ -178,7 +178,13 @@ class RunData:
         return int((self.config.get("kv_cache") or {}).get("block_size", 16))
 
     def num_kv_blocks(self, replica_id: int) -> int | None:
-        """The KV capacity of one replica in blocks (config ``kv_cache.num_blocks``), when recorded."""
+        """The KV capacity of one replica in blocks: its row of the replicas table, else (older run
+        folders) the config's ``kv_cache.num_blocks``, when recorded."""
+        replicas = self.result.replicas
+        if replicas is not None and len(replicas):
+            row = replicas.loc[replicas["replica_id"] == replica_id, "num_kv_blocks"]
+            if len(row):
+                return int(row.iloc[0])
         value = (self.config.get("kv_cache") or {}).get("num_blocks")
         return int(value) if value else None
 
@@ -187,15 +193,6 @@ class RunData:
     @property
     def steps(self) -> pd.DataFrame:
         return self.result.steps
-
-    @property
-    def replica_ids(self) -> list[int]:
-        steps = self.result.steps
-        ids = set(steps["replica_id"].unique().tolist()) if len(steps) else set()
-        r = self.result.requests
-        if len(r):
-            ids |= {int(i) for i in r["replica_id"].unique().tolist() if int(i) >= 0}
-        return sorted(int(i) for i in ids)
 
     @property
     def end_s(self) -> float:

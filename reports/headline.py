@@ -13,6 +13,7 @@ from typing import Any
 
 from reports.data import LATENCY_NAMES, RunData
 from reports.style import ColourMap
+from simulator.results import describe_deployment
 
 
 def _num(value: Any, digits: int = 2, suffix: str = "") -> str:
@@ -114,11 +115,14 @@ def _latency_table(run: RunData) -> str:
 
 
 def scenario_line(run: RunData) -> str:
-    """``Llama-3.1-8B on H100 x1 · policy vllm · 1,000 requests at 5 req/s · seed 0``."""
+    """``1 x Llama-3.1-8B on H100-SXM5-80GB (tp=1), policy vllm · 1,000 requests at 5 req/s · seed 0``."""
     rate = run.configured_rate_per_s
+    if "resolved_groups" in run.config:  # every group of a cluster, its router
+        deployment = describe_deployment(run.config)
+    else:  # run folders written before groups were recorded
+        deployment = f"{run.model_name} on {run.hardware_name} ×{run.tp}, policy {run.policy}"
     parts = [
-        f"{run.model_name} on {run.hardware_name} ×{run.tp}",
-        f"policy {run.policy}",
+        deployment,
         f"{run.num_requests:,} requests" + (f" at {rate:g} req/s" if rate is not None else ""),
         f"cost model {(run.config.get('cost_model') or {}).get('kind', '?')}",
         f"seed {run.config.get('seed', '?')}",

@@ -1,4 +1,4 @@
-"""The capacity-plan report, built from a plan folder (plan.json, candidates.parquet, points.parquet).
+"""The capacity-plan report, built from a plan folder (plan.json, points.parquet).
 
 Sections: the chosen configuration and the plan's notes; every candidate ranked, with its
 figures and intervals; capacity curves (p99 TTFT and TPOT against the per-replica request
@@ -9,7 +9,6 @@ and cost per hour against the operating point's p99 latency, with the Pareto fro
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,18 +18,21 @@ import plotly.graph_objects as go
 
 from reports.page import Report, Section
 from reports.style import SLO_COLOUR, ColourMap, add_note, base_layout, empty_figure, style_axes
+from simulator.files import read_json_object
 
 LATENCY_LABELS = {"ttft": "TTFT", "tpot": "TPOT", "e2el": "E2E latency"}
 
 
-def _read_plan(plan_dir: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
+def _read_plan(plan_dir: Path) -> tuple[dict[str, Any], pd.DataFrame]:
+    """plan.json (its candidates are the report's table) and the simulated points, if any."""
     d = Path(plan_dir)
     if not (d / "plan.json").is_file():
         raise ValueError(f"{d}: not a plan folder (no plan.json)")
-    plan = json.loads((d / "plan.json").read_text())
-    candidates = pd.read_parquet(d / "candidates.parquet")
+    plan = read_json_object(d / "plan.json", "plan file")
+    if not isinstance(plan.get("candidates"), list):
+        raise ValueError(f"{d / 'plan.json'}: corrupted plan file, no list of candidates")
     points = pd.read_parquet(d / "points.parquet") if (d / "points.parquet").is_file() else pd.DataFrame()
-    return plan, candidates, points
+    return plan, points
 
 
 def _iv(figure: dict[str, Any] | None, digits: int = 2) -> str:
@@ -228,7 +230,7 @@ def pareto_figure(plan: dict[str, Any], colours: ColourMap) -> go.Figure:
 
 def build_plan_report(plan_dir: Path | str) -> Report:
     """The report of a plan folder written by ``servesim plan``."""
-    plan, _candidates, points = _read_plan(Path(plan_dir))
+    plan, points = _read_plan(Path(plan_dir))
     colours = ColourMap(c["name"] for c in plan["candidates"])
     slo = plan.get("slo") or {}
     subtitle = (

@@ -139,8 +139,3 @@ def empty_figure(title: str, message: str) -> go.Figure:
     )
     fig.update_layout(meta={"note": message, "empty": True})
     return fig
-
-
-def fmt_count(n: int) -> str:
-    """``12,345``."""
-    return f"{int(n):,}"

@@ -8,7 +8,6 @@ line per combination of the other parameters; otherwise throughput and p99 TTFT 
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import plotly.graph_objects as go
 
 from reports.page import Report, Section
 from reports.style import ColourMap, add_note, base_layout, empty_figure, style_axes
+from simulator.files import read_json_object
 
 RATE = "workload.arrival.rate_per_s"
 METRICS = (
@@ -32,9 +32,11 @@ METRICS = (
 
 def _read_sweep(sweep_dir: Path) -> tuple[dict[str, Any], pd.DataFrame]:
     d = Path(sweep_dir)
-    if not (d / "sweep.json").is_file() or not (d / "sweep.parquet").is_file():
-        raise ValueError(f"{d}: not a sweep folder (no sweep.json and sweep.parquet)")
-    return json.loads((d / "sweep.json").read_text()), pd.read_parquet(d / "sweep.parquet")
+    if not (d / "sweep.json").is_file():
+        raise ValueError(f"{d}: not a sweep folder (no sweep.json)")
+    if not (d / "sweep.parquet").is_file():
+        raise ValueError(f"{d}: no sweep.parquet yet (an interrupted sweep: run it again to finish it)")
+    return read_json_object(d / "sweep.json", "sweep file"), pd.read_parquet(d / "sweep.parquet")
 
 
 def _fmt(value: Any, digits: int) -> str:

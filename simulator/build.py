@@ -50,8 +50,8 @@ def resolve_specs(cfg: ScenarioConfig, base_dir: Path | None = None) -> tuple[Mo
     return resolve_model(cfg.model, base_dir), resolve_hardware(cfg.hardware, base_dir)
 
 
-def resolve_profile(cost_params, base_dir: Path | None = None) -> CalibrationProfile | None:
-    """The calibration profile a cost model reads, or None when it reads none.
+def profile_path(cost_params, base_dir: Path | None = None) -> Path | None:
+    """The absolute path of the calibration profile a cost model reads, or None when it reads none.
 
     Raises ValueError when the ``profiled`` cost model names no profile file.
     """
@@ -60,7 +60,13 @@ def resolve_profile(cost_params, base_dir: Path | None = None) -> CalibrationPro
     ref = getattr(cost_params, "profile", None)
     if ref is None:
         raise ValueError("cost_model.profile: the profiled cost model needs a profile file (servesim calibrate)")
-    return load_profile((base_dir or Path.cwd()) / ref)
+    return ((base_dir or Path.cwd()) / ref).resolve()
+
+
+def resolve_profile(cost_params, base_dir: Path | None = None) -> CalibrationProfile | None:
+    """The calibration profile a cost model reads, or None when it reads none (ValueError as above)."""
+    path = profile_path(cost_params, base_dir)
+    return None if path is None else load_profile(path)
 
 
 def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir: Path | None) -> GroupSetup:
@@ -154,12 +160,21 @@ def _make_replica(
     return Replica(replica_id, setup.name, g.role, engines, env)
 
 
-def make_cost_model(setup: GroupSetup, cfg: ScenarioConfig) -> CostModel:
-    """The group's cost model: one per group, shared by its replicas and engines (step times are
-    pure functions of the batch shape, so its memo serves them all)."""
-    params = setup.group.cost_model or cfg.cost_model
-    kwargs = {} if setup.profile is None else {"profile": setup.profile}
-    return COST_MODELS.get(params.kind)(params, setup.model, setup.hardware, setup.tp, setup.pp, **kwargs)
+def make_cost_model(
+    params: Any,
+    model: ModelSpec,
+    hardware: HardwareSpec,
+    tp: int = 1,
+    pp: int = 1,
+    profile: CalibrationProfile | None = None,
+) -> CostModel:
+    """A cost model from its validated parameters (``profile`` for those that read one).
+
+    ``build`` makes one per replica group, shared by its replicas and engines: step times
+    are pure functions of the batch shape, so its memos serve them all.
+    """
+    kwargs = {} if profile is None else {"profile": profile}
+    return COST_MODELS.get(params.kind)(params, model, hardware, tp, pp, **kwargs)
 
 
 def _kv_transfer(cfg: ScenarioConfig, setups: list[GroupSetup]) -> KvTransfer | None:
@@ -199,7 +214,7 @@ def build(
     ids = itertools.count()
     replicas = []
     for s in setups:
-        cost_model = make_cost_model(s, cfg)
+        cost_model = make_cost_model(s.group.cost_model or cfg.cost_model, s.model, s.hardware, s.tp, s.pp, s.profile)
         replicas += [
             _make_replica(env, next(ids), s, cfg, recorder, cost_model, check_invariants, fast_forward)
             for _ in range(s.group.count)
@@ -211,7 +226,7 @@ def build(
         router,
         stream,
         recorder,
-        resolved_config(cfg, setups),
+        resolved_config(cfg, setups, base_dir),
         cfg.slo.model_dump(),
         cfg.client.ingest_delay_s,
         cfg.client.stream_delay_s,
@@ -219,8 +234,9 @@ def build(
     )
 
 
-def resolved_config(cfg: ScenarioConfig, setups: list[GroupSetup]) -> dict[str, Any]:
-    """The config as run: presets spelt out, and per group its resolved specs and KV capacity."""
+def resolved_config(cfg: ScenarioConfig, setups: list[GroupSetup], base_dir: Path | None = None) -> dict[str, Any]:
+    """The config as run: presets spelt out, a profile by its absolute path, and per group its
+    resolved specs and KV capacity."""
     first = setups[0]
     out = cfg.model_dump(mode="json") | {
         "model": first.model.model_dump(mode="json"),
@@ -228,6 +244,9 @@ def resolved_config(cfg: ScenarioConfig, setups: list[GroupSetup]) -> dict[str, 
         "max_model_len": first.max_model_len,
         "kv_cache": cfg.kv_cache.model_dump(mode="json") | {"num_blocks": first.num_blocks},
     }
+    path = profile_path(cfg.cost_model, base_dir)
+    if path is not None:  # so that a report read from elsewhere finds it
+        out["cost_model"]["profile"] = str(path)
     out["resolved_groups"] = [
         {
             "name": s.name,

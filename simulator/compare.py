@@ -6,7 +6,6 @@ lengths, same seed); only the batch policy differs. Variants run in parallel pro
 
 from __future__ import annotations
 
-import copy
 import itertools
 import os
 from collections.abc import Callable, Sequence
@@ -18,8 +17,9 @@ from typing import Any
 import yaml
 
 from simulator.build import build
+from simulator.planning.overrides import apply_overrides
 from simulator.results import TableFormat
-from simulator.scenario import set_path, validate_scenario
+from simulator.scenario import validate_scenario
 from workloads import RequestStream, generate
 
 
@@ -98,10 +98,10 @@ def plan_jobs(
     jobs = []
     for rate in rates or [None]:
         for variant in variants:
-            cfg = copy.deepcopy(base)
-            cfg["policy"] = dict(variant.policy)
+            overrides: dict[str, Any] = {"policy": dict(variant.policy)}
             if rate is not None:
-                set_path(cfg, "workload.arrival.rate_per_s", rate)
+                overrides["workload.arrival.rate_per_s"] = rate
+            cfg = apply_overrides(base, overrides)
             run_dir = (
                 out_dir / variant.label if not rates or len(rates) == 1 else out_dir / variant.label / f"rate-{rate:g}"
             )

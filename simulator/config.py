@@ -138,6 +138,10 @@ class ReplicaGroupConfig(_Frozen):
         return _optional_tagged(COST_MODELS, value)
 
 
+# Scenario fields that hold ``{kind: NAME, ...params}`` and may be written as a bare NAME.
+TAGGED_FIELDS = frozenset({"policy", "cost_model", "router"})
+
+
 class ScenarioConfig(_Frozen):
     """A deployment and a workload: the whole input of one simulation run."""
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from simulator.files import read_json_object
 from simulator.specs import ModelSpec
 from simulator.validation import format_validation_error
 
@@ -20,14 +20,7 @@ def model_spec_from_hf_config(path: Path) -> ModelSpec:
 
     Raises ValueError naming the file and the missing or bad field.
     """
-    try:
-        cfg = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read file ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    if not isinstance(cfg, dict):
-        raise ValueError(f"{path}: expected a JSON object")
+    cfg = read_json_object(path, "model config")
 
     def need(*keys: str):
         for key in keys:

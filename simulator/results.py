@@ -11,6 +11,8 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from simulator.files import read_json_object
+
 TableFormat = Literal["parquet", "csv"]
 
 
@@ -69,11 +71,24 @@ class RunResult:
         itl = table("itl")
         has_replicas = (d / "replicas.parquet").is_file() or (d / "replicas.csv").is_file()
         return cls(
-            json.loads((d / "config.json").read_text()),
-            json.loads((d / "summary.json").read_text()),
+            read_json_object(d / "config.json", "run config"),
+            read_json_object(d / "summary.json", "run summary"),
             table("requests"),
             table("steps"),
             itl["itl_s"].to_numpy(dtype=np.float64),
             itl["count"].to_numpy(dtype=np.int64),
             table("replicas") if has_replicas else None,
         )
+
+
+def describe_deployment(config: dict) -> str:
+    """One line naming the model, GPUs, parallelism, policy and router of a run's resolved config."""
+    parts = []
+    for g in config["resolved_groups"]:
+        role = "" if g["role"] == "mixed" else f"{g['role']} "
+        par = f"tp={g['tp']}" + (f" pp={g['pp']}" if g["pp"] > 1 else "")
+        parts.append(f"{role}{g['count']} x {g['model']['name']} on {g['hardware']['name']} ({par})")
+    router = (
+        f", router {config['router']['kind']}" if len(parts) > 1 or config["resolved_groups"][0]["count"] > 1 else ""
+    )
+    return f"{' + '.join(parts)}, policy {config['policy']['kind']}{router}"

@@ -199,3 +199,31 @@ def test_presets_json():
 def test_python_module_entry_point():
     proc = subprocess.run([sys.executable, "-m", "servesim", "--version"], capture_output=True, text=True)
     assert proc.returncode == 0 and "servesim" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "message"),
+    [
+        (b"workload: 5\n", ("--num-requests", "10"), "s.yaml: cannot set workload.num_requests: workload is 5"),
+        (b"parallelism: 2\n", ("--tp", "2"), "s.yaml: cannot set parallelism.tp: parallelism is 2"),
+        (b"\xff\xfeseed: 1\n", (), "s.yaml: not a text file (byte 0 is not UTF-8)"),
+        (b"- 1\n- 2\n", (), "s.yaml: expected a mapping of scenario fields, got list"),
+    ],
+)
+def test_a_scenario_the_overrides_cannot_apply_to_is_one_clear_line(content, args, message, tmp_path):
+    (tmp_path / "s.yaml").write_bytes(content)
+    proc = servesim("run", "s.yaml", *args, "--quiet", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_router_named_bare_keeps_its_parameters_under_the_same_kind(tmp_path):
+    (tmp_path / "s.yaml").write_text(
+        "router: {kind: session_affinity, max_kv_usage: 0.5}\nreplicas: 2\nworkload: {num_requests: 20}\n"
+    )
+    out = tmp_path / "out"
+    proc = servesim(
+        "run", "s.yaml", "--router", "session_affinity", "--quiet", "--no-report", "--out", out, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((out / "config.json").read_text())["router"]["max_kv_usage"] == 0.5

@@ -354,3 +354,33 @@ def test_bars_without_slo(tmp_path):
 def test_comparison_rejects_mismatched_labels(rate_runs):
     with pytest.raises(ValueError, match="2 labels given for 4 runs"):
         reports.build_comparison_report(rate_runs, ["a", "b"])
+
+
+def test_kv_capacity_is_each_replicas_own_in_a_heterogeneous_cluster(tmp_path):
+    groups = [
+        {"role": "prefill", "count": 1, "hardware": "h100-sxm"},
+        {"role": "decode", "count": 1, "hardware": "h200"},
+    ]
+    run = load_run(RunResult.load(simulate(tmp_path / "disagg", groups=groups, workload=small_workload(20, 2.0))))
+    blocks = dict(zip(run.result.replicas["replica_id"], run.result.replicas["num_kv_blocks"], strict=True))
+    assert run.num_kv_blocks(0) == blocks[0] < run.num_kv_blocks(1) == blocks[1]  # H200 holds more
+    assert "prefill 1 x Llama-3.1-8B on H100-SXM5-80GB" in run_headline_html(run)
+    assert "decode 1 x Llama-3.1-8B on H200" in run_headline_html(run)
+
+
+def test_breakdown_rebuilds_a_profiled_run_with_its_profile(tmp_path):
+    from simulator.cost.profiled import ProfiledCostModel
+    from tests.test_profiled import MODEL, make_profile, save_profile
+
+    path = save_profile(make_profile(), tmp_path / "p.json")
+    run_dir = simulate(
+        tmp_path / "profiled",
+        model=MODEL.model_dump(),
+        hardware="h200",
+        cost_model={"kind": "profiled", "profile": str(path)},
+        workload=small_workload(30, 5.0),
+    )
+    model = rebuild_cost_model(RunResult.load(run_dir).config)
+    assert isinstance(model, ProfiledCostModel) and model.profile is not None
+    _, median_error = op_breakdown(load_run(RunResult.load(run_dir)))
+    assert median_error < 0.05  # shapes are rebuilt approximately; the roofline alone was ~27 % off

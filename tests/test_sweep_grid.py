@@ -6,9 +6,10 @@ import pytest
 
 from simulator.planning.grid import expand, load_grid
 from simulator.planning.keys import point_key, resolved_config
-from simulator.planning.overrides import apply_overrides, describe, validate_point
+from simulator.planning.overrides import apply_overrides, describe
 from simulator.planning.store import PointStore, write_table_atomic
 from simulator.planning.sweep import resolve_points
+from simulator.scenario import validate_scenario
 
 
 def test_overrides_compose_and_never_touch_the_base():
@@ -21,7 +22,7 @@ def test_overrides_compose_and_never_touch_the_base():
     # a whole-field override applies before deeper ones, whatever the order given
     out = apply_overrides({}, {"policy.max_num_seqs": 4, "policy": {"kind": "vllm", "watermark": 0.1}})
     assert out["policy"] == {"kind": "vllm", "watermark": 0.1, "max_num_seqs": 4}
-    assert validate_point(out, "x").policy.max_num_seqs == 4
+    assert validate_scenario(out, "x").policy.max_num_seqs == 4
 
 
 def test_bad_paths_are_refused_with_the_field_named():
@@ -30,7 +31,7 @@ def test_bad_paths_are_refused_with_the_field_named():
     with pytest.raises(ValueError, match="hardware is 'h100-sxm', not a mapping"):
         apply_overrides({"hardware": "h100-sxm"}, {"hardware.memory_bytes": 1})
     with pytest.raises(ValueError, match=r"grid\.yaml point 3: parallelism\.tp: Input should be greater than or equal"):
-        validate_point(apply_overrides({}, {"parallelism.tp": 0}), "grid.yaml point 3")
+        validate_scenario(apply_overrides({}, {"parallelism.tp": 0}), "grid.yaml point 3")
 
 
 def test_expand_is_a_cartesian_product_then_the_explicit_points():
@@ -43,9 +44,9 @@ def test_expand_is_a_cartesian_product_then_the_explicit_points():
 
 
 def test_keys_follow_the_resolved_config_only():
-    a = validate_point({"hardware": "h100-sxm"}, "a")
-    b = validate_point({}, "b")  # the default hardware is h100-sxm
-    c = validate_point({"hardware": "h200"}, "c")
+    a = validate_scenario({"hardware": "h100-sxm"}, "a")
+    b = validate_scenario({}, "b")  # the default hardware is h100-sxm
+    c = validate_scenario({"hardware": "h200"}, "c")
     key = lambda cfg, **extra: point_key(resolved_config(cfg), extra)  # noqa: E731
     assert key(a) == key(b)
     assert key(a) != key(c)
@@ -99,3 +100,23 @@ def test_store_writes_are_atomic_and_ignore_temporary_files(tmp_path):
         store.load("bad")
     frame = write_table_atomic(tmp_path / "t.parquet", [{"a": 1}, {"a": 2}])
     assert list(frame["a"]) == [1, 2] and [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_bare_router_name_takes_parameters_like_policy_and_cost_model():
+    out = apply_overrides({"router": "session_affinity", "replicas": 2}, {"router.max_kv_usage": 0.8})
+    assert out["router"] == {"kind": "session_affinity", "max_kv_usage": 0.8}
+    assert validate_scenario(out, "grid").router.max_kv_usage == 0.8
+
+
+def test_keys_follow_group_models_and_profile_contents(tmp_path):
+    from tests.test_profiled import make_profile, save_profile
+
+    groups = lambda model: [{"role": "prefill", "count": 1}, {"role": "decode", "count": 1, "model": model}]  # noqa: E731
+    a = validate_scenario({"groups": groups("llama-3.1-8b")}, "a")
+    b = validate_scenario({"groups": groups("llama-2-7b")}, "b")
+    assert point_key(resolved_config(a)) != point_key(resolved_config(b))
+    path = save_profile(make_profile(), tmp_path / "p.json")
+    profiled = validate_scenario({"cost_model": {"kind": "profiled", "profile": str(path)}}, "p")
+    before = point_key(resolved_config(profiled))
+    path.write_text(path.read_text().replace('"harness_version": "test"', '"harness_version": "test2"'))
+    assert point_key(resolved_config(profiled)) != before  # re-calibrated: same name, new content

@@ -8,7 +8,8 @@ from typing import Any
 
 from simulator.config import ScenarioConfig
 from simulator.cost.profile import load_profile
-from simulator.scenario import read_scenario_dict, set_path, validate_scenario
+from simulator.planning.overrides import apply_overrides, lookup
+from simulator.scenario import read_scenario_dict, validate_scenario
 from workloads.traces import SHIPPED_TRACES
 
 
@@ -46,9 +47,11 @@ def add_scenario_args(parser: argparse.ArgumentParser, include_policy: bool = Tr
     )
 
 
-def _normalize_tagged(data: dict[str, Any], key: str) -> None:
-    if isinstance(data.get(key), str):
-        data[key] = {"kind": data[key]}
+def _kind_of(value: Any) -> Any:
+    """The kind of a tagged field's raw value (a bare name or ``{kind: ...}``), else None."""
+    if isinstance(value, str):
+        return value
+    return value.get("kind") if isinstance(value, dict) else None
 
 
 def _disaggregated_groups(text: str) -> list[dict[str, Any]]:
@@ -82,42 +85,43 @@ def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path |
         data = read_scenario_dict(args.scenario)
         source = str(args.scenario)
         base_dir = args.scenario.parent
-    _normalize_tagged(data, "policy")
     if args.trace is not None:
         _use_trace(data, args.trace)
     overrides: dict[str, Any] = {
         "model": args.model,
         "hardware": args.hardware,
         "parallelism.tp": args.tp,
+        "parallelism.pp": args.pp,
+        "replicas": args.replicas,
         "workload.arrival.rate_per_s": args.rate,
+        "workload.num_requests": args.num_requests,
+        "workload.duration_s": args.duration,
         "seed": args.seed,
         "slo.ttft_ms": args.slo_ttft_ms,
         "slo.tpot_ms": args.slo_tpot_ms,
         "slo.e2el_ms": args.slo_e2el_ms,
     }
-    _normalize_tagged(data, "router")
-    if getattr(args, "policy", None) is not None and (data.get("policy") or {}).get("kind") != args.policy:
-        data["policy"] = {"kind": args.policy}
-    if args.router is not None and (data.get("router") or {}).get("kind") != args.router:
-        data["router"] = {"kind": args.router}
-    overrides["parallelism.pp"] = args.pp
-    overrides["replicas"] = args.replicas
+    for field in ("policy", "router"):  # a new kind starts from its defaults; the same kind keeps its parameters
+        kind = getattr(args, field, None)
+        if kind is not None and _kind_of(data.get(field)) != kind:
+            overrides[field] = {"kind": kind}
     if args.prefix_caching:
         overrides["kv_cache.prefix_caching"] = True
     if args.disaggregate is not None:
-        data["groups"] = _disaggregated_groups(args.disaggregate)
+        overrides["groups"] = _disaggregated_groups(args.disaggregate)
         data.pop("replicas", None)
-    if args.num_requests is not None:
-        overrides["workload.num_requests"] = args.num_requests
-        data.get("workload", {}).pop("duration_s", None)
-    if args.duration is not None:
-        overrides["workload.duration_s"] = args.duration
-        data.get("workload", {}).pop("num_requests", None)
-    if args.rate is not None and "kind" not in (data.get("workload", {}).get("arrival") or {}):
+    workload = data.get("workload")
+    if isinstance(workload, dict):  # the one of num_requests / duration_s not given on the command line goes
+        if args.num_requests is not None:
+            workload.pop("duration_s", None)
+        if args.duration is not None:
+            workload.pop("num_requests", None)
+    if args.rate is not None and _kind_of(lookup(data, "workload.arrival")) is None:
         overrides["workload.arrival.kind"] = "poisson"
-    for path, value in overrides.items():
-        if value is not None:
-            set_path(data, path, value)
+    try:
+        data = apply_overrides(data, {path: value for path, value in overrides.items() if value is not None})
+    except ValueError as exc:
+        raise ValueError(f"{source}: {exc}") from None
     if getattr(args, "profile", None) is not None:
         _apply_profile(data, args.profile)
     return validate_scenario(data, source=source), base_dir

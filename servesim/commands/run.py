@@ -11,23 +11,11 @@ from servesim import display
 from servesim.commands.common import add_scenario_args, scenario_from_args
 from servesim.commands.report import add_static_args
 from simulator.build import build
+from simulator.results import describe_deployment
 
 
 def default_out_dir() -> Path:
     return Path("runs") / dt.datetime.now().strftime("run-%Y%m%d-%H%M%S")
-
-
-def describe_deployment(config: dict) -> str:
-    """One line naming the model, GPUs, parallelism, policy and router of a resolved config."""
-    parts = []
-    for g in config["resolved_groups"]:
-        role = "" if g["role"] == "mixed" else f"{g['role']} "
-        par = f"tp={g['tp']}" + (f" pp={g['pp']}" if g["pp"] > 1 else "")
-        parts.append(f"{role}{g['count']} x {g['model']['name']} on {g['hardware']['name']} ({par})")
-    router = (
-        f", router {config['router']['kind']}" if len(parts) > 1 or config["resolved_groups"][0]["count"] > 1 else ""
-    )
-    return f"{' + '.join(parts)}, policy {config['policy']['kind']}{router}"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from simulator.cost.shape import OP_NAMES
+from simulator.files import read_text
 from simulator.specs import HardwareSpec, ModelSpec
 from simulator.validation import format_validation_error
 
@@ -228,12 +229,7 @@ def load_profile(path: Path | str) -> CalibrationProfile:
     this servesim does not read, or fields that do not validate.
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValueError(f"{p}: no such profile file") from None
-    except OSError as exc:
-        raise ValueError(f"{p}: cannot read file ({exc.strerror})") from None
+    text = read_text(p, "profile file")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -23,7 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from simulator.planning.grid import check_grid, check_points, expand, read_yaml_mapping
+from simulator.files import read_yaml_mapping
+from simulator.planning.grid import check_grid, check_points, expand
 from simulator.planning.overrides import describe
 from simulator.planning.prices import PriceTable
 from simulator.validation import format_validation_error

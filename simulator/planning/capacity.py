@@ -1,13 +1,13 @@
 """GPUs, replicas and cost of a deployment.
 
-Today a scenario is one replica of ``tp`` GPUs, and a deployment serving a target rate is
-that replica repeated: ``replicas = ceil(target / per-replica max rate)``, each replica
-receiving ``target / replicas``, the deployment's throughput being a replica's times
-``replicas``. ``ReplicaScaling`` is the seam where a cluster-level check plugs in once
-scenarios have replicas and routers: it decides how many replicas a target needs, which
-config overrides and rate the operating-point simulation runs with (a cluster check would
-simulate ``{replicas: n}`` at the whole target), and how that run's throughput scales to
-the deployment (x n for one simulated replica, x 1 for a simulated cluster).
+A scenario (one replica, or a cluster of replica groups) is the unit a plan repeats: a
+deployment serving a target rate is ``replicas = ceil(target / the unit's max rate)``
+copies of it, each receiving ``target / replicas``, the deployment's throughput being a
+copy's times ``replicas``. Its GPUs and price come from the resolved config's
+``deployment`` (``simulator.planning.keys.resolved_config``), one entry per group.
+``ReplicaScaling`` is the seam for a check that simulates the copies together: it decides
+how many copies a target needs, which config overrides and rate the operating-point
+simulation runs with, and how that run's throughput scales to the deployment.
 """
 
 from __future__ import annotations
@@ -20,28 +20,14 @@ HOURS_PER_S = 1 / 3600
 
 
 def gpus_per_replica(resolved: Mapping[str, Any]) -> int:
-    """GPUs one copy of a resolved scenario occupies: tp x pp per replica, summed over its replicas and groups.
-
-    A scenario that is itself a cluster (``replicas``, ``groups``) is the unit a plan repeats.
-    """
-    if "deployment" in resolved:
-        return sum(int(g["count"]) * int(g["tp"]) * int(g["pp"]) for g in resolved["deployment"])
-    parallelism = resolved["parallelism"]
-    return int(parallelism["tp"]) * int(parallelism.get("pp", 1))
+    """GPUs one copy of a resolved scenario occupies: tp x pp per replica, summed over its groups."""
+    return sum(int(g["count"]) * int(g["tp"]) * int(g["pp"]) for g in resolved["deployment"])
 
 
 def deployment_cost_per_hour(resolved: Mapping[str, Any], price_of) -> float | None:
     """USD per hour of one copy of the scenario; ``price_of(hardware_ref, spec)`` gives a GPU-hour's price."""
     total = 0.0
-    for g in resolved.get("deployment") or [
-        {
-            "count": 1,
-            "tp": resolved["parallelism"]["tp"],
-            "pp": resolved["parallelism"].get("pp", 1),
-            "hardware_ref": resolved["hardware"]["name"],
-            "hardware": resolved["hardware"],
-        }
-    ]:
+    for g in resolved["deployment"]:
         price = price_of(g["hardware_ref"], g["hardware"])
         if price is None:
             return None

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from simulator.files import read_yaml_mapping
 from simulator.planning.overrides import check_path
 from simulator.scenario import read_scenario_dict
 from simulator.validation import format_validation_error
@@ -94,25 +94,6 @@ class SweepSpec:
     base_dir: Path | None
     points: list[Overrides]
     replicates: int
-
-
-def read_yaml_mapping(path: Path) -> dict[str, Any]:
-    """The mapping in a YAML file; ValueError naming the file (and line) otherwise."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValueError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read file ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}:" if mark is not None else ""
-        raise ValueError(f"{path}:{where} not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
-    return data
 
 
 def resolve_base(base: str | dict[str, Any] | None, file_dir: Path) -> tuple[dict[str, Any], Path | None, str]:

@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from simulator.build import resolve_specs
+from simulator.build import profile_path, resolve_specs
 from simulator.config import ScenarioConfig
-from simulator.presets import resolve_hardware
+from simulator.presets import resolve_hardware, resolve_model
 
 KEY_HEX_CHARS = 20
 
@@ -31,7 +31,9 @@ def resolved_config(cfg: ScenarioConfig, base_dir: Path | None = None) -> dict[s
     for g in cfg.replica_groups():
         ref = g.hardware if g.hardware is not None else cfg.hardware
         spec = resolve_hardware(ref, base_dir)
+        group_model = resolve_model(g.model, base_dir) if g.model is not None else model
         par = g.parallelism or cfg.parallelism
+        profile = profile_path(g.cost_model or cfg.cost_model, base_dir)
         deployment.append(
             {
                 "count": g.count,
@@ -40,6 +42,9 @@ def resolved_config(cfg: ScenarioConfig, base_dir: Path | None = None) -> dict[s
                 "pp": par.pp,
                 "hardware_ref": ref if isinstance(ref, str) else spec.name,
                 "hardware": spec.model_dump(mode="json"),
+                "model": group_model.model_dump(mode="json"),
+                # a profile's content, not its name: re-calibrating must change the key
+                "profile_sha256": _file_sha256(profile) if profile is not None else None,
             }
         )
     return cfg.model_dump(mode="json") | {
@@ -47,6 +52,13 @@ def resolved_config(cfg: ScenarioConfig, base_dir: Path | None = None) -> dict[s
         "hardware": hardware.model_dump(mode="json"),
         "deployment": deployment,
     }
+
+
+def _file_sha256(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read the calibration profile ({exc.strerror or exc})") from None
 
 
 def canonical_json(data: Any) -> str:

@@ -25,13 +25,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
+from simulator.config import TAGGED_FIELDS, ScenarioConfig
 
-from simulator.config import ScenarioConfig
-from simulator.validation import format_validation_error
-
-# Fields that hold ``{kind: NAME, ...params}`` and may be written as a bare NAME.
-TAGGED_FIELDS = frozenset({"policy", "cost_model"})
 _PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
@@ -82,14 +77,6 @@ def apply_overrides(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> di
     for path in sorted(overrides, key=lambda p: p.count(".")):
         _set(data, check_path(path), overrides[path])
     return data
-
-
-def validate_point(data: Mapping[str, Any], source: str) -> ScenarioConfig:
-    """Validate a point's whole raw mapping; ValueError naming ``source`` and each bad field."""
-    try:
-        return ScenarioConfig.model_validate(dict(data))
-    except ValidationError as exc:
-        raise ValueError(format_validation_error(exc, source=source)) from None
 
 
 def lookup(data: Mapping[str, Any], path: str) -> Any:

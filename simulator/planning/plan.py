@@ -46,13 +46,14 @@ from simulator.planning.figures import (
     set_replicas,
 )
 from simulator.planning.keys import resolved_config
-from simulator.planning.overrides import apply_overrides, scalar, validate_point
+from simulator.planning.overrides import apply_overrides, scalar
 from simulator.planning.pareto import pareto_front
 from simulator.planning.prices import price_per_gpu_hour
 from simulator.planning.settings import PlanRequest
 from simulator.planning.stats import Interval, replicate_seed
 from simulator.planning.steady import SloTargets
 from simulator.planning.store import json_safe, write_json_atomic, write_table_atomic
+from simulator.scenario import validate_scenario
 
 PLAN_SCHEMA = "servesim.plan/1"
 MAX_EXTRA_REPLICAS = 3
@@ -101,7 +102,7 @@ def target_rate(base: dict[str, Any], source: str, request: PlanRequest) -> floa
     """The load to provision for: the request's, else the scenario's arrival rate."""
     if request.target_rate_per_s is not None:
         return request.target_rate_per_s
-    cfg = validate_point(base, source)
+    cfg = validate_scenario(base, source)
     if not _has_rate(cfg):
         raise ValueError(f"{source}: the arrival process has no rate; give --target-rate")
     return float(cfg.workload.arrival.rate_per_s)  # type: ignore[union-attr]
@@ -120,11 +121,11 @@ def prepare_candidates(
         source = f"{cset.source}: candidate {spec.name!r}"
         try:
             config = apply_overrides(base, spec.overrides)
-            cfg = validate_point(config, source)
+            cfg = validate_scenario(config, source)
             if not _has_rate(cfg):
                 raise ValueError(f"{source}: arrival kind {cfg.workload.arrival.kind!r} has no rate to search over")
             # the config as the search will run it (rate, request count), checked once here
-            validate_point(
+            validate_scenario(
                 apply_overrides(config, {"workload.arrival.rate_per_s": start_rate_per_s, "workload.duration_s": None}),
                 source,
             )

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import RootModel, ValidationError, field_validator
 
-from simulator.planning.grid import read_yaml_mapping
+from simulator.files import read_yaml_mapping
 from simulator.validation import format_validation_error
 
 

@@ -30,9 +30,10 @@ from simulator.planning.capacity import cost_per_million_tokens_usd, deployment_
 from simulator.planning.executors import Executor
 from simulator.planning.grid import SweepSpec
 from simulator.planning.keys import canonical_json, point_key, resolved_config
-from simulator.planning.overrides import apply_overrides, describe, lookup, scalar, validate_point
+from simulator.planning.overrides import apply_overrides, describe, lookup, scalar
 from simulator.planning.stats import interval, replicate_seed
 from simulator.planning.store import PointStore, json_safe, write_json_atomic, write_table_atomic
+from simulator.scenario import validate_scenario
 
 ROW_VERSION = 1
 SWEEP_SCHEMA = "servesim.sweep/1"
@@ -128,7 +129,7 @@ def resolve_points(spec: SweepSpec) -> list[Point]:
         source = f"{spec.source}: point {i} ({label})"
         try:
             config = apply_overrides(spec.base, overrides)
-            cfg = validate_point(config, source)
+            cfg = validate_scenario(config, source)
             resolved = resolved_config(cfg, spec.base_dir)
         except ValueError as exc:
             text = str(exc)

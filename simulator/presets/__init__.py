@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from simulator.files import read_yaml_mapping
 from simulator.hf_config import model_spec_from_hf_config
 from simulator.specs import HardwareSpec, ModelSpec
 from simulator.validation import format_validation_error
@@ -40,14 +41,7 @@ def _looks_like_path(ref: str) -> bool:
 
 
 def _read_yaml_spec(path: Path, cls: type[ModelSpec] | type[HardwareSpec]):
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read file ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping of {cls.__name__} fields")
+    data = read_yaml_mapping(path, "spec file", f"{cls.__name__} fields")
     try:
         return cls(**data)
     except ValidationError as exc:
