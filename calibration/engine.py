@@ -22,10 +22,8 @@ from typing import cast
 
 from calibration.model import TorchModel
 from policies.interface import BatchPolicy, StepPlan
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
+from simulator.cost.shape import BatchShape
+from simulator.kv import ceil_div
 
 
 @dataclass(slots=True, eq=False)
@@ -77,6 +75,16 @@ class StepRecord:
     decode_context_tokens: int
     num_sampled_tokens: int
     num_preempted: int
+
+    def shape(self) -> BatchShape:
+        """The step's work as the cost models see it."""
+        return BatchShape(
+            self.prefill_new_tokens,
+            self.prefill_cached_tokens,
+            self.num_decode_seqs,
+            self.decode_context_tokens,
+            self.num_sampled_tokens,
+        )
 
 
 class BuiltinEngine:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from scipy.optimize import nnls
 
 from calibration import HARNESS_VERSION
 from calibration.device import (
@@ -58,7 +59,6 @@ from simulator.cost.profile import (
     StepOverhead,
 )
 from simulator.cost.profiled import ProfiledCostModel, ProfiledParams
-from simulator.cost.shape import BatchShape
 from simulator.specs import HardwareSpec, ModelSpec
 
 BLOCK_SIZE = 16
@@ -247,32 +247,15 @@ def fit_tables(
     return chosen, fits
 
 
-def _shape(step: StepRecord) -> BatchShape:
-    return BatchShape(
-        step.prefill_new_tokens,
-        step.prefill_cached_tokens,
-        step.num_decode_seqs,
-        step.decode_context_tokens,
-        step.num_sampled_tokens,
-    )
-
-
 def fit_overhead(cost: ProfiledCostModel, steps: list[StepRecord]) -> tuple[float, float, list[float], list[float]]:
     """Least-squares ``step_s + per_seq_s x seqs`` (both >= 0) for measured minus predicted op time.
 
     ``cost`` must carry no overhead of its own. Returns (step_s, per_seq_s, measured, predicted ops).
     """
     measured = np.array([s.end_s - s.start_s for s in steps])
-    predicted = np.array([cost.step_time(_shape(s)).total_s for s in steps])
-    seqs = np.array([len(s.prefill_new_tokens) + s.num_decode_seqs for s in steps], dtype=float)
-    residual = measured - predicted
-    design = np.column_stack([np.ones_like(seqs), seqs])
-    (a, b), *_ = np.linalg.lstsq(design, residual, rcond=None)
-    if a < 0 or b < 0:
-        candidates = [(max(float(residual.mean()), 0.0), 0.0)]
-        slope = float((residual * seqs).sum() / (seqs * seqs).sum())
-        candidates.append((0.0, max(slope, 0.0)))
-        a, b = min(candidates, key=lambda ab: float(((residual - ab[0] - ab[1] * seqs) ** 2).sum()))
+    predicted = np.array([cost.step_time(s.shape()).total_s for s in steps])
+    seqs = np.array([s.shape().num_seqs for s in steps], dtype=float)
+    (a, b), _ = nnls(np.column_stack([np.ones_like(seqs), seqs]), measured - predicted)
     return float(a), float(b), measured.tolist(), predicted.tolist()
 
 
@@ -462,7 +445,7 @@ def calibrate(
         ProfiledParams(step_overhead_s=0.0, per_seq_overhead_s=0.0), run_spec, hardware, 1, profile=draft
     )
     step_s, per_seq_s, measured, predicted_ops = fit_overhead(bare, steps)
-    seqs = [len(s.prefill_new_tokens) + s.num_decode_seqs for s in steps]
+    seqs = [s.shape().num_seqs for s in steps]
     step_errors = [
         abs(p + step_s + per_seq_s * n - m) / m for m, p, n in zip(measured, predicted_ops, seqs, strict=True)
     ]
@@ -483,11 +466,11 @@ def _activation_peak(model: TorchModel, device: Device, num_tokens: int) -> floa
     (req,) = make_requests([0.0], [num_tokens], [1], model.spec.vocab_size)
     engine.submit(req, 0.0)
     if device.is_cuda:
-        torch.cuda.synchronize(device.torch_device)
+        device.synchronize()
         torch.cuda.reset_peak_memory_stats(device.torch_device)
         before = torch.cuda.memory_allocated(device.torch_device)
         engine.step(time.perf_counter)
-        torch.cuda.synchronize(device.torch_device)
+        device.synchronize()
         return float(torch.cuda.max_memory_allocated(device.torch_device) - before)
     reset_peak_rss()
     before = rss_bytes()

@@ -20,6 +20,7 @@ from typing import Any
 
 from calibration.device import Device, import_torch, torch_dtype
 from calibration.engine import EngineRequest
+from calibration.model import RMS_EPS, ROPE_THETA
 from policies.batching.hf_fifo import HfFifoParams
 from simulator.specs import ModelSpec
 
@@ -61,8 +62,8 @@ def llama_config(spec: ModelSpec) -> Any:
         max_position_embeddings=spec.max_context_tokens,
         tie_word_embeddings=spec.tie_word_embeddings,
         attention_bias=spec.qkv_bias,
-        rope_theta=500_000.0,
-        rms_norm_eps=1e-5,
+        rope_theta=ROPE_THETA,  # the harness's own, so both time the same model
+        rms_norm_eps=RMS_EPS,
     )
 
 

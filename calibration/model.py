@@ -128,12 +128,6 @@ class TorchModel:
         # norm weights near one, not exactly one: no op should see constant data
         return (1.0 + self._rand(n)).to(self.dtype)
 
-    def layer_weight_bytes(self) -> int:
-        """Bytes of one decoder layer's weights."""
-        layer = self.layers[0]
-        tensors = [layer.input_norm, layer.w_qkv, layer.w_o, layer.post_norm, layer.w_gate_up, layer.w_down]
-        return sum(t.numel() * t.element_size() for t in tensors)
-
     def weight_bytes(self) -> int:
         """Bytes of every weight tensor built (KV cache excluded)."""
         tensors = [self.embed_w, self.final_norm]

@@ -41,7 +41,6 @@ from simulator.build import build
 from simulator.config import ScenarioConfig
 from simulator.cost.profile import CalibrationProfile
 from simulator.cost.profiled import ProfiledCostModel, ProfiledParams
-from simulator.cost.shape import BatchShape
 from simulator.scenario import validate_scenario
 from simulator.summary import summarize
 from workloads import RequestStream, generate
@@ -99,35 +98,49 @@ def validation_scenario(
             f"--workload: {', '.join(sorted(unused))} cannot be set here (the profile gives the model and "
             "device, validate measures the client delays); remove them"
         )
-    policy = data.get("policy") or default_policy(profile)
-    if isinstance(policy, str):
-        policy = {"kind": policy}
-    if engine == "hf" and policy.get("kind") != "hf_fifo":
-        raise ValueError("--engine hf runs transformers' FIFO scheduler: the policy must be hf_fifo (or left out)")
-    workload = dict(data.get("workload") or default_workload(profile, num_requests or 32))
-    if num_requests is not None:
-        workload["num_requests"] = num_requests
-        workload.pop("duration_s", None)
-    kv = dict(data.get("kv_cache") or {})
-    kv.setdefault("block_size", 16)
     scenario = {
-        "seed": data.get("seed", 0),
-        "model": profile.model,
-        "hardware": profile.hardware,
-        "policy": policy,
+        "seed": 0,
+        "policy": default_policy(profile),
+        "workload": default_workload(profile, num_requests or 32),
+        "kv_cache": {"block_size": 16},
+        **{k: v for k, v in data.items() if v is not None},
+        "model": profile.model.model_dump(),
+        "hardware": profile.hardware.model_dump(),
         "cost_model": {"kind": "profiled", "profile": str(profile_path.resolve())},
-        "kv_cache": kv,
-        "workload": workload,
-        "max_model_len": data.get("max_model_len"),
     }
+    if isinstance(scenario["workload"], dict) and num_requests is not None:
+        scenario["workload"] = {k: v for k, v in scenario["workload"].items() if k != "duration_s"}
+        scenario["workload"]["num_requests"] = num_requests
     cfg = validate_scenario(scenario, source="--workload")
+    if engine == "hf" and cfg.policy.kind != "hf_fifo":
+        raise ValueError("--engine hf runs transformers' FIFO scheduler: the policy must be hf_fifo (or left out)")
     if cfg.kv_cache.num_blocks is None:
         stream = generate(cfg.workload, cfg.seed)
         longest = int((stream.num_prompt_tokens + stream.num_output_tokens).max())
         seqs = getattr(cfg.policy, "max_num_seqs", 32)
         blocks = seqs * -(-longest // cfg.kv_cache.block_size) + 1
-        cfg = validate_scenario(scenario | {"kv_cache": kv | {"num_blocks": blocks}}, source="--workload")
+        kv = cfg.kv_cache.model_dump() | {"num_blocks": blocks}
+        cfg = validate_scenario(cfg.model_dump() | {"kv_cache": kv}, source="--workload")
+    _check_warmup_fits(cfg, profile)
     return cfg
+
+
+def _check_warmup_fits(cfg: ScenarioConfig, profile: CalibrationProfile) -> None:
+    """The warm-up requests that fit the engine's timing must run under the scenario's limits."""
+    longest = max(prompt + output for _, prompt, output in _warmup_runs(cfg))
+    max_len = cfg.max_model_len or profile.model.max_context_tokens
+    if longest > max_len:
+        raise ValueError(
+            f"--workload: max_model_len {max_len} is below the {longest} tokens of the warm-up requests "
+            "that fit the engine's timing; raise it"
+        )
+    blocks = -(-longest // cfg.kv_cache.block_size)
+    assert cfg.kv_cache.num_blocks is not None
+    if blocks > cfg.kv_cache.num_blocks:
+        raise ValueError(
+            f"--workload: kv_cache.num_blocks {cfg.kv_cache.num_blocks} cannot hold one warm-up request "
+            f"({longest} tokens, {blocks} blocks of {cfg.kv_cache.block_size}); raise it"
+        )
 
 
 def with_default_rate(cfg: ScenarioConfig, cost_model: dict[str, Any]) -> ScenarioConfig:
@@ -221,6 +234,7 @@ class EngineFit:
 
 
 STEP_TOLERANCE_S = 5e-4  # tokens of one step are stamped within this of each other
+MIN_TIME_SCALE = 1e-3  # a fitted scale below this is degenerate (see fit_engine)
 
 
 def warmup_steps(requests: Sequence[EngineRequest]) -> list[StepRecord]:
@@ -294,14 +308,15 @@ def fit_engine(
 ) -> EngineFit:
     """The engine's time scale, per-step overhead and ingest delay from warm-up steps (module docstring).
 
-    With ``fit=False`` the profile is taken as it is (scale 1, the harness's overhead) and
-    only the ingest delay is measured.
+    With ``fit=False``, or when the fit is degenerate (scale below ``MIN_TIME_SCALE``), the
+    profile is taken as it is (scale 1, the harness's overhead; ``fitted`` False) and only
+    the ingest delay is measured.
     """
     params = ProfiledParams(step_overhead_s=0.0, per_seq_overhead_s=0.0, attention=attention)  # type: ignore[arg-type]
     bare = ProfiledCostModel(params, profile.model, profile.hardware, 1, profile=profile)
     measured = np.array([s.end_s - s.start_s for s in steps])
-    ops = np.array([bare.step_time(_shape(s)).total_s for s in steps])
-    shapes = [_shape(s) for s in steps]
+    shapes = [s.shape() for s in steps]
+    ops = np.array([bare.step_time(shape).total_s for shape in shapes])
     seqs = np.array([shape.num_seqs for shape in shapes], dtype=float)
     keys = np.array([shape.num_kv_tokens for shape in shapes], dtype=float)
     if fit:
@@ -312,11 +327,14 @@ def fit_engine(
         design = np.column_stack([ops, np.ones_like(ops), seqs, keys]) / measured[:, None]
         root = np.sqrt(weight)[:, None]
         (scale, step_s, per_seq_s, per_kv_s), _ = nnls(design * root, root[:, 0])
-    else:
+        # an op time scale near zero says the warm-up steps did not tell ops from overhead
+        # (too few, or all alike): the profile is then taken as it is
+        fit = bool(scale >= MIN_TIME_SCALE)
+    if not fit:
         scale, step_s, per_seq_s, per_kv_s = 1.0, profile.overhead.step_s, profile.overhead.per_seq_s, 0.0
     predicted = scale * ops + step_s + per_seq_s * seqs + per_kv_s * keys
     return EngineFit(
-        time_scale=float(scale) or 1.0,
+        time_scale=float(scale),
         step_overhead_s=float(step_s),
         per_seq_overhead_s=float(per_seq_s),
         per_kv_token_overhead_s=float(per_kv_s),
@@ -335,16 +353,6 @@ def _cost_model(cfg: ScenarioConfig, attention: str, fit: EngineFit) -> dict[str
         "per_seq_overhead_s": fit.per_seq_overhead_s,
         "per_kv_token_overhead_s": fit.per_kv_token_overhead_s,
     }
-
-
-def _shape(step: StepRecord) -> BatchShape:
-    return BatchShape(
-        step.prefill_new_tokens,
-        step.prefill_cached_tokens,
-        step.num_decode_seqs,
-        step.decode_context_tokens,
-        step.num_sampled_tokens,
-    )
 
 
 # -- the comparison -------------------------------------------------------------------------
@@ -460,7 +468,13 @@ def validate(
         raise ValueError(f"unknown engine {engine_name!r}; one of {', '.join(ENGINES)}")
     started = time.perf_counter()
     cfg = validation_scenario(profile, profile_path, engine_name, workload_data, num_requests)
-    device = resolve_device(profile.device.kind, profile.device.num_threads)
+    try:
+        device = resolve_device(profile.device.kind, profile.device.num_threads)
+    except ValueError:  # a profile measured on a GPU, validated where there is none
+        raise ValueError(
+            f"{profile_path}: measured on {profile.device.kind} ({profile.device.name}); validate runs the engine "
+            "on the profile's device, and torch sees none here"
+        ) from None
     engine = (_Hf if engine_name == "hf" else _Builtin)(profile, cfg, device, cfg.seed)
     engine.start()
     try:

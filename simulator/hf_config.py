@@ -22,11 +22,21 @@ def model_spec_from_hf_config(path: Path) -> ModelSpec:
     """
     cfg = read_json_object(path, "model config")
 
-    def need(*keys: str):
+    def count(key: str) -> int:
+        value = cfg[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{path}: field {key!r} must be a positive integer, got {value!r}")
+        return value
+
+    def need(*keys: str) -> int:
         for key in keys:
             if key in cfg and cfg[key] is not None:
-                return cfg[key]
+                return count(key)
         raise ValueError(f"{path}: missing field {keys[0]!r}")
+
+    def optional(*keys: str) -> int | None:
+        present = [k for k in keys if cfg.get(k)]
+        return count(present[0]) if present else None
 
     num_layers = need("num_hidden_layers", "n_layer")
     hidden = need("hidden_size", "n_embd", "d_model")
@@ -35,8 +45,8 @@ def model_spec_from_hf_config(path: Path) -> ModelSpec:
     dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
     if dtype not in _DTYPE_BYTES:
         raise ValueError(f"{path}: torch_dtype {dtype!r} not one of {', '.join(_DTYPE_BYTES)}")
-    num_experts = cfg.get("num_local_experts") or cfg.get("num_experts") or 1
-    intermediate = cfg.get("moe_intermediate_size") if num_experts > 1 else None
+    num_experts = optional("num_local_experts", "num_experts") or 1
+    intermediate = optional("moe_intermediate_size") if num_experts > 1 else None
     intermediate = intermediate or need("intermediate_size", "n_inner", "ffn_dim")
     try:
         return ModelSpec(
@@ -44,12 +54,12 @@ def model_spec_from_hf_config(path: Path) -> ModelSpec:
             num_layers=num_layers,
             hidden_size=hidden,
             num_attention_heads=heads,
-            num_kv_heads=cfg.get("num_key_value_heads") or heads,
-            head_dim=cfg.get("head_dim") or hidden // heads,
+            num_kv_heads=optional("num_key_value_heads") or heads,
+            head_dim=optional("head_dim") or hidden // heads,
             intermediate_size=intermediate,
             gated_mlp=model_type not in _UNGATED_MODEL_TYPES,
             num_experts=num_experts,
-            num_experts_per_token=cfg.get("num_experts_per_tok") or 1,
+            num_experts_per_token=optional("num_experts_per_tok") or 1,
             vocab_size=need("vocab_size"),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
             qkv_bias=bool(cfg.get("attention_bias", model_type.startswith("qwen2"))),

@@ -5,6 +5,7 @@ interpolation must return is known by hand.
 """
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from servesim.cli import main
 from simulator.build import build
 from simulator.cost.interpolate import GridInterpolator
 from simulator.cost.profile import (
@@ -310,7 +312,7 @@ def test_validate_refuses_a_policy_transformers_does_not_run(tmp_path):
 def test_validate_fit_recovers_an_engines_scale_and_overheads():
     """Warm-up steps timed as scale x ops + step + per_seq x seqs + per_kv x keys give those four back."""
     from calibration.engine import StepRecord
-    from calibration.validate import _shape, fit_engine
+    from calibration.validate import fit_engine
 
     profile = make_profile()
     bare = cost(profile, step_overhead_s=0.0, per_seq_overhead_s=0.0, attention="packed")
@@ -336,7 +338,7 @@ def test_validate_fit_recovers_an_engines_scale_and_overheads():
         per_kv_token_overhead_s=fit.per_kv_token_overhead_s,
     )
     for step in steps:
-        assert fitted.step_time(_shape(step)).total_s == pytest.approx(step.end_s, rel=1e-6)
+        assert fitted.step_time(step.shape()).total_s == pytest.approx(step.end_s, rel=1e-6)
 
 
 @pytest.mark.parametrize("attention", ["per_sequence", "packed"])
@@ -364,3 +366,51 @@ def test_fast_forward_with_a_profile_equals_the_plain_path(tmp_path, attention):
     )
     plain, fast = assert_same_run(cfg)
     assert fast.summary["num_steps"] == plain.summary["num_steps"] > 150
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"policy": 5}, "--workload: policy"),
+        ({"kv_cache": 5}, "--workload: kv_cache"),
+        ({"workload": [1, 2]}, "--workload: workload"),
+        ({"max_model_len": 10}, "max_model_len 10 is below the"),
+        ({"kv_cache": {"num_blocks": 1}}, "kv_cache.num_blocks 1 cannot hold one warm-up request"),
+    ],
+)
+def test_validate_names_the_bad_workload_field(tmp_path, data, message):
+    from calibration.validate import validation_scenario
+
+    path = save_profile(make_profile(), tmp_path / "p.json")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        validation_scenario(make_profile(), path, "hf", data, None)
+
+
+def test_validate_on_a_machine_without_the_profiles_device_says_so(tmp_path, monkeypatch, capsys):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    path = save_profile(make_profile(), tmp_path / "p.json")  # measured on "cuda"
+    code = main(["validate", "--profile", str(path), "--engine", "builtin", "--requests", "4", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "p.json: measured on cuda (synthetic)" in err and "--device" not in err
+
+
+def test_a_profile_with_an_infinite_time_is_refused(tmp_path):
+    path = save_profile(make_profile(), tmp_path / "p.json")
+    text = path.read_text()
+    first = text.index('"median_s": ') + len('"median_s": ')
+    path.write_text(text[:first] + "Infinity" + text[text.index(",", first) :])
+    with pytest.raises(ValueError, match="median_s"):
+        load_profile(path)
+
+
+def test_a_degenerate_engine_fit_falls_back_to_the_profile():
+    from calibration.engine import StepRecord
+    from calibration.validate import fit_engine
+
+    # every step took 5 ms whatever its work: the ops explain nothing
+    steps = [StepRecord(0.0, 5e-3, (), (), b, b * 100, b, 0) for b in (1, 2, 4, 8, 16, 32)]
+    fit = fit_engine(steps, [0.0], "per_sequence", make_profile())
+    assert not fit.fitted and fit.time_scale == 1.0 and fit.per_kv_token_overhead_s == 0.0
+    assert fit.step_overhead_s == make_profile().overhead.step_s

@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +92,15 @@ def test_unknown_preset_lists_known_ones():
         resolve_model("llama-9")
     with pytest.raises(ValueError, match=r"unknown hardware 'h900'.*h100-sxm"):
         resolve_hardware("h900")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("hidden_size", "abc"), ("num_attention_heads", 0), ("num_local_experts", "8"), ("head_dim", -1)],
+)
+def test_a_bad_count_in_a_config_json_names_the_field(tmp_path, field, value):
+    cfg = json.loads((Path(__file__).parent / "data" / "tiny_llama_config.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg | {field: value}))
+    with pytest.raises(ValueError, match=f"config.json: field '{field}' must be a positive integer, got {value!r}"):
+        model_spec_from_hf_config(path)

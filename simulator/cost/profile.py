@@ -65,7 +65,7 @@ _SHAPE_FIELDS = (
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ProfilePoint(_Frozen):
