@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.results import RunResult
-from simulator.summary import request_latencies
+from simulator.summary import meets_slo, request_latencies
 
 RunLike = RunResult | str | Path
 
@@ -128,15 +128,14 @@ class RunData:
         if not slo:
             return None
         lat = self.latencies()
-        good = np.ones(len(lat), dtype=bool)
-        slack = 1 + 1e-9
-        if "ttft" in slo:
-            good &= lat["ttft_s"].to_numpy() * 1000 <= slo["ttft"] * slack
-        if "tpot" in slo:
-            good &= np.nan_to_num(lat["tpot_s"].to_numpy(), nan=0.0) * 1000 <= slo["tpot"] * slack
-        if "e2el" in slo:
-            good &= lat["e2el_s"].to_numpy() * 1000 <= slo["e2el"] * slack
-        return good
+        return meets_slo(
+            lat["ttft_s"].to_numpy() * 1000,
+            lat["tpot_s"].to_numpy() * 1000,
+            lat["e2el_s"].to_numpy() * 1000,
+            slo.get("ttft"),
+            slo.get("tpot"),
+            slo.get("e2el"),
+        )
 
     def percentile_ms(self, metric: str, q: int) -> float | None:
         """``p{q}_{metric}_ms`` from the summary (the full data), or None when there is none."""

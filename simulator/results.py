@@ -16,11 +16,16 @@ from simulator.files import read_json_object
 TableFormat = Literal["parquet", "csv"]
 
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+def json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats turned into None and numpy scalars into Python ones, recursively."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
     if isinstance(value, np.generic):
-        return _json_safe(value.item())
+        return json_safe(value.item())
     return value
 
 
@@ -40,7 +45,7 @@ class RunResult:
         """Write summary.json, config.json and the tables into ``out_dir`` (created if needed)."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        summary = {k: _json_safe(v) for k, v in self.summary.items()}
+        summary = {k: json_safe(v) for k, v in self.summary.items()}
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         (out / "config.json").write_text(json.dumps(self.config, indent=2, default=str) + "\n")
         itl = pd.DataFrame({"itl_s": self.itl_values_s, "count": self.itl_counts})

@@ -70,6 +70,29 @@ def request_latencies(requests: pd.DataFrame, stream_delay_s: float = 0.0) -> pd
     )
 
 
+SLO_SLACK = 1e-9  # relative: float noise (0.3 s = 300.00000000000006 ms) never fails a request sitting on its SLO
+
+
+def meets_slo(
+    ttft_ms: np.ndarray,
+    tpot_ms: np.ndarray,
+    e2el_ms: np.ndarray,
+    slo_ttft_ms: float | None = None,
+    slo_tpot_ms: float | None = None,
+    slo_e2el_ms: float | None = None,
+) -> np.ndarray:
+    """Per request, whether it met every bound set: inclusive, with ``SLO_SLACK``; a NaN TPOT
+    (a one-token output has none) meets any TPOT bound."""
+    good = np.ones(len(ttft_ms), dtype=bool)
+    if slo_ttft_ms is not None:
+        good &= ttft_ms <= slo_ttft_ms * (1 + SLO_SLACK)
+    if slo_tpot_ms is not None:
+        good &= np.nan_to_num(tpot_ms, nan=0.0) <= slo_tpot_ms * (1 + SLO_SLACK)
+    if slo_e2el_ms is not None:
+        good &= e2el_ms <= slo_e2el_ms * (1 + SLO_SLACK)
+    return good
+
+
 def summarize(
     requests: pd.DataFrame,
     itl_values_s: np.ndarray,
@@ -98,15 +121,14 @@ def summarize(
         "total_token_throughput": per_s(total_in + total_out),
     }
     if slo is not None and any(v is not None for v in slo.values()):
-        good = np.ones(completed, dtype=bool)
-        # Inclusive bounds, with a relative 1e-9 slack so float noise (0.3 s = 300.00000000000006 ms)
-        # does not fail a request sitting exactly on its SLO.
-        if slo.get("ttft_ms") is not None:
-            good &= lat["ttft_s"].to_numpy() * 1000 <= slo["ttft_ms"] * (1 + 1e-9)
-        if slo.get("tpot_ms") is not None:
-            good &= np.nan_to_num(lat["tpot_s"].to_numpy(), nan=0.0) * 1000 <= slo["tpot_ms"] * (1 + 1e-9)
-        if slo.get("e2el_ms") is not None:
-            good &= lat["e2el_s"].to_numpy() * 1000 <= slo["e2el_ms"] * (1 + 1e-9)
+        good = meets_slo(
+            lat["ttft_s"].to_numpy() * 1000,
+            lat["tpot_s"].to_numpy() * 1000,
+            lat["e2el_s"].to_numpy() * 1000,
+            slo.get("ttft_ms"),
+            slo.get("tpot_ms"),
+            slo.get("e2el_ms"),
+        )
         out["request_goodput"] = per_s(int(good.sum()))
         out["slo_attainment"] = float(good.mean()) if completed else None
     tpot = lat["tpot_s"].to_numpy()

@@ -12,9 +12,9 @@ from rich.table import Table
 import policies
 from servesim import display
 from servesim.commands.common import add_scenario_args, scenario_from_args
-from servesim.commands.report import add_static_args
+from servesim.commands.report import add_report_args, check_report_args
 from simulator.compare import expand_variants, run_comparison
-from simulator.results import _json_safe
+from simulator.results import json_safe
 
 DEFAULT_POLICIES = "static,dynamic,continuous,vllm,sarathi"
 
@@ -45,8 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("parquet", "csv"), default="parquet", help="table format")
     p.add_argument("--json", action="store_true", help="print comparison.json instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--no-report", action="store_true", help="do not write the comparison report.html")
-    add_static_args(p)
+    add_report_args(p, "the comparison report.html")
     p.set_defaults(func=main)
 
 
@@ -77,8 +76,7 @@ COLUMNS = (
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.static and args.no_report:
-        raise ValueError("--static exports the report's figures; it cannot be combined with --no-report")
+    check_report_args(args)
     cfg, base_dir = scenario_from_args(args)
     names = [n.strip() for n in args.policies.split(",") if n.strip()]
     for name in names:
@@ -95,7 +93,7 @@ def main(args: argparse.Namespace) -> int:
     doc = {
         "rates_per_s": rates,
         "variants": [v.label for v in variants],
-        "rows": [r | {"summary": {k: _json_safe(v) for k, v in r["summary"].items()}} for r in rows],
+        "rows": [r | {"summary": {k: json_safe(v) for k, v in r["summary"].items()}} for r in rows],
     }
     (out / "comparison.json").write_text(json.dumps(doc, indent=2) + "\n")
     if not args.no_report:

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from servesim import display
-from servesim.commands.report import add_static_args
+from servesim.commands.report import add_report_args, check_report_args
 from servesim.commands.sweep import add_executor_args
 from simulator.planning.candidates import load_candidates, scenario_only
 from simulator.planning.executors import make_executor
@@ -21,6 +21,7 @@ from simulator.planning.plan import execute_plan, prepare_plan
 from simulator.planning.prices import parse_price, read_prices
 from simulator.planning.settings import PlanRequest
 from simulator.scenario import read_scenario_dict
+from simulator.validation import format_validation_error
 
 # PlanRequest field -> the flag that sets it, so validation errors name what the user typed
 FLAGS = {
@@ -80,8 +81,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, help="output folder (default: runs/plan-YYYYmmdd-HHMMSS)")
     p.add_argument("--json", action="store_true", help="print plan.json instead of tables")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.add_argument("--no-report", action="store_true", help="do not write report.html")
-    add_static_args(p)
+    add_report_args(p)
     p.set_defaults(func=main)
 
 
@@ -109,13 +109,7 @@ def plan_request(args: argparse.Namespace) -> PlanRequest:
     try:
         return PlanRequest.model_validate(data)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            loc = ".".join(str(x) for x in err["loc"])
-            flag = FLAGS.get(loc, loc or "plan")
-            got = f" (got {err['input']!r})" if loc and "input" in err else ""
-            lines.append(f"{flag}: {err['msg'].removeprefix('Value error, ')}{got}")
-        raise ValueError("\n".join(lines)) from None
+        raise ValueError(format_validation_error(exc, names=FLAGS)) from None
 
 
 def _prices(args: argparse.Namespace) -> dict[str, float]:
@@ -163,8 +157,7 @@ def plan_table(plan: dict[str, Any]) -> Table:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.static and args.no_report:
-        raise ValueError("--static exports the report's figures; it cannot be combined with --no-report")
+    check_report_args(args)
     request = plan_request(args)
     prices = _prices(args)
     if args.scenario is not None:

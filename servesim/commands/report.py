@@ -27,6 +27,17 @@ def add_static_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_report_args(parser: argparse.ArgumentParser, what: str = "report.html") -> None:
+    """``--no-report`` and the static-export flags of the commands that write a report beside their results."""
+    parser.add_argument("--no-report", action="store_true", help=f"do not write {what}")
+    add_static_args(parser)
+
+
+def check_report_args(args: argparse.Namespace) -> None:
+    if args.static and args.no_report:
+        raise ValueError("--static exports the report's figures; it cannot be combined with --no-report")
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from servesim import display
 from servesim.commands.common import add_scenario_args, scenario_from_args
-from servesim.commands.report import add_static_args
+from servesim.commands.report import add_report_args, check_report_args
 from simulator.build import build
 from simulator.results import describe_deployment
 
@@ -30,19 +30,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("parquet", "csv"), default="parquet", help="table format")
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--no-report", action="store_true", help="do not write report.html")
     p.add_argument(
         "--plain",
         action="store_true",
         help="plan every engine step (no fast-forward over decode-only steps); same results, slower",
     )
-    add_static_args(p)
+    add_report_args(p)
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.static and args.no_report:
-        raise ValueError("--static exports the report's figures; it cannot be combined with --no-report")
+    check_report_args(args)
     cfg, base_dir = scenario_from_args(args)
     sim = build(cfg, base_dir=base_dir, fast_forward=not args.plain)
     skipped = sim.stream.meta.get("num_skipped_rows")

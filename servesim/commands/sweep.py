@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from servesim import display
-from servesim.commands.report import add_static_args
+from servesim.commands.report import add_report_args, check_report_args
 from simulator.planning.executors import EXECUTOR_KINDS, make_executor
 from simulator.planning.grid import load_grid
 from simulator.planning.sweep import TABLE_NAME, resolve_points, run_sweep
@@ -51,14 +51,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, help="output folder (default: runs/sweep-<grid name>)")
     p.add_argument("--json", action="store_true", help="print the outcome as one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--no-report", action="store_true", help="do not write report.html")
-    add_static_args(p)
+    add_report_args(p)
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.static and args.no_report:
-        raise ValueError("--static exports the report's figures; it cannot be combined with --no-report")
+    check_report_args(args)
     spec = load_grid(args.grid)
     if args.replicates is not None:
         if args.replicates < 1:

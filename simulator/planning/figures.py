@@ -25,7 +25,7 @@ from typing import Any
 from simulator.planning.capacity import ReplicaScaling, cost_per_million_tokens_usd
 from simulator.planning.settings import PlanRequest
 from simulator.planning.stats import Interval, interval
-from simulator.planning.steady import SLO_SLACK
+from simulator.summary import SLO_SLACK
 
 OPERATING_LATENCIES = tuple(
     f"{stat}_{name}_ms" for name in ("ttft", "tpot", "e2el") for stat in ("mean", "p50", "p90", "p99")

@@ -52,7 +52,8 @@ from simulator.planning.prices import price_per_gpu_hour
 from simulator.planning.settings import PlanRequest
 from simulator.planning.stats import Interval, replicate_seed
 from simulator.planning.steady import SloTargets
-from simulator.planning.store import json_safe, write_json_atomic, write_table_atomic
+from simulator.planning.store import write_json_atomic, write_table_atomic
+from simulator.results import json_safe
 from simulator.scenario import validate_scenario
 
 PLAN_SCHEMA = "servesim.plan/1"

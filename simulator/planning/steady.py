@@ -24,8 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from simulator.summary import SLO_SLACK, meets_slo
+
 GROWTH_SAMPLES = 101
-SLO_SLACK = 1e-9  # relative; as in simulator.summary, float noise never fails a request sitting on its SLO
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +88,7 @@ def steady_stats(
     tpot = np.where(finished, tpot_raw, np.inf)
     tpot_defined = tpot[~np.isnan(tpot)]  # one-token outputs have no TPOT
 
-    good = finished.copy()
-    if slo.ttft_p99_ms is not None:
-        good &= ttft <= slo.ttft_p99_ms * (1 + SLO_SLACK)
-    if slo.tpot_p99_ms is not None:
-        good &= np.nan_to_num(tpot, nan=0.0) <= slo.tpot_p99_ms * (1 + SLO_SLACK)
+    good = finished & meets_slo(ttft, tpot, e2el, slo.ttft_p99_ms, slo.tpot_p99_ms)
     attainment = float(good.mean())
 
     arrival = req["arrival_s"].to_numpy()

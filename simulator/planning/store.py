@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import tempfile
 from collections.abc import Iterable
@@ -26,20 +25,9 @@ from typing import Any
 
 import pandas as pd
 
+from simulator.results import json_safe
+
 POINTS_DIR = "points"
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` with non-finite floats turned into None, recursively (strict JSON)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):  # numpy scalars
-        return json_safe(value.item())
-    return value
 
 
 @contextlib.contextmanager

@@ -32,7 +32,8 @@ from simulator.planning.grid import SweepSpec
 from simulator.planning.keys import canonical_json, point_key, resolved_config
 from simulator.planning.overrides import apply_overrides, describe, lookup, scalar
 from simulator.planning.stats import interval, replicate_seed
-from simulator.planning.store import PointStore, json_safe, write_json_atomic, write_table_atomic
+from simulator.planning.store import PointStore, write_json_atomic, write_table_atomic
+from simulator.results import json_safe
 from simulator.scenario import validate_scenario
 
 ROW_VERSION = 1
