@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import yaml
 
 from simulator.build import build
+from simulator.planning.executors import make_executor
 from simulator.planning.overrides import apply_overrides
 from simulator.results import TableFormat
 from simulator.scenario import validate_scenario
@@ -84,7 +84,8 @@ class Job:
     run_dir: Path
 
 
-def _run_job(job: Job, base_dir: Path | None, stream: RequestStream, table_format: TableFormat) -> dict[str, Any]:
+def _run_job(task: tuple[Job, Path | None, RequestStream, TableFormat]) -> dict[str, Any]:
+    job, base_dir, stream, table_format = task
     cfg = validate_scenario(job.config, source=f"variant {job.variant.label}")
     result = build(cfg, base_dir=base_dir, stream=stream).run()
     result.write(job.run_dir, table_format)
@@ -127,23 +128,18 @@ def run_comparison(
         if job.rate_per_s not in streams:
             cfg = validate_scenario(job.config)
             streams[job.rate_per_s] = generate(cfg.workload, cfg.seed, base_dir)
-    workers = workers or min(len(jobs), os.cpu_count() or 1)
+    if workers is None:
+        workers = os.cpu_count() or 1
+    executor = make_executor("local", min(len(jobs), workers) if workers >= 1 else workers)  # it refuses < 1
+    tasks = [(job, base_dir, streams[job.rate_per_s], table_format) for job in jobs]
     summaries: dict[int, dict[str, Any]] = {}
-    if workers <= 1:
-        for i, job in enumerate(jobs):
-            summaries[i] = _run_job(job, base_dir, streams[job.rate_per_s], table_format)
+    try:
+        for done, (i, summary) in enumerate(executor.map_unordered(_run_job, tasks), 1):
+            summaries[i] = summary
             if progress:
-                progress(i + 1, len(jobs))
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {
-                pool.submit(_run_job, job, base_dir, streams[job.rate_per_s], table_format): i
-                for i, job in enumerate(jobs)
-            }
-            for done, future in enumerate(as_completed(futures), 1):
-                summaries[futures[future]] = future.result()
-                if progress:
-                    progress(done, len(jobs))
+                progress(done, len(jobs))
+    finally:
+        executor.close()
     return [
         {
             "variant": job.variant.label,

@@ -81,8 +81,6 @@ def main(args: argparse.Namespace) -> int:
     names = [n.strip() for n in args.policies.split(",") if n.strip()]
     for name in names:
         policies.BATCH_POLICIES.entry(name)  # unknown names list the known ones
-    if args.workers is not None and args.workers < 1:
-        raise ValueError(f"--workers must be at least 1 (got {args.workers})")
     base = cfg.model_dump(mode="json")
     variants = expand_variants(names, args.sets, base["policy"])
     out = args.out or Path("runs") / dt.datetime.now().strftime("compare-%Y%m%d-%H%M%S")

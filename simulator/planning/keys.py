@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from simulator.build import profile_path, resolve_specs
 from simulator.config import ScenarioConfig
+from simulator.planning.overrides import apply_overrides
 from simulator.presets import resolve_hardware, resolve_model
+from simulator.scenario import validate_scenario
 
 KEY_HEX_CHARS = 20
 
@@ -59,6 +62,28 @@ def _file_sha256(path: Path) -> str:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError as exc:
         raise ValueError(f"{path}: cannot read the calibration profile ({exc.strerror or exc})") from None
+
+
+def resolve_variant(
+    base: Mapping[str, Any],
+    overrides: Mapping[str, Any],
+    base_dir: Path | None,
+    source: str,
+    check: Callable[[dict[str, Any], ScenarioConfig], None] | None = None,
+) -> tuple[dict[str, Any], ScenarioConfig, dict[str, Any]]:
+    """(raw mapping, validated config, resolved config) of ``base`` with ``overrides`` applied.
+
+    ``check(raw, cfg)`` adds a caller's own rule. Every ValueError names ``source`` once.
+    """
+    try:
+        config = apply_overrides(base, overrides)
+        cfg = validate_scenario(config, source)
+        if check is not None:
+            check(config, cfg)
+        return config, cfg, resolved_config(cfg, base_dir)
+    except ValueError as exc:
+        text = str(exc)
+        raise ValueError(text if text.startswith(source) else f"{source}: {text}") from None
 
 
 def canonical_json(data: Any) -> str:

@@ -45,7 +45,7 @@ from simulator.planning.figures import (
     operating_figures,
     set_replicas,
 )
-from simulator.planning.keys import resolved_config
+from simulator.planning.keys import resolve_variant
 from simulator.planning.overrides import apply_overrides, scalar
 from simulator.planning.pareto import pareto_front
 from simulator.planning.prices import price_per_gpu_hour
@@ -120,20 +120,15 @@ def prepare_candidates(
     out = []
     for i, spec in enumerate(cset.candidates):
         source = f"{cset.source}: candidate {spec.name!r}"
-        try:
-            config = apply_overrides(base, spec.overrides)
-            cfg = validate_scenario(config, source)
+
+        def searchable(config: dict[str, Any], cfg: ScenarioConfig, source: str = source) -> None:
             if not _has_rate(cfg):
                 raise ValueError(f"{source}: arrival kind {cfg.workload.arrival.kind!r} has no rate to search over")
             # the config as the search will run it (rate, request count), checked once here
-            validate_scenario(
-                apply_overrides(config, {"workload.arrival.rate_per_s": start_rate_per_s, "workload.duration_s": None}),
-                source,
-            )
-            resolved = resolved_config(cfg, base_dir)
-        except ValueError as exc:
-            text = str(exc)
-            raise ValueError(text if text.startswith(source) else f"{source}: {text}") from None
+            at_start = {"workload.arrival.rate_per_s": start_rate_per_s, "workload.duration_s": None}
+            validate_scenario(apply_overrides(config, at_start), source)
+
+        config, cfg, resolved = resolve_variant(base, spec.overrides, base_dir, source, searchable)
         missing: list[str] = []
 
         def price_of(hw_ref: str, spec: dict, missing: list[str] = missing) -> float | None:

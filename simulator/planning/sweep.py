@@ -29,12 +29,11 @@ from simulator.config import ScenarioConfig
 from simulator.planning.capacity import cost_per_million_tokens_usd, deployment_cost_per_hour, gpus_per_replica
 from simulator.planning.executors import Executor
 from simulator.planning.grid import SweepSpec
-from simulator.planning.keys import canonical_json, point_key, resolved_config
-from simulator.planning.overrides import apply_overrides, describe, lookup, scalar
+from simulator.planning.keys import canonical_json, point_key, resolve_variant
+from simulator.planning.overrides import describe, lookup, scalar
 from simulator.planning.stats import interval, replicate_seed
 from simulator.planning.store import PointStore, write_json_atomic, write_table_atomic
 from simulator.results import json_safe
-from simulator.scenario import validate_scenario
 
 ROW_VERSION = 1
 SWEEP_SCHEMA = "servesim.sweep/1"
@@ -128,13 +127,7 @@ def resolve_points(spec: SweepSpec) -> list[Point]:
     for i, overrides in enumerate(spec.points):
         label = describe(overrides)
         source = f"{spec.source}: point {i} ({label})"
-        try:
-            config = apply_overrides(spec.base, overrides)
-            cfg = validate_scenario(config, source)
-            resolved = resolved_config(cfg, spec.base_dir)
-        except ValueError as exc:
-            text = str(exc)
-            raise ValueError(text if text.startswith(source) else f"{source}: {text}") from None
+        config, cfg, resolved = resolve_variant(spec.base, overrides, spec.base_dir, source)
         key = point_key(resolved, {"replicates": spec.replicates, "row_version": ROW_VERSION})
         points.append(Point(i, label, overrides, config, cfg.model_dump(mode="json"), resolved, key))
     return points
