@@ -212,6 +212,16 @@ class ScenarioConfig(_Frozen):
                     raise ValueError(f"policy {kind} cannot serve a {g.role} group of a disaggregated cluster")
         return self
 
+    @model_validator(mode="after")
+    def _check_prefix_caching(self) -> ScenarioConfig:
+        for g in self.replica_groups():
+            kind = (g.policy or self.policy).kind
+            if (g.kv_cache or self.kv_cache).prefix_caching and not getattr(
+                policies.BATCH_POLICIES.get(kind), "supports_prefix_caching", True
+            ):
+                raise ValueError(f"policy {kind} does not reuse cached prefixes; turn kv_cache.prefix_caching off")
+        return self
+
     def replica_groups(self) -> list[ReplicaGroupConfig]:
         """The groups, or one mixed group of ``replicas`` replicas."""
         return self.groups if self.groups is not None else [ReplicaGroupConfig(count=self.replicas)]

@@ -94,6 +94,7 @@ def test_run_with_scenario_file_and_overrides(tmp_path):
         (("run", "missing.yaml"), "missing.yaml: no such file"),
         (("run", "--model", "llama-3.1-70b"), "does not fit on H100-SXM5-80GB with tp=1"),
         (("run", "--tp", "3"), "tp=3 does not divide"),
+        (("run", "--policy", "hf_fifo", "--prefix-caching"), "policy hf_fifo does not reuse cached prefixes"),
         (("estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"), "give at least one --prefill"),
     ],
 )

@@ -93,7 +93,8 @@ def clusters(draw):
     """Random clusters: replicas behind any router, pipeline engines, prefix caching, disaggregation."""
     cfg, stream = draw(scenarios())
     data = cfg.model_dump(mode="json")
-    transfers_ok = getattr(policies.BATCH_POLICIES.get(data["policy"]["kind"]), "supports_kv_transfer", True)
+    policy = policies.BATCH_POLICIES.get(data["policy"]["kind"])
+    transfers_ok = getattr(policy, "supports_kv_transfer", True)
     layout = draw(st.sampled_from(["replicas", "pp2", "disaggregated"] if transfers_ok else ["replicas", "pp2"]))
     if layout == "replicas":
         data["replicas"] = draw(st.integers(2, 3))
@@ -105,7 +106,7 @@ def clusters(draw):
             {"role": "decode", "count": draw(st.integers(1, 2))},
         ]
     data["router"] = {"kind": draw(st.sampled_from(policies.ROUTERS.names()))}
-    if draw(st.booleans()):
+    if getattr(policy, "supports_prefix_caching", True) and draw(st.booleans()):
         data["kv_cache"]["prefix_caching"] = True
         data["kv_cache"]["host_cache_bytes"] = draw(st.sampled_from([0, 2**22]))
     n = len(stream)

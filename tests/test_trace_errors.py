@@ -127,6 +127,8 @@ def test_empty_file_with_auto_format(tmp_path):
         ("prompt_tokens,output_tokens\n5,1\n\n6,1\n", "line 3: blank line"),
         ("prompt_tokens,output_tokens\n5,1\n6,1,9\n", "line 3: expected 2 fields, found 3"),
         ("prompt_tokens,output_tokens\n5,1\n6.5,1\n", "line 3: prompt_tokens: expected an integer, found '6.5'"),
+        ("prompt_tokens,output_tokens\n5,1\n6,1" + "0" * 25 + "\n", "line 3: output_tokens: expected an integer"),
+        ("arrival_s,prompt_tokens,output_tokens\n1" + "0" * 400 + ",5,1\n", "line 2: arrival_s: expected a finite"),
         ("prompt_tokens,output_tokens\n5,\n", "line 2: output_tokens: missing value"),
         ("prompt_tokens,output_tokens,colour\n5,1,red\n", "line 1: unknown column 'colour'"),
         ("prompt_tokens,output_tokens,think_s\n5,1,\n", "line 1: a think_s column needs an arrival_s column"),
@@ -258,3 +260,13 @@ def test_relative_paths_resolve_against_the_scenario_folder(tmp_path):
     assert np.array_equal(generate(cfg, 0, base_dir=tmp_path).num_prompt_tokens, [5, 6])
     with pytest.raises(ValueError, match="no such file"):
         generate(cfg, 0, base_dir=tmp_path / "elsewhere")
+
+
+def test_integers_beyond_64_bits_are_bad_rows_not_crashes(tmp_path):
+    huge = 10**23
+    row = f'{{"arrival_s": 0, "prompt_tokens": 5, "output_tokens": 1, "priority": {huge}}}\n'
+    path = _write(tmp_path, "g.jsonl", row)
+    assert f"line 1: priority: expected an integer, found {huge}" in _error(path)
+    row = f'{{"timestamp": 0, "input_length": 20, "output_length": 5, "hash_ids": [{huge}]}}\n'
+    path = _write(tmp_path, "m.jsonl", row)
+    assert "line 1: hash_ids: expected a list of integers" in _error(path, format="mooncake")

@@ -23,6 +23,7 @@ sharing (validation runs turn it off), CPU offloading and forked requests.
 
 from __future__ import annotations
 
+import itertools
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -58,6 +59,7 @@ class HfFifoPolicy:
     """Decode-first, chunked-prefill FIFO scheduling (transformers' FIFOScheduler)."""
 
     supports_kv_transfer = False  # transformers' engine has no disaggregated prefill/decode
+    supports_prefix_caching = False  # validation runs transformers with prefix sharing off
 
     def __init__(self, params: HfFifoParams) -> None:
         self.max_num_seqs = params.max_num_seqs
@@ -73,14 +75,14 @@ class HfFifoPolicy:
         free = view.num_free_blocks
         margin_blocks = self.safety_margin * view.num_total_blocks
         starved: list[RequestView] = []
-        for req in [*decoding, *prefilling, *view.waiting]:
-            is_decode = req in decoding
-            if free < margin_blocks and plan.scheduled and not is_decode:
+        # candidates in order, without copying the (possibly long) queue: position k tells the kind
+        for k, req in enumerate(itertools.chain(decoding, prefilling, view.waiting)):
+            if free < margin_blocks and plan.scheduled and k >= len(decoding):
                 break
             n = min(req.num_tokens - req.num_computed_tokens, budget)
             need = view.num_new_blocks(req, req.num_computed_tokens + n)
             if need > free:
-                if req in running:
+                if k < len(running):
                     starved.append(req)
                 elif free == 0:
                     break

@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from policies.batching.common import oversized
 from policies.batching.registry import BATCH_POLICIES
 from policies.interface import ReplicaView, StepPlan
 
@@ -38,6 +39,7 @@ class NoKvCachePolicy:
     """Full recomputation of every running sequence at every step."""
 
     supports_kv_transfer = False  # there is no KV to hand from a prefill to a decode replica
+    supports_prefix_caching = False  # nor any to reuse
 
     def __init__(self, params: NoKvCacheParams) -> None:
         self.max_num_seqs = params.max_num_seqs
@@ -62,11 +64,8 @@ class NoKvCachePolicy:
             return plan
         num_seqs = len(plan.scheduled)
         for req in view.waiting:
-            total = req.num_prompt_tokens + req.num_output_tokens
-            if budget is not None and total > budget:
-                plan.reject.append(
-                    (req, f"prompt + output of {total} tokens exceeds max_num_batched_tokens ({budget})")
-                )
+            if (reason := oversized(req, budget)) is not None:
+                plan.reject.append((req, reason))
                 continue
             num_new = req.num_tokens - req.num_computed_tokens
             need = view.num_new_blocks(req, req.num_tokens)

@@ -3,7 +3,8 @@
 Like ``vllm``, but the queue is served in priority order (lower ``priority`` value first,
 then arrival), a request short of memory evicts the lowest-priority running request
 (newest among equals), and a waiting request that does not fit may preempt running
-requests of strictly lower priority to make room. With ``aging`` a waiting request's
+requests of strictly lower priority to make room (only when that is enough for it to run:
+no request is preempted for one that then still waits). With ``aging`` a waiting request's
 effective priority improves by one class per ``aging_s`` seconds waited, so low classes
 cannot starve.
 
@@ -17,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from policies.batching.common import Budget, admit_waiting, oversized, schedule_running, total_tokens
+from policies.batching.common import Budget, admit_waiting, oversized, schedule_running
 from policies.batching.registry import BATCH_POLICIES
 from policies.interface import PreemptionMode, ReplicaView, RequestView, StepPlan
 
@@ -49,6 +50,7 @@ class PriorityPolicy:
 
     def __init__(self, params: PriorityParams) -> None:
         self.params = params
+        self._keys: dict[int, tuple[float, float, int]] = {}
 
     def steady_decode(self, view: ReplicaView) -> bool:
         return not view.waiting
@@ -58,6 +60,32 @@ class PriorityPolicy:
         if self.params.mode == "aging" and req.enqueued_s is not None:
             return req.priority - (now_s - req.enqueued_s) / self.params.aging_s
         return float(req.priority)
+
+    def _queue_key(self, req: RequestView, now_s: float) -> tuple[float, float, int]:
+        """Waiting order: ``effective`` less the ``now_s / aging_s`` all aged requests share (no clock
+        arithmetic per request and step), then arrival, then id."""
+        aging = self.params.aging_s
+        if self.params.mode == "aging":
+            shifted = req.enqueued_s if req.enqueued_s is not None else now_s  # not aging: as if enqueued now
+            return (req.priority + shifted / aging, req.arrival_s, req.request_id)
+        return (float(req.priority), req.arrival_s, req.request_id)
+
+    def _cached_key(self, view: ReplicaView, now_s: float):
+        """``_queue_key`` remembered per request id: it does not change while a request waits
+        (its ``enqueued_s`` is set once), and a long queue is re-sorted every step."""
+        keys = self._keys
+        if len(keys) > 2 * len(view.waiting) + 1024:  # forget requests that left the queue
+            keys.clear()
+
+        def key(req: RequestView) -> tuple[float, float, int]:
+            k = keys.get(req.request_id)
+            if k is None:
+                k = self._queue_key(req, now_s)
+                if req.enqueued_s is not None:  # otherwise it depends on now_s
+                    keys[req.request_id] = k
+            return k
+
+        return key
 
     def plan_step(self, view: ReplicaView, now_s: float) -> StepPlan:
         p = self.params
@@ -69,34 +97,33 @@ class PriorityPolicy:
             return (self.effective(r, now_s), rank[id(r)])  # largest = lowest priority, newest
 
         if view.waiting:
-            order = sorted(view.waiting, key=lambda r: (self.effective(r, now_s), r.arrival_s, r.request_id))
+            order = sorted(view.waiting, key=self._cached_key(view, now_s))
             budget = Budget(limit, p.max_num_seqs - len(view.running), view.num_free_blocks)
-            candidates = sorted(view.running, key=victim_key, reverse=True)
+            candidates: list[RequestView] | None = None  # victims, lowest priority first, sorted when first needed
 
             def make_room(req: RequestView, need_blocks: int) -> bool:
+                """Preempt lower-priority requests until ``req`` fits; nothing is preempted unless it then does."""
+                nonlocal candidates
                 if not p.preempt_for_admission:
                     return False
+                if candidates is None:
+                    candidates = sorted(view.running, key=victim_key, reverse=True)
                 mine = self.effective(req, now_s)
-                while budget.seqs <= 0 or budget.free_blocks < need_blocks:
-                    if not candidates or self.effective(candidates[0], now_s) <= mine:
+                seqs, free, taken = budget.seqs, budget.free_blocks, 0
+                while seqs <= 0 or free < need_blocks:
+                    if taken == len(candidates) or self.effective(candidates[taken], now_s) <= mine:
                         return False
-                    victim = candidates.pop(0)
-                    plan.preempt.append(victim)
-                    budget.free_blocks += view.num_freeable_blocks(victim)
-                    budget.seqs += 1
+                    free += view.num_freeable_blocks(candidates[taken])
+                    seqs += 1
+                    taken += 1
+                plan.preempt.extend(candidates[:taken])
+                del candidates[:taken]
+                budget.seqs, budget.free_blocks = seqs, free
                 return True
 
-            def reject(req: RequestView) -> str | None:
-                if (reason := oversized(req, limit)) is not None:
-                    return reason
-                if view.num_new_blocks(req, total_tokens(req)) > view.num_total_blocks:
-                    return "needs more KV blocks than the cache holds"
-                return None
-
-            admit_waiting(view, order, plan, budget, reject=reject, make_room=make_room)
+            admit_waiting(view, order, plan, budget, reject=lambda r: oversized(r, limit), make_room=make_room)
             if plan.scheduled:
                 return plan
-            plan.preempt.clear()  # room made for nothing: keep the running requests
         budget = Budget(limit, p.max_num_seqs, view.num_free_blocks)
         schedule_running(view, view.running, plan, budget, lambda pending: max(pending, key=victim_key))
         return plan

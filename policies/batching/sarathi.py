@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from policies.batching.common import Budget, admit_waiting, newest, schedule_running
+from policies.batching.common import Budget, admit_waiting, schedule_running
 from policies.batching.registry import BATCH_POLICIES
 from policies.interface import ReplicaView, RequestView, StepPlan
 
@@ -75,6 +75,6 @@ class SarathiPolicy:
         rank = {id(r): i for i, r in enumerate(running)}
 
         def pick(pending: list[RequestView]) -> RequestView:
-            return max(pending, key=lambda r: rank[id(r)]) if len(pending) > 1 else newest(pending)
+            return max(pending, key=lambda r: rank[id(r)])
 
         return pick

@@ -136,8 +136,6 @@ def read_agent_rounds(source: TextSource, skip_bad_rows: bool = False, block_tok
         ),
     )
     keep = checker.finish()
-    if not keep.any():
-        raise ValueError(f"{source.name}: every row is bad ({len(table)} skipped)")
     before = np.maximum(parent, 0)
     send_ns = np.where(parent >= 0, np.maximum(first, tools_done[before]), first)
     gap_ns = np.where(parent >= 0, send_ns - last[before], 0)

@@ -97,10 +97,13 @@ class RowChecker:
         return ValueError(f"{self.name}: line {line}: {message}")
 
     def finish(self) -> np.ndarray:
-        """The mask of good rows; raises for the earliest bad row unless skipping."""
+        """The mask of good rows; raises for the earliest bad row unless skipping, and when none is left."""
         if self._first is not None and not self.skip:
             raise self.error(*self._first)
-        return ~self.bad
+        keep = ~self.bad
+        if not keep.any():
+            raise ValueError(f"{self.name}: every row is bad ({len(keep)} skipped)")
+        return keep
 
 
 @dataclass(slots=True)
@@ -268,7 +271,7 @@ def _all_ints(values: list[Any]) -> np.ndarray | None:
     if isinstance(values[0], str):
         try:
             return np.asarray(values, dtype=str).astype(np.int64)
-        except ValueError:
+        except (ValueError, OverflowError):
             return None
     if {type(v) for v in values} != {int}:  # bool and float are refused; None is missing
         return None
@@ -282,14 +285,14 @@ def _all_floats(values: list[Any]) -> np.ndarray | None:
     """Fast path: every value a finite number, as float64; else None."""
     if not values:
         return None
-    if isinstance(values[0], str):
-        try:
+    try:
+        if isinstance(values[0], str):
             out = np.asarray(values, dtype=str).astype(np.float64)
-        except ValueError:
+        elif {type(v) for v in values} <= {int, float}:
+            out = np.asarray(values, dtype=np.float64)
+        else:
             return None
-    elif {type(v) for v in values} <= {int, float}:
-        out = np.asarray(values, dtype=np.float64)
-    else:
+    except (ValueError, OverflowError):  # the slow path names the row
         return None
     return out if bool(np.all(np.isfinite(out))) else None
 
@@ -313,15 +316,13 @@ def int_column(
             missing[i] = True
         elif isinstance(v, (bool, float)):
             bad_value[i] = True
-        elif isinstance(v, int):
-            out[i] = v
         else:
             try:
-                out[i] = int(v)
-            except (TypeError, ValueError):
+                out[i] = v if isinstance(v, int) else int(v)
+            except (TypeError, ValueError, OverflowError):  # overflow: beyond int64
                 bad_value[i] = True
     checker.reject(missing, f"{column}: missing value")
-    checker.reject(bad_value, lambda row: f"{column}: expected an integer, found {values[row]!r}")
+    checker.reject(bad_value, lambda row: f"{column}: expected an integer, found {values[row]!r:.60}")
     if minimum is not None:
         low = ~(missing | bad_value | skip_rows) & (out < minimum)
         checker.reject(
@@ -356,7 +357,7 @@ def float_column(
             continue
         try:
             x = float(v)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             bad_value[i] = True
             continue
         if not np.isfinite(x):
@@ -364,7 +365,7 @@ def float_column(
         else:
             out[i] = x
     checker.reject(missing, f"{column}: missing value")
-    checker.reject(bad_value, lambda row: f"{column}: expected a finite number, found {values[row]!r}")
+    checker.reject(bad_value, lambda row: f"{column}: expected a finite number, found {values[row]!r:.60}")
     if minimum is not None:
         low = np.nan_to_num(out, nan=minimum) < minimum
         checker.reject(low, lambda row: f"{column}: negative ({out[row]})")

@@ -126,8 +126,6 @@ def read_generic(source: TextSource, skip_bad_rows: bool = False, block_tokens: 
             last_of[s] = i
     checker.reject(orphan, lambda row: f"think_s given but no earlier row of session {sessions[row]!r}")
     keep = checker.finish()
-    if not keep.any():
-        raise ValueError(f"{source.name}: every row is bad ({len(table)} skipped)")
 
     rows = np.flatnonzero(keep)
     new_index = np.full(len(table), -1, dtype=np.int64)

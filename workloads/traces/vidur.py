@@ -41,8 +41,6 @@ def read_vidur(source: TextSource, skip_bad_rows: bool = False) -> Trace:
         arrival = float_column(table, TIME_COLUMN, checker, broken)
         check_sorted(arrival, np.flatnonzero(~checker.bad), checker, TIME_COLUMN)
     keep = checker.finish()
-    if not keep.any():
-        raise ValueError(f"{source.name}: every row is bad ({len(table)} skipped)")
     return Trace(
         name=source.name,
         format="vidur",
