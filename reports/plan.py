@@ -19,6 +19,12 @@ import plotly.graph_objects as go
 from reports.page import Report, Section
 from reports.style import SLO_COLOUR, ColourMap, add_note, base_layout, empty_figure, style_axes
 from simulator.files import read_json_object
+from simulator.planning.figures import (
+    CANDIDATE_COLUMNS,
+    OPERATING_POINT_COLUMNS,
+    candidate_figure_cells,
+    figure_text,
+)
 
 LATENCY_LABELS = {"ttft": "TTFT", "tpot": "TPOT", "e2el": "E2E latency"}
 
@@ -35,17 +41,6 @@ def _read_plan(plan_dir: Path) -> tuple[dict[str, Any], pd.DataFrame]:
     return plan, points
 
 
-def _iv(figure: dict[str, Any] | None, digits: int = 2) -> str:
-    """``value [low, high]`` from a plan.json figure (a null high with a low is unbounded)."""
-    if not figure or figure.get("value") is None:
-        return "-"
-    text = f"{figure['value']:,.{digits}f}"
-    if figure.get("n", 1) > 1 and figure.get("low") is not None:
-        high = "inf" if figure.get("high") is None else f"{figure['high']:,.{digits}f}"
-        text += f" [{figure['low']:,.{digits}f}, {high}]"
-    return text
-
-
 def _chosen_html(plan: dict[str, Any]) -> str:
     by_name = {c["name"]: c for c in plan["candidates"]}
     parts = []
@@ -58,13 +53,13 @@ def _chosen_html(plan: dict[str, Any]) -> str:
         cards = [
             ("chosen", html.escape(chosen)),
             ("hardware", html.escape(str(c.get("hardware_name")))),
-            ("replicas", _iv(c.get("replicas"), 0)),
-            ("GPUs", _iv(c.get("num_gpus"), 0)),
-            ("USD per hour", _iv(c.get("cost_per_hour_usd"))),
-            ("USD per M output tokens", _iv(op.get("cost_per_million_output_tokens_usd"))),
-            ("max req/s per replica", _iv(c.get("max_rate_per_s"))),
-            ("p99 TTFT at target (ms)", _iv(op.get("p99_ttft_ms"), 1)),
-            ("p99 TPOT at target (ms)", _iv(op.get("p99_tpot_ms"), 2)),
+            ("replicas", figure_text(c.get("replicas"), 0)),
+            ("GPUs", figure_text(c.get("num_gpus"), 0)),
+            ("USD per hour", figure_text(c.get("cost_per_hour_usd"))),
+            ("USD per M output tokens", figure_text(op.get("cost_per_million_output_tokens_usd"))),
+            ("max req/s per replica", figure_text(c.get("max_rate_per_s"))),
+            ("p99 TTFT at target (ms)", figure_text(op.get("p99_ttft_ms"), 1)),
+            ("p99 TPOT at target (ms)", figure_text(op.get("p99_tpot_ms"), 2)),
         ]
         parts.append(
             '<div class="cards">'
@@ -78,39 +73,18 @@ def _chosen_html(plan: dict[str, Any]) -> str:
 
 
 def _candidates_table(plan: dict[str, Any], colours: ColourMap) -> str:
-    heads = [
-        "candidate",
-        "rank",
-        "status",
-        "max req/s per replica",
-        "replicas",
-        "GPUs",
-        "USD/hour",
-        "USD per M out tok",
-        "p99 TTFT ms",
-        "p99 TPOT ms",
-        "goodput/GPU req/s",
-        "Pareto",
-        "reason",
-    ]
+    figure_heads = [h for h, _, _ in CANDIDATE_COLUMNS + OPERATING_POINT_COLUMNS]
+    heads = ["candidate", "rank", "status", *figure_heads, "Pareto", "reason"]
     rows = ["<table><tr>" + "".join(f"<th>{h}</th>" for h in heads) + "</tr>"]
     order = sorted(plan["candidates"], key=lambda c: (c.get("rank") is None, c.get("rank") or 0, c["name"]))
     for c in order:
-        op = c.get("operating_point") or {}
         swatch = f'<span class="swatch" style="background:{colours[c["name"]]}"></span>'
         name = html.escape(c["name"]) + (" (chosen)" if c.get("chosen") else "")
         cells = [
             swatch + name,
             "-" if c.get("rank") is None else str(c["rank"]),
             html.escape(c.get("status", "")),
-            _iv(c.get("max_rate_per_s")),
-            _iv(c.get("replicas"), 0),
-            _iv(c.get("num_gpus"), 0),
-            _iv(c.get("cost_per_hour_usd")),
-            _iv(op.get("cost_per_million_output_tokens_usd")),
-            _iv(op.get("p99_ttft_ms"), 1),
-            _iv(op.get("p99_tpot_ms"), 2),
-            _iv(c.get("goodput_per_gpu_per_s"), 3),
+            *(text for _, text in candidate_figure_cells(c)),
             "yes" if c.get("pareto") else "",
             html.escape(c.get("reason") or ""),
         ]

@@ -127,21 +127,6 @@ def step_progress(description: str, enabled: bool) -> Iterator[Callable[[int, in
         yield update
 
 
-def interval_text(value: Any, low: Any = None, high: Any = None, digits: int = 2) -> str:
-    """``value [low, high]``, or just ``value`` without an interval ("-" when undefined).
-
-    A lower bound without an upper one is an unbounded interval: ``value [low, inf)``.
-    """
-    if value is None or (isinstance(value, float) and value != value):
-        return "-"
-    text = _fmt(value, digits)
-    if low is None:
-        return text
-    if high is None or high == float("inf"):
-        return f"{text} [{_fmt(low, digits)}, inf)"
-    return f"{text} [{_fmt(low, digits)}, {_fmt(high, digits)}]"
-
-
 def table_from_rows(
     title: str, columns: list[tuple[str, str]], rows: list[Mapping[str, Any]], digits: int = 2
 ) -> Table:

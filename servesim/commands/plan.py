@@ -17,6 +17,7 @@ from servesim.commands.report import add_report_args, check_report_args
 from servesim.commands.sweep import add_executor_args
 from simulator.planning.candidates import load_candidates, scenario_only
 from simulator.planning.executors import make_executor
+from simulator.planning.figures import CANDIDATE_COLUMNS, OPERATING_POINT_COLUMNS, candidate_figure_cells
 from simulator.planning.plan import execute_plan, prepare_plan
 from simulator.planning.prices import parse_price, read_prices
 from simulator.planning.settings import PlanRequest
@@ -120,37 +121,21 @@ def _prices(args: argparse.Namespace) -> dict[str, float]:
     return prices
 
 
-def _iv(x: dict[str, Any] | None, digits: int = 2) -> str:
-    if x is None:
-        return "-"
-    return display.interval_text(x.get("value"), x.get("low"), x.get("high"), digits)
-
-
 def plan_table(plan: dict[str, Any]) -> Table:
     t = Table(
         title=f"plan for {plan['target_rate_per_s']:g} req/s (p99 SLOs: TTFT {plan['slo']['ttft_p99_ms']} ms, "
         f"TPOT {plan['slo']['tpot_p99_ms']} ms)",
         title_justify="left",
     )
-    headers = ("rank", "candidate", "max req/s per replica", "goodput/GPU", "replicas", "GPUs", "$/hour")
-    headers += ("$/M out tok", "p99 TTFT ms", "p99 TPOT ms", "Pareto")
+    headers = ["rank", "candidate", *(h for h, _, _ in CANDIDATE_COLUMNS + OPERATING_POINT_COLUMNS), "Pareto"]
     for h in headers:
-        t.add_column(h, justify="left" if h in ("candidate",) else "right")
+        t.add_column(h, justify="left" if h == "candidate" else "right")
     order = {name: i for i, name in enumerate(plan["ranking"])}
-    cands = sorted(plan["candidates"], key=lambda c: order.get(c["name"], len(order)))
-    for c in cands:
-        op = c.get("operating_point") or {}
+    for c in sorted(plan["candidates"], key=lambda c: order.get(c["name"], len(order))):
         t.add_row(
             str(c["rank"]) if c["rank"] is not None else c["status"],
             c["name"] + (" (chosen)" if c["chosen"] else ""),
-            _iv(c.get("max_rate_per_s"), 3),
-            _iv(c.get("goodput_per_gpu_per_s"), 3),
-            _iv(c.get("replicas"), 0),
-            _iv(c.get("num_gpus"), 0),
-            _iv(c.get("cost_per_hour_usd")),
-            _iv(op.get("cost_per_million_output_tokens_usd")),
-            _iv(op.get("p99_ttft_ms"), 1),
-            _iv(op.get("p99_tpot_ms"), 2),
+            *(text for _, text in candidate_figure_cells(c)),
             "yes" if c["pareto"] else "",
         )
     return t

@@ -151,3 +151,38 @@ def straddled(figures: CandidateFigures, request: PlanRequest) -> list[str]:
     if r is not None and r.low is not None and r.high is not None and r.low != r.high:
         out.append("replicas")
     return out
+
+
+# -- plan.json figures as text (the CLI's table and the report's) ------------------------------
+
+# (header, field, digits): a candidate's planned figures, then its operating point's
+CANDIDATE_COLUMNS: tuple[tuple[str, str, int], ...] = (
+    ("max req/s per replica", "max_rate_per_s", 3),
+    ("goodput/GPU req/s", "goodput_per_gpu_per_s", 3),
+    ("replicas", "replicas", 0),
+    ("GPUs", "num_gpus", 0),
+    ("USD/hour", "cost_per_hour_usd", 2),
+)
+OPERATING_POINT_COLUMNS: tuple[tuple[str, str, int], ...] = (
+    ("USD per M out tok", "cost_per_million_output_tokens_usd", 2),
+    ("p99 TTFT ms", "p99_ttft_ms", 1),
+    ("p99 TPOT ms", "p99_tpot_ms", 2),
+)
+
+
+def figure_text(figure: dict[str, Any] | None, digits: int = 2) -> str:
+    """``value [low, high]`` of a plan.json figure ("-" when undefined; a null high with a low is unbounded)."""
+    if not figure or figure.get("value") is None:
+        return "-"
+    text = f"{figure['value']:,.{digits}f}"
+    if figure.get("n", 1) > 1 and figure.get("low") is not None:
+        high = "inf" if figure.get("high") is None else f"{figure['high']:,.{digits}f}"
+        text += f" [{figure['low']:,.{digits}f}, {high}]"
+    return text
+
+
+def candidate_figure_cells(candidate: dict[str, Any]) -> list[tuple[str, str]]:
+    """(header, text) of a plan.json candidate's figures, in ``CANDIDATE_COLUMNS`` then operating-point order."""
+    point = candidate.get("operating_point") or {}
+    cells = [(h, figure_text(candidate.get(key), d)) for h, key, d in CANDIDATE_COLUMNS]
+    return cells + [(h, figure_text(point.get(key), d)) for h, key, d in OPERATING_POINT_COLUMNS]
