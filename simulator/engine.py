@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -30,7 +31,18 @@ from simulator.request import Request, State, transition
 from simulator.transfer import Link
 
 Role = Literal["mixed", "prefill", "decode"]
+_WINDOW_END = object()  # the value of a window's wake-up event when no arrival cut it short
 KvPool = BlockManager | PrefixCache
+
+
+@dataclass(slots=True)
+class _Window:
+    """A fast-forward window: its decode step durations and the KV blocks in use after each step."""
+
+    durations: np.ndarray
+    used: np.ndarray | None  # None: no step takes a new block
+    used0: int  # blocks in use when it was planned
+    starts: np.ndarray | None = None  # step start times, once it runs
 
 
 class Engine:
@@ -86,9 +98,7 @@ class Engine:
         self._receiving: dict[Request, Request] = {}
         self._wake: simpy.Event | None = None
         self._last_step_end_s: float | None = None
-        self._window_starts: np.ndarray | None = None  # step starts of the fast-forward window in progress
-        self._window_used: np.ndarray = np.zeros(0, dtype=np.int64)
-        self._window_levels: tuple[int, int] = (0, 0)
+        self._window: _Window | None = None  # the fast-forward window in progress
         self._swap_bytes = 0.0
         self._num_swaps = 0
         self.num_swaps_out = 0
@@ -292,44 +302,43 @@ class Engine:
 
     MAX_WINDOW_STEPS = 4096
 
-    def _plan_window(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """Step durations and per-request token counts of the decode steps that can run unattended.
+    def _plan_window(self) -> _Window | None:
+        """The decode steps that can run unattended, with their durations.
 
         The window stops at the step in which the first running request finishes, and
         before any step whose block growth the free blocks could not cover (the policy must
         then choose a victim). Returns None when not even one step qualifies.
+
+        One pass over the batch in plain Python (batches are small; numpy pays only on the
+        per-step arrays): request i, holding ``b_i`` blocks with ``c_i`` tokens computed,
+        first needs a new block at step ``f_i = b_i block_size - c_i + 1`` of the window and
+        one more every ``block_size`` steps after.
         """
-        running = self._running
-        n = len(running)
-        # one pass over the batch (this runs once per window, so it is kept lean)
-        table = np.array(
-            [
-                (
-                    r.num_computed_tokens,
-                    r.num_kv_tokens,
-                    r.num_blocks,
-                    r.num_output_tokens,
-                    r.num_prompt_tokens,
-                    r.num_generated_tokens,
-                )
-                for r in running
-            ],
-            dtype=np.int64,
-        ).reshape(n, 6)
-        computed, kv_tokens, blocks, output, prompt, generated = table.T
-        left = output - generated
-        if not (np.all(prompt + generated - computed == 1) and np.all(computed >= prompt)):
-            return None  # a prompt or a recompute is still in progress: not a pure decode batch
         bs = self.kv.block_size
+        k = self.MAX_WINDOW_STEPS
+        context = 0
+        firsts = []
+        for r in self._running:
+            c = r.num_computed_tokens
+            p = r.num_prompt_tokens
+            g = r.num_generated_tokens
+            if c < p or p + g - c != 1:
+                return None  # a prompt or a recompute is still in progress: not a pure decode batch
+            left = r.num_output_tokens - g
+            if left < k:
+                k = left
+            context += c
+            firsts.append(r.num_blocks * bs - c + 1)
         # Only blocks free without evicting cached prefixes: a router may look at the cache mid-window.
         free = self.kv.num_unused_blocks
 
-        def demand(k: int) -> int:
-            """New blocks all running requests need to hold their KV after k steps."""
-            return int(np.maximum(0, -(-np.maximum(kv_tokens, computed + k) // bs) - blocks).sum())
+        def demand(steps: int) -> int:
+            """New blocks the batch needs to hold its KV after ``steps`` steps."""
+            return sum((steps - f) // bs + 1 for f in firsts if f <= steps)
 
-        k = min(int(left.min()), self.MAX_WINDOW_STEPS)
-        if demand(k) > free:
+        # short windows (the usual case): at most one crossing per request, so the demand is their count
+        short = [f for f in firsts if f <= k] if k < bs else None
+        if (len(short) if short is not None else demand(k)) > free:
             lo, hi = 0, k  # demand(lo) fits, demand(hi) does not
             while hi - lo > 1:
                 mid = (lo + hi) // 2
@@ -338,9 +347,11 @@ class Engine:
                 else:
                     hi = mid
             k = lo
-        if k == 0:
-            return None
-        contexts = int((computed + 1).sum()) + n * np.arange(k, dtype=np.int64)
+            if k == 0:
+                return None
+            short = [f for f in firsts if f <= k] if k < bs else None
+        n = len(firsts)
+        contexts = (context + n) + n * np.arange(k, dtype=np.int64)
         decode_times = getattr(self.cost_model, "decode_step_times", None)
         if decode_times is not None:
             durations = decode_times(n, contexts)
@@ -348,146 +359,157 @@ class Engine:
             durations = np.array(
                 [self.cost_model.step_time(BatchShape((), (), n, int(c), n)).total_s for c in contexts.tolist()]
             )
-        return durations, table
-
-    def _window_growth(self, computed: np.ndarray, blocks: np.ndarray, k: int) -> np.ndarray:
-        """Blocks in use after each of the k steps' allocations (request i first needs a block at step f_i,
-        then one every block_size steps)."""
-        bs = self.kv.block_size
-        first = blocks * bs - computed + 1
-        crossings = np.maximum((k - first) // bs + 1, 0)
-        growth = np.zeros(k + 1, dtype=np.int64)
-        if crossings.any():
-            steps = np.repeat(first, crossings) + bs * (
-                np.arange(int(crossings.sum())) - np.repeat(np.cumsum(crossings) - crossings, crossings)
-            )
-            growth += np.bincount(steps, minlength=k + 1)[: k + 1]
-        return self.kv.num_used_blocks + np.cumsum(growth[1:])
+        # blocks in use after each step's allocation, or None while no request crosses a block boundary
+        used0 = self.kv.num_used_blocks
+        if short is not None:
+            crossings = short
+        else:
+            first = np.array(firsts)
+            repeats = np.maximum((k - first) // bs + 1, 0)
+            total = int(repeats.sum())
+            offsets = np.arange(total) - np.repeat(repeats.cumsum() - repeats, repeats)
+            crossings = np.repeat(first, repeats) + bs * offsets
+        used = used0 + np.bincount(crossings, minlength=k + 1)[1:].cumsum() if len(crossings) else None
+        return _Window(durations, used, used0)
 
     @property
     def num_used_blocks_now(self) -> int:
         """Blocks in use at this moment, mid-window included (allocation happens as each step starts)."""
-        if self._window_starts is None:
+        window = self._window
+        if window is None or window.starts is None:
             return self.kv.num_used_blocks
-        step = int(np.searchsorted(self._window_starts, self.env.now, side="right")) - 1
-        reserved_since = self.kv.num_used_blocks - self._window_levels[0]
-        return int(self._window_used[max(step, 0)]) + reserved_since
+        reserved_since = self.kv.num_used_blocks - window.used0
+        if window.used is None:
+            return window.used0 + reserved_since
+        step = int(np.searchsorted(window.starts, self.env.now, side="right")) - 1
+        return int(window.used[max(step, 0)]) + reserved_since
 
-    def _run_window(self, window: tuple[np.ndarray, np.ndarray]) -> Generator[simpy.Event, None, None]:
+    def _run_window(self, window: _Window) -> Generator[simpy.Event, None, None]:
         """Wait through the window's steps (cut short by an arrival) and apply them as one."""
         env = self.env
-        durations, table = window
         start = env.now
         queued = (len(self._waiting), len(self._sending) + len(self._incoming) + len(self._receiving))
-        levels = (self.kv.num_used_blocks, self.kv.num_cached_blocks)
-        ends = np.cumsum(np.concatenate(([start], durations)))[1:]  # the sums SimPy would form one by one
-        self._window_levels = levels
-        self._window_used = self._window_growth(table[:, 0], table[:, 2], len(ends))
-        self._window_starts = np.concatenate(([start], ends[:-1]))
-        self._wake = env.event()
-        yield self._wake | env.timeout(float(ends[-1]) - start)
-        if self._wake.triggered and env.now < ends[-1]:
+        cached0 = self.kv.num_cached_blocks
+        k = len(window.durations)
+        clock = np.empty(k + 1)
+        clock[0] = start
+        clock[1:] = window.durations
+        clock.cumsum(out=clock)  # the sums SimPy would form one by one
+        window.starts = clock[:-1]
+        ends = clock[1:]
+        self._window = window
+        wake = self._wake = env.event()
+        env.timeout(float(ends[-1]) - start).callbacks.append(
+            lambda _, wake=wake: wake.triggered or wake.succeed(_WINDOW_END)
+        )
+        yield wake
+        if wake.value is not _WINDOW_END and env.now < ends[-1]:
             # Something arrived mid-step: that step still completes, then the policy plans again.
-            done = int(np.searchsorted(ends, env.now, side="right")) + 1
+            done = int(ends.searchsorted(env.now, side="right")) + 1
             self._wake = None
             if float(ends[done - 1]) > env.now:
                 yield env.timeout(float(ends[done - 1]) - env.now)
-            ends = ends[:done]
+            k = done
         self._wake = None
-        self._window_starts = None  # from here on the engine's own counts are current again
-        self._apply_window(start, ends, table, queued, levels)
+        self._window = None  # from here on the engine's own counts are current again
+        self._apply_window(
+            clock[: k + 1], window.used[:k] if window.used is not None else None, window.used0, cached0, queued
+        )
 
     def _apply_window(
-        self, start: float, ends: np.ndarray, table: np.ndarray, queued: tuple[int, int], levels: tuple[int, int]
+        self, clock: np.ndarray, used: np.ndarray | None, used0: int, cached0: int, queued: tuple[int, int]
     ) -> None:
-        """Counters, emissions, completions, step rows and levels of ``len(ends)`` decode steps.
+        """Counters, emissions, completions, step rows and levels of the decode steps between ``clock``'s times.
 
-        Gives what ``len(ends)`` plain steps would: the same token counts, ITLs, KV blocks
-        and step rows, up to the rounding of clock sums.
+        Gives what ``len(clock) - 1`` plain steps would: the same token counts, ITLs, KV blocks
+        and step rows, up to the rounding of clock sums. ``used`` holds the blocks in use
+        after each step (None: ``used0`` throughout), ``cached0`` and ``queued`` (waiting
+        requests, transfers) the levels at the window's start.
         """
-        k = len(ends)
-        now = float(ends[-1])
-        running = list(self._running)
+        k = len(clock) - 1
+        now = float(clock[-1])
+        first_end = float(clock[1])
+        running = self._running
         n = len(running)
         kv = self.kv
         recorder = self.recorder
-        used_before, cached_before = levels  # at the window's start: a KV reservation may have come since
-        reserved_since = kv.num_used_blocks - used_before
-        purely_free = kv.num_total_blocks - used_before - cached_before
+        reserved_since = kv.num_used_blocks - used0  # KV reservations since the window started
         prev_end = self._last_step_end_s
-        # KV each request must hold after k steps, and the blocks that takes beyond what it holds
         bs = kv.block_size
-        computed, kv_tokens, blocks = table[:, 0], table[:, 1], table[:, 2]
-        hold = np.maximum(kv_tokens, computed + k)
-        grow = (-(-hold // bs) - blocks).tolist()
-        hold_list = hold.tolist()
+        counted = type(kv) is BlockManager  # blocks are counts: grow them in place
+        grown = 0
         # one pass: ITLs (a request's first gap runs from its last token, later ones are step gaps),
         # counters, KV growth and completions
-        first_end = float(ends[0])
         regular = 0
         irregular: dict[float, int] = {}
         finished = []
-        for r, h, g in zip(running, hold_list, grow, strict=True):
-            if r.last_token_s == prev_end:
+        for r in running:
+            last = r.last_token_s
+            if last == prev_end:
                 regular += 1
             else:
-                gap = first_end - r.last_token_s
+                gap = first_end - last
                 irregular[gap] = irregular.get(gap, 0) + 1
-            r.num_computed_tokens += k
-            r.num_generated_tokens += k
-            if g > 0:
-                kv.allocate(r, h)
-            elif h > r.num_kv_tokens:
-                r.num_kv_tokens = h
+            c = r.num_computed_tokens + k
+            r.num_computed_tokens = c
+            g = r.num_generated_tokens + k
+            r.num_generated_tokens = g
+            if c > r.num_kv_tokens:
+                if c <= r.num_blocks * bs:
+                    r.num_kv_tokens = c
+                elif counted:
+                    blocks = -(-c // bs)
+                    grown += blocks - r.num_blocks
+                    r.num_blocks = blocks
+                    r.num_kv_tokens = c
+                else:
+                    kv.allocate(r, c)
             r.last_token_s = now
-            if r.num_generated_tokens == r.num_output_tokens:
+            if g == r.num_output_tokens:
                 finished.append(r)
+        if grown:
+            assert grown <= kv.num_free_blocks, f"window grows {grown} blocks with {kv.num_free_blocks} free"
+            kv.num_free_blocks -= grown
         for gap, count in irregular.items():
             recorder.itl(gap, count)
         if regular:
             assert prev_end is not None
             recorder.itl(first_end - prev_end, regular)
+        durations = np.subtract(clock[1:], clock[:-1])
         if k > 1:
-            recorder.itl_bulk(np.diff(ends), n)
-        used = self._window_used[:k]
-        assert kv.num_used_blocks == used[-1] + reserved_since, "window block growth disagrees with allocation"
+            recorder.itl_bulk(durations[1:], n)
+        used_end = used0 if used is None else int(used[-1])
+        assert kv.num_used_blocks == used_end + reserved_since, "window block growth disagrees with allocation"
         for r in finished:
-            self._running.remove(r)
+            running.remove(r)
             kv.free(r)
             self._end(r, State.FINISHED)
         self._reserve_incoming()  # freed blocks may let queued KV in, before the step is recorded (as plain)
-        cached = np.maximum(cached_before - np.maximum(used - used_before - purely_free, 0), 0)
-        kv_after = used.copy()
-        kv_after[-1] = kv.num_used_blocks
-        cached_after = cached.copy()
-        cached_after[-1] = kv.num_cached_blocks
-        num_running = np.full(k, n, dtype=np.int64)
-        num_running[-1] = len(self._running)
-        # queues as the steps left them: unchanged until the last step, when arrivals cut the window
-        num_waiting = np.full(k, queued[0], dtype=np.int64)
-        num_waiting[-1] = len(self._waiting)
-        transfers = np.full(k, queued[1], dtype=np.int64)
-        transfers[-1] = len(self._sending) + len(self._incoming) + len(self._receiving)
-        starts = np.concatenate(([start], ends[:-1]))
+        # cached prefixes evicted as the growth ran past the blocks that were purely free
+        purely_free = kv.num_total_blocks - used0 - cached0
+        cached: np.ndarray | int = cached0
+        if cached0 and used is not None and used_end - used0 > purely_free:
+            cached = np.maximum(cached0 - np.maximum(used - used0 - purely_free, 0), 0)
         recorder.steps_bulk(
             self.replica_id,
             self.engine_id,
+            clock,
+            durations,
             {
-                "start_s": starts,
-                "duration_s": ends - starts,
-                "num_running": num_running,
-                "num_waiting": num_waiting,
+                "num_running": (n, len(running)),
+                # queues as the steps left them: unchanged until the last step, when arrivals cut the window
+                "num_waiting": (queued[0], len(self._waiting)),
                 "num_prefill_tokens": 0,
                 "num_decode_tokens": n,
-                "num_kv_blocks_used": kv_after,
-                "num_kv_blocks_cached": cached_after,
+                "num_kv_blocks_used": (used0 if used is None else used, kv.num_used_blocks),
+                "num_kv_blocks_cached": (cached, kv.num_cached_blocks),
                 "num_preempted": 0,
                 "num_swapped": 0,
-                "num_transfer_queue": transfers,
+                "num_transfer_queue": (queued[1], len(self._sending) + len(self._incoming) + len(self._receiving)),
             },
         )
-        self.kv_monitor.segments(starts, ends, used.astype(np.float64))
-        self.cached_monitor.segments(starts, ends, cached.astype(np.float64))
+        self.kv_monitor.segments(clock, durations, used0 if used is None else used)
+        self.cached_monitor.segments(clock, durations, cached)
         self._last_step_end_s = now
         self.num_steps += k
         self._sample_levels()

@@ -9,6 +9,7 @@ emits again at the end of this one has the same gap, so one pair covers them all
 from __future__ import annotations
 
 import math
+import struct
 from array import array
 
 import numpy as np
@@ -18,6 +19,7 @@ from simulator.monitor import LevelMonitor
 from simulator.request import Request, State
 
 NAN = math.nan
+_INT64 = struct.Struct("=q")
 
 REQUEST_FLOAT_COLUMNS = (
     "arrival_s",
@@ -52,6 +54,15 @@ STEP_INT_COLUMNS = (
     "num_swapped",
     "num_transfer_queue",
 )
+
+
+def _repeat(value: int, n: int) -> bytes:
+    """``n`` copies of ``value`` as native int64 bytes (an ``array('q')`` appends them whole)."""
+    return _INT64.pack(value) * n
+
+
+def _bytes(values: np.ndarray) -> bytes:
+    return np.asarray(values, dtype=np.int64).tobytes()
 
 
 def _opt(value: float | None) -> float:
@@ -142,21 +153,38 @@ class MetricsRecorder:
         s["num_swapped"].append(num_swapped)
         s["num_transfer_queue"].append(num_transfer_queue)
 
-    def steps_bulk(self, replica_id: int, engine_id: int, columns: dict[str, np.ndarray]) -> None:
-        """Many consecutive steps of one engine at once: ``columns`` holds every step column as an array."""
+    def steps_bulk(
+        self,
+        replica_id: int,
+        engine_id: int,
+        clock_s: np.ndarray,
+        durations_s: np.ndarray,
+        columns: dict[str, int | np.ndarray | tuple[int | np.ndarray, int]],
+    ) -> None:
+        """Many consecutive steps of one engine at once.
+
+        Step j starts at ``clock_s[j]`` and lasts ``durations_s[j]``; ``columns`` holds every
+        other step column as an array, a constant, or (array or constant, last step's value).
+        """
         if not self.record_steps:
             return
-        n = len(columns["start_s"])
-        for name in STEP_FLOAT_COLUMNS:
-            self._step_f[name].frombytes(np.asarray(columns[name], dtype=np.float64).tobytes())
-        self._step_i["replica_id"].frombytes(np.int64(replica_id).tobytes() * n)
-        self._step_i["engine_id"].frombytes(np.int64(engine_id).tobytes() * n)
+        n = len(durations_s)
+        self._step_f["start_s"].frombytes(clock_s[:n].tobytes())
+        self._step_f["duration_s"].frombytes(durations_s.tobytes())
+        self._step_i["replica_id"].frombytes(_repeat(replica_id, n))
+        self._step_i["engine_id"].frombytes(_repeat(engine_id, n))
         for name in STEP_INT_COLUMNS[2:]:
             value = columns[name]
-            if isinstance(value, int):  # a constant column: repeat its 8 bytes
-                self._step_i[name].frombytes(np.int64(value).tobytes() * n)
+            column = self._step_i[name]
+            if isinstance(value, tuple):
+                value, last = value
+                if n > 1:
+                    column.frombytes(_repeat(value, n - 1) if isinstance(value, int) else _bytes(value[: n - 1]))
+                column.append(last)
+            elif isinstance(value, int):
+                column.frombytes(_repeat(value, n))
             else:
-                self._step_i[name].frombytes(np.asarray(value, dtype=np.int64).tobytes())
+                column.frombytes(_bytes(value))
 
     def itl_bulk(self, values_s: np.ndarray, counts: np.ndarray) -> None:
         self._itl_value.frombytes(np.asarray(values_s, dtype=np.float64).tobytes())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 
 class LevelMonitor:
     """Integrates a piecewise-constant level over time: its time average and its maximum."""
@@ -23,19 +25,28 @@ class LevelMonitor:
         if level > self.max_level:
             self.max_level = level
 
-    def segments(self, starts_s, ends_s, levels) -> None:
-        """The level is ``levels[j]`` over [starts_s[j], ends_s[j]] for consecutive intervals (numpy arrays).
+    def segments(self, clock_s: np.ndarray, durations_s: np.ndarray, levels: np.ndarray | float) -> None:
+        """The level is ``levels[j]`` (or ``levels`` throughout) from ``clock_s[j]`` for ``durations_s[j]``.
 
-        Equivalent to ``set(starts_s[j], levels[j]); set(ends_s[j], levels[j])`` for each j,
-        summed in one go (the area may differ from the step-by-step sum by rounding).
+        ``levels`` is monotone (a window's KV blocks only grow, its cached blocks only shrink),
+        so its peak is at one end.
+
+        ``clock_s`` holds the consecutive intervals' boundaries (one more than the
+        intervals). Equivalent to ``set(clock_s[j], levels[j]); set(clock_s[j + 1], levels[j])``
+        for each j, summed in one go (the area may differ from the step-by-step sum by rounding).
         """
-        if len(levels) == 0:
+        if len(durations_s) == 0:
             return
-        self._area += self.level * (float(starts_s[0]) - self._last_s)
-        self._area += float((levels * (ends_s - starts_s)).sum())
-        self._last_s = float(ends_s[-1])
-        self.level = float(levels[-1])
-        peak = float(levels.max())
+        self._area += self.level * (float(clock_s[0]) - self._last_s)
+        if isinstance(levels, np.ndarray):
+            self._area += float(levels @ durations_s)
+            first, last = float(levels[0]), float(levels[-1])
+            peak = max(first, last)
+        else:
+            self._area += levels * (float(clock_s[-1]) - float(clock_s[0]))
+            last = peak = float(levels)
+        self._last_s = float(clock_s[-1])
+        self.level = last
         if peak > self.max_level:
             self.max_level = peak
 

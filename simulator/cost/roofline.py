@@ -58,6 +58,17 @@ class RooflineParams(BaseModel):
     activation_bytes: float = Field(2.0, gt=0, description="Bytes per activation element (bf16).")
 
 
+def _total(ops: dict[str, OpCost]) -> float:
+    """A step's time: its ops summed in order, decode attention (the only op that grows with the
+    context) last, so that ``decode_step_times`` adds it to a memoised sum with the same floats."""
+    total = 0.0
+    for name, op in ops.items():
+        if name != "attn_decode":
+            total += op.seconds
+    decode = ops.get("attn_decode")
+    return total + decode.seconds if decode is not None else total
+
+
 @COST_MODELS.register("roofline", params=RooflineParams)
 class RooflineCostModel:
     """Roofline cost of each op of a step on one replica of ``tp`` GPUs."""
@@ -79,46 +90,52 @@ class RooflineCostModel:
         self._q = model.q_size // tp
         self._kv = model.kv_heads_per_gpu(tp) * model.head_dim
         self._inter = model.intermediate_size / tp
-        self._decode_fixed: dict[int, list[tuple[str, float]]] = {}
+        self._decode_fixed: dict[int, float] = {}
+        self._memo: dict[BatchShape, StepTime] = {}
 
     # -- public -------------------------------------------------------------------------
 
+    MEMO_SIZE = 1 << 16  # step times remembered by shape (prefill shapes repeat: prompt lengths do)
+
     def step_time(self, shape: BatchShape) -> StepTime:
-        ops = self._ops(shape)
-        return StepTime(sum(op.seconds for op in ops.values()), None, self._stages(ops))
+        step = self._memo.get(shape)
+        if step is None:
+            ops = self._ops(shape)
+            step = StepTime(_total(ops), None, self._stages(ops))
+            if len(self._memo) >= self.MEMO_SIZE:
+                self._memo.clear()
+            self._memo[shape] = step
+        return step
 
     def breakdown(self, shape: BatchShape) -> StepTime:
         ops = self._ops(shape)
-        return StepTime(sum(op.seconds for op in ops.values()), ops, self._stages(ops))
+        return StepTime(_total(ops), ops, self._stages(ops))
 
     def decode_step_times(self, num_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
         """Step times of decode-only steps of ``num_seqs`` sequences, one per total context in the array.
 
-        The same arithmetic as ``step_time`` on ``BatchShape(num_decode_seqs=num_seqs,
+        The same floats as ``step_time`` on ``BatchShape(num_decode_seqs=num_seqs,
         decode_context_tokens=c, num_sampled_tokens=num_seqs)``, vectorised over ``c``: only
-        decode attention depends on the context; the other ops are memoised per batch size.
+        decode attention depends on the context, and ``step_time`` adds it last to the other
+        ops' sum, which is memoised per batch size.
         """
         fixed = self._decode_fixed.get(num_seqs)
         if fixed is None:
             ops = self._ops(BatchShape(num_decode_seqs=num_seqs, decode_context_tokens=1, num_sampled_tokens=num_seqs))
-            fixed = [(name, op.seconds) for name, op in ops.items()]
-            self._decode_fixed[num_seqs] = fixed
+            del ops["attn_decode"]
+            fixed = self._decode_fixed[num_seqs] = _total(ops)
         m, p = self.model, self.params
         a, kvb, q, kv = p.activation_bytes, m.kv_cache_bytes, self._q, self._kv
         ctx = np.asarray(context_tokens, dtype=np.float64)
         n = num_seqs
         # as _op(4 q ctx, kvb ctx 2 kv + 2 a n q + kvb n 2 kv, 2, attn, L), elementwise
-        per_layer = (
-            np.maximum(
-                4 * q * ctx / self._attn_rate, (kvb * ctx * 2 * kv + 2 * a * n * q + kvb * n * 2 * kv) / self._bw
-            )
-            + 2 * p.kernel_launch_s
+        attn = np.maximum(
+            4 * q * ctx / self._attn_rate, (kvb * ctx * 2 * kv + 2 * a * n * q + kvb * n * 2 * kv) / self._bw
         )
-        attn = per_layer * m.num_layers
-        total: np.ndarray | float = 0
-        for name, seconds in fixed:  # summed in step_time's order, so the floats match
-            total = total + (attn if name == "attn_decode" else seconds)
-        return np.asarray(total, dtype=np.float64)
+        attn += 2 * p.kernel_launch_s
+        attn *= m.num_layers
+        attn += fixed
+        return attn
 
     # Ops that run once per step rather than per layer, and the stage that runs them.
     _FIRST_STAGE_OPS = ("embed", "cpu_overhead")
