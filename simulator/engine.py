@@ -13,9 +13,11 @@ blocks for incoming KV before the transfer starts, queueing transfers when short
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from itertools import accumulate, pairwise
 from typing import Literal
 
 import numpy as np
@@ -39,10 +41,10 @@ KvPool = BlockManager | PrefixCache
 class _Window:
     """A fast-forward window: its decode step durations and the KV blocks in use after each step."""
 
-    durations: np.ndarray
-    used: np.ndarray | None  # None: no step takes a new block
+    durations: list[float]
+    used: list[int] | None  # None: no step takes a new block
     used0: int  # blocks in use when it was planned
-    starts: np.ndarray | None = None  # step start times, once it runs
+    clock: list[float] | None = None  # step boundaries (start, then each step's end), once it runs
 
 
 class Engine:
@@ -351,38 +353,42 @@ class Engine:
                 return None
             short = [f for f in firsts if f <= k] if k < bs else None
         n = len(firsts)
-        contexts = (context + n) + n * np.arange(k, dtype=np.int64)
+        contexts = range(context + n, context + n + n * k, n)
         decode_times = getattr(self.cost_model, "decode_step_times", None)
         if decode_times is not None:
             durations = decode_times(n, contexts)
         else:
-            durations = np.array(
-                [self.cost_model.step_time(BatchShape((), (), n, int(c), n)).total_s for c in contexts.tolist()]
-            )
+            durations = [self.cost_model.step_time(BatchShape((), (), n, c, n)).total_s for c in contexts]
         # blocks in use after each step's allocation, or None while no request crosses a block boundary
         used0 = self.kv.num_used_blocks
+        used: list[int] | None = None
         if short is not None:
-            crossings = short
+            if short:
+                growth = [0] * (k + 1)
+                for f in short:
+                    growth[f] += 1
+                used = list(accumulate(growth[1:], initial=used0))[1:]
         else:
             first = np.array(firsts)
             repeats = np.maximum((k - first) // bs + 1, 0)
             total = int(repeats.sum())
-            offsets = np.arange(total) - np.repeat(repeats.cumsum() - repeats, repeats)
-            crossings = np.repeat(first, repeats) + bs * offsets
-        used = used0 + np.bincount(crossings, minlength=k + 1)[1:].cumsum() if len(crossings) else None
+            if total:
+                offsets = np.arange(total) - np.repeat(repeats.cumsum() - repeats, repeats)
+                crossings = np.repeat(first, repeats) + bs * offsets
+                used = (used0 + np.bincount(crossings, minlength=k + 1)[1:].cumsum()).tolist()
         return _Window(durations, used, used0)
 
     @property
     def num_used_blocks_now(self) -> int:
         """Blocks in use at this moment, mid-window included (allocation happens as each step starts)."""
         window = self._window
-        if window is None or window.starts is None:
+        if window is None or window.clock is None:
             return self.kv.num_used_blocks
         reserved_since = self.kv.num_used_blocks - window.used0
         if window.used is None:
             return window.used0 + reserved_since
-        step = int(np.searchsorted(window.starts, self.env.now, side="right")) - 1
-        return int(window.used[max(step, 0)]) + reserved_since
+        step = bisect_right(window.clock, self.env.now, 0, len(window.used)) - 1  # the step under way
+        return window.used[max(step, 0)] + reserved_since
 
     def _run_window(self, window: _Window) -> Generator[simpy.Event, None, None]:
         """Wait through the window's steps (cut short by an arrival) and apply them as one."""
@@ -391,33 +397,27 @@ class Engine:
         queued = (len(self._waiting), len(self._sending) + len(self._incoming) + len(self._receiving))
         cached0 = self.kv.num_cached_blocks
         k = len(window.durations)
-        clock = np.empty(k + 1)
-        clock[0] = start
-        clock[1:] = window.durations
-        clock.cumsum(out=clock)  # the sums SimPy would form one by one
-        window.starts = clock[:-1]
-        ends = clock[1:]
+        clock = window.clock = list(accumulate(window.durations, initial=start))  # the sums SimPy would form
         self._window = window
         wake = self._wake = env.event()
-        env.timeout(float(ends[-1]) - start).callbacks.append(
+        env.timeout(clock[-1] - start).callbacks.append(
             lambda _, wake=wake: wake.triggered or wake.succeed(_WINDOW_END)
         )
         yield wake
-        if wake.value is not _WINDOW_END and env.now < ends[-1]:
+        if wake.value is not _WINDOW_END and env.now < clock[-1]:
             # Something arrived mid-step: that step still completes, then the policy plans again.
-            done = int(ends.searchsorted(env.now, side="right")) + 1
+            done = bisect_right(clock, env.now, 1)  # the first step ending after now
             self._wake = None
-            if float(ends[done - 1]) > env.now:
-                yield env.timeout(float(ends[done - 1]) - env.now)
+            if clock[done] > env.now:
+                yield env.timeout(clock[done] - env.now)
             k = done
         self._wake = None
         self._window = None  # from here on the engine's own counts are current again
-        self._apply_window(
-            clock[: k + 1], window.used[:k] if window.used is not None else None, window.used0, cached0, queued
-        )
+        used = window.used
+        self._apply_window(clock[: k + 1], used[:k] if used is not None else None, window.used0, cached0, queued)
 
     def _apply_window(
-        self, clock: np.ndarray, used: np.ndarray | None, used0: int, cached0: int, queued: tuple[int, int]
+        self, clock: list[float], used: list[int] | None, used0: int, cached0: int, queued: tuple[int, int]
     ) -> None:
         """Counters, emissions, completions, step rows and levels of the decode steps between ``clock``'s times.
 
@@ -427,8 +427,8 @@ class Engine:
         requests, transfers) the levels at the window's start.
         """
         k = len(clock) - 1
-        now = float(clock[-1])
-        first_end = float(clock[1])
+        now = clock[-1]
+        first_end = clock[1]
         running = self._running
         n = len(running)
         kv = self.kv
@@ -475,10 +475,10 @@ class Engine:
         if regular:
             assert prev_end is not None
             recorder.itl(first_end - prev_end, regular)
-        durations = np.subtract(clock[1:], clock[:-1])
+        durations = [b - a for a, b in pairwise(clock)]  # the steps as SimPy's clock would time them
         if k > 1:
             recorder.itl_bulk(durations[1:], n)
-        used_end = used0 if used is None else int(used[-1])
+        used_end = used0 if used is None else used[-1]
         assert kv.num_used_blocks == used_end + reserved_since, "window block growth disagrees with allocation"
         for r in finished:
             running.remove(r)
@@ -487,9 +487,10 @@ class Engine:
         self._reserve_incoming()  # freed blocks may let queued KV in, before the step is recorded (as plain)
         # cached prefixes evicted as the growth ran past the blocks that were purely free
         purely_free = kv.num_total_blocks - used0 - cached0
-        cached: np.ndarray | int = cached0
+        cached: list[int] | int = cached0
         if cached0 and used is not None and used_end - used0 > purely_free:
-            cached = np.maximum(cached0 - np.maximum(used - used0 - purely_free, 0), 0)
+            cached = [max(cached0 - max(u - used0 - purely_free, 0), 0) for u in used]
+        levels = used0 if used is None else used
         recorder.steps_bulk(
             self.replica_id,
             self.engine_id,
@@ -501,14 +502,14 @@ class Engine:
                 "num_waiting": (queued[0], len(self._waiting)),
                 "num_prefill_tokens": 0,
                 "num_decode_tokens": n,
-                "num_kv_blocks_used": (used0 if used is None else used, kv.num_used_blocks),
+                "num_kv_blocks_used": (levels, kv.num_used_blocks),
                 "num_kv_blocks_cached": (cached, kv.num_cached_blocks),
                 "num_preempted": 0,
                 "num_swapped": 0,
                 "num_transfer_queue": (queued[1], len(self._sending) + len(self._incoming) + len(self._receiving)),
             },
         )
-        self.kv_monitor.segments(clock, durations, used0 if used is None else used)
+        self.kv_monitor.segments(clock, durations, levels)
         self.cached_monitor.segments(clock, durations, cached)
         self._last_step_end_s = now
         self.num_steps += k

@@ -1,6 +1,6 @@
 """Run-time recording: per-request rows, per-step rows and inter-token latencies.
 
-Rows are appended as primitives into typed arrays (8 bytes a value) and turned into
+Rows are appended as primitives into typed arrays (8 bytes a value, 4 for step counts) and turned into
 tables after the run; nothing per token is kept per request. ITLs are pooled as
 (value, count) pairs: every request that emitted at the end of the previous step and
 emits again at the end of this one has the same gap, so one pair covers them all.
@@ -19,7 +19,8 @@ from simulator.monitor import LevelMonitor
 from simulator.request import Request, State
 
 NAN = math.nan
-_INT64 = struct.Struct("=q")
+_STEP_INT = struct.Struct("=i")  # step counts (requests, tokens, blocks) fit in 32 bits
+_COUNT = struct.Struct("=q")
 
 REQUEST_FLOAT_COLUMNS = (
     "arrival_s",
@@ -57,12 +58,8 @@ STEP_INT_COLUMNS = (
 
 
 def _repeat(value: int, n: int) -> bytes:
-    """``n`` copies of ``value`` as native int64 bytes (an ``array('q')`` appends them whole)."""
-    return _INT64.pack(value) * n
-
-
-def _bytes(values: np.ndarray) -> bytes:
-    return np.asarray(values, dtype=np.int64).tobytes()
+    """``n`` copies of ``value`` as a step column's bytes (its ``array('i')`` appends them whole)."""
+    return _STEP_INT.pack(value) * n
 
 
 def _opt(value: float | None) -> float:
@@ -79,7 +76,7 @@ class MetricsRecorder:
         self.reject_reasons: dict[int, str] = {}
         self.record_steps = record_steps
         self._step_f = {c: array("d") for c in STEP_FLOAT_COLUMNS}
-        self._step_i = {c: array("q") for c in STEP_INT_COLUMNS}
+        self._step_i = {c: array("i") for c in STEP_INT_COLUMNS}  # 4 bytes a value: steps outnumber requests
         self._itl_value = array("d")
         self._itl_count = array("q")
         self.in_system = LevelMonitor()
@@ -157,20 +154,20 @@ class MetricsRecorder:
         self,
         replica_id: int,
         engine_id: int,
-        clock_s: np.ndarray,
-        durations_s: np.ndarray,
-        columns: dict[str, int | np.ndarray | tuple[int | np.ndarray, int]],
+        clock_s: list[float],
+        durations_s: list[float],
+        columns: dict[str, int | list[int] | tuple[int | list[int], int]],
     ) -> None:
         """Many consecutive steps of one engine at once.
 
         Step j starts at ``clock_s[j]`` and lasts ``durations_s[j]``; ``columns`` holds every
-        other step column as an array, a constant, or (array or constant, last step's value).
+        other step column as a list, a constant, or (list or constant, last step's value).
         """
         if not self.record_steps:
             return
         n = len(durations_s)
-        self._step_f["start_s"].frombytes(clock_s[:n].tobytes())
-        self._step_f["duration_s"].frombytes(durations_s.tobytes())
+        self._step_f["start_s"].fromlist(clock_s[:n])
+        self._step_f["duration_s"].fromlist(durations_s)
         self._step_i["replica_id"].frombytes(_repeat(replica_id, n))
         self._step_i["engine_id"].frombytes(_repeat(engine_id, n))
         for name in STEP_INT_COLUMNS[2:]:
@@ -179,19 +176,20 @@ class MetricsRecorder:
             if isinstance(value, tuple):
                 value, last = value
                 if n > 1:
-                    column.frombytes(_repeat(value, n - 1) if isinstance(value, int) else _bytes(value[: n - 1]))
+                    if isinstance(value, int):
+                        column.frombytes(_repeat(value, n - 1))
+                    else:
+                        column.fromlist(value[: n - 1])
                 column.append(last)
             elif isinstance(value, int):
                 column.frombytes(_repeat(value, n))
             else:
-                column.frombytes(_bytes(value))
+                column.fromlist(value)
 
-    def itl_bulk(self, values_s: np.ndarray, counts: np.ndarray) -> None:
-        self._itl_value.frombytes(np.asarray(values_s, dtype=np.float64).tobytes())
-        if isinstance(counts, int):
-            self._itl_count.frombytes(np.int64(counts).tobytes() * len(values_s))
-        else:
-            self._itl_count.frombytes(np.asarray(counts, dtype=np.int64).tobytes())
+    def itl_bulk(self, values_s: list[float], count: int) -> None:
+        """ITLs of ``count`` requests each, one pair per value."""
+        self._itl_value.fromlist(values_s)
+        self._itl_count.frombytes(_COUNT.pack(count) * len(values_s))
 
     # -- after the run -----------------------------------------------------------------
 
@@ -215,7 +213,7 @@ class MetricsRecorder:
         return pd.DataFrame(cols, copy=False)
 
     def steps_frame(self) -> pd.DataFrame:
-        cols: dict[str, np.ndarray] = {c: np.frombuffer(a, dtype=np.int64) for c, a in self._step_i.items()}
+        cols: dict[str, np.ndarray] = {c: np.frombuffer(a, dtype=np.int32) for c, a in self._step_i.items()}
         cols.update({c: np.frombuffer(a, dtype=np.float64) for c, a in self._step_f.items()})
         order = ["replica_id", "engine_id", "start_s", "duration_s", *STEP_INT_COLUMNS[2:]]
         frame = pd.DataFrame({name: cols[name] for name in order}, copy=False)

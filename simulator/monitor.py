@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
+from collections.abc import Sequence
+from operator import mul
 
 
 class LevelMonitor:
@@ -25,27 +26,26 @@ class LevelMonitor:
         if level > self.max_level:
             self.max_level = level
 
-    def segments(self, clock_s: np.ndarray, durations_s: np.ndarray, levels: np.ndarray | float) -> None:
+    def segments(self, clock_s: Sequence[float], durations_s: Sequence[float], levels: Sequence[float] | float) -> None:
         """The level is ``levels[j]`` (or ``levels`` throughout) from ``clock_s[j]`` for ``durations_s[j]``.
 
-        ``levels`` is monotone (a window's KV blocks only grow, its cached blocks only shrink),
-        so its peak is at one end.
-
         ``clock_s`` holds the consecutive intervals' boundaries (one more than the
-        intervals). Equivalent to ``set(clock_s[j], levels[j]); set(clock_s[j + 1], levels[j])``
-        for each j, summed in one go (the area may differ from the step-by-step sum by rounding).
+        intervals). ``levels`` is monotone (a window's KV blocks only grow, its cached
+        blocks only shrink), so its peak is at one end. Equivalent to
+        ``set(clock_s[j], levels[j]); set(clock_s[j + 1], levels[j])`` for each j, summed in
+        one go (the area may differ from the step-by-step sum by rounding).
         """
-        if len(durations_s) == 0:
+        if not durations_s:
             return
-        self._area += self.level * (float(clock_s[0]) - self._last_s)
-        if isinstance(levels, np.ndarray):
-            self._area += float(levels @ durations_s)
-            first, last = float(levels[0]), float(levels[-1])
-            peak = max(first, last)
-        else:
-            self._area += levels * (float(clock_s[-1]) - float(clock_s[0]))
+        self._area += self.level * (clock_s[0] - self._last_s)
+        if isinstance(levels, (int, float)):
+            self._area += levels * (clock_s[-1] - clock_s[0])
             last = peak = float(levels)
-        self._last_s = float(clock_s[-1])
+        else:
+            self._area += sum(map(mul, levels, durations_s))
+            last = float(levels[-1])
+            peak = max(float(levels[0]), last)
+        self._last_s = clock_s[-1]
         self.level = last
         if peak > self.max_level:
             self.max_level = peak

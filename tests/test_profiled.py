@@ -351,7 +351,7 @@ def test_decode_step_times_equal_step_time_inside_and_outside_the_grid(attention
         contexts = n * np.array([1, 100, 1000, 5000, 20000]) + np.arange(5)
         got = m.decode_step_times(n, contexts)
         want = [m.step_time(BatchShape((), (), n, int(c), n)).total_s for c in contexts]
-        assert got.tolist() == want
+        assert got == want
 
 
 @pytest.mark.parametrize("attention", ["per_sequence", "packed"])

@@ -113,3 +113,17 @@ def test_cost_model_conformance(name):
     assert seq == sorted(seq)
     seq = [cost.step_time(decode(16, c)).total_s for c in (10, 100, 1000, 10000)]
     assert seq == sorted(seq)
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_decode_step_times_equal_step_time_float_for_float(tp):
+    """The fast-forward path's batched decode times (plain floats for short runs, numpy for long ones)
+    are step_time's, bit for bit."""
+    m = model(tp)
+    for n in (1, 7, 64, 256):
+        for steps in (1, 5, 64, 65, 300):
+            contexts = range(n * 3, n * 3 + n * steps, n)
+            want = [model(tp).step_time(BatchShape((), (), n, c, n)).total_s for c in contexts]
+            assert m.decode_step_times(n, contexts) == want
+    long = range(200_000, 200_000 + 256 * 100, 256)  # deep contexts
+    assert m.decode_step_times(256, long) == [m.step_time(BatchShape((), (), 256, c, 256)).total_s for c in long]

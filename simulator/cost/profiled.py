@@ -27,9 +27,9 @@ passes it in; built without one (``profile=None``), every op falls back.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from simulator.cost.interpolate import GridInterpolator
@@ -125,8 +125,8 @@ class ProfiledCostModel:
     def step_time(self, shape: BatchShape) -> StepTime:
         return StepTime(sum(op.seconds for op in self._ops(shape).values()))
 
-    def decode_step_times(self, num_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
-        """Step times of decode-only steps of ``num_seqs`` sequences, one per total context in the array.
+    def decode_step_times(self, num_seqs: int, context_tokens: Sequence[int]) -> list[float]:
+        """Step times of decode-only steps of ``num_seqs`` sequences, one per total context given.
 
         Equal to ``step_time`` of each such step (the same floats, summed in the same
         order): the ops that do not depend on the context are looked up once per batch
@@ -145,8 +145,9 @@ class ProfiledCostModel:
         layers = self.model.num_layers
         seq_overhead = self.step_overhead_s + self.per_seq_overhead_s * n
         per_kv = self.params.per_kv_token_overhead_s
-        out = np.empty(len(context_tokens))
-        for i, c in enumerate(np.asarray(context_tokens).tolist()):
+        out = [0.0] * len(context_tokens)
+        for i, c in enumerate(context_tokens):
+            c = int(c)
             t = None if f is None else f((n, c) if packed else (n, c / n))
             if t is None:  # outside the grid: the fallback's arithmetic is step_time's own
                 out[i] = self.step_time(

@@ -27,6 +27,7 @@ measurements:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
@@ -111,13 +112,14 @@ class RooflineCostModel:
         ops = self._ops(shape)
         return StepTime(_total(ops), ops, self._stages(ops))
 
-    def decode_step_times(self, num_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
-        """Step times of decode-only steps of ``num_seqs`` sequences, one per total context in the array.
+    def decode_step_times(self, num_seqs: int, context_tokens: Sequence[int]) -> list[float]:
+        """Step times of decode-only steps of ``num_seqs`` sequences, one per total context given.
 
         The same floats as ``step_time`` on ``BatchShape(num_decode_seqs=num_seqs,
-        decode_context_tokens=c, num_sampled_tokens=num_seqs)``, vectorised over ``c``: only
-        decode attention depends on the context, and ``step_time`` adds it last to the other
-        ops' sum, which is memoised per batch size.
+        decode_context_tokens=c, num_sampled_tokens=num_seqs)``: only decode attention
+        depends on the context, and ``step_time`` adds it last to the other ops' sum, which
+        is memoised per batch size. Short runs are computed in plain floats, long ones with
+        numpy (the same IEEE operations in the same order).
         """
         fixed = self._decode_fixed.get(num_seqs)
         if fixed is None:
@@ -126,16 +128,22 @@ class RooflineCostModel:
             fixed = self._decode_fixed[num_seqs] = _total(ops)
         m, p = self.model, self.params
         a, kvb, q, kv = p.activation_bytes, m.kv_cache_bytes, self._q, self._kv
-        ctx = np.asarray(context_tokens, dtype=np.float64)
         n = num_seqs
         # as _op(4 q ctx, kvb ctx 2 kv + 2 a n q + kvb n 2 kv, 2, attn, L), elementwise
-        attn = np.maximum(
-            4 * q * ctx / self._attn_rate, (kvb * ctx * 2 * kv + 2 * a * n * q + kvb * n * 2 * kv) / self._bw
-        )
-        attn += 2 * p.kernel_launch_s
-        attn *= m.num_layers
+        flops_per_ctx, rate, bw = 4 * q, self._attn_rate, self._bw
+        queries, keys = 2 * a * n * q, kvb * n * 2 * kv
+        launch, layers = 2 * p.kernel_launch_s, m.num_layers
+        if len(context_tokens) <= 64:
+            return [
+                (max(flops_per_ctx * c / rate, (kvb * c * 2 * kv + queries + keys) / bw) + launch) * layers + fixed
+                for c in context_tokens
+            ]
+        ctx = np.asarray(context_tokens, dtype=np.float64)
+        attn = np.maximum(flops_per_ctx * ctx / rate, (kvb * ctx * 2 * kv + queries + keys) / bw)
+        attn += launch
+        attn *= layers
         attn += fixed
-        return attn
+        return attn.tolist()
 
     # Ops that run once per step rather than per layer, and the stage that runs them.
     _FIRST_STAGE_OPS = ("embed", "cpu_overhead")
