@@ -110,6 +110,10 @@ class BuiltinEngine:
         return self._running
 
     @property
+    def num_running(self) -> int:
+        return len(self._running)
+
+    @property
     def num_free_blocks(self) -> int:
         return len(self._free)
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from itertools import accumulate, pairwise
 from typing import Literal
 
-import numpy as np
 import simpy
 
 from policies.interface import BatchPolicy, StepPlan
 from simulator.cost.shape import BatchShape, CostModel
+from simulator.decode_batch import DecodeBatch
 from simulator.kv import BlockManager, HostPool
 from simulator.metrics import MetricsRecorder
 from simulator.monitor import LevelMonitor
@@ -101,6 +101,9 @@ class Engine:
         self._wake: simpy.Event | None = None
         self._last_step_end_s: float | None = None
         self._window: _Window | None = None  # the fast-forward window in progress
+        # the running requests as one decode batch while they only decode (fast-forward only)
+        self._batch: DecodeBatch | None = None
+        self._counted = type(kv) is BlockManager  # KV blocks are counts: a batch's growth is one subtraction
         self._swap_bytes = 0.0
         self._num_swaps = 0
         self.num_swaps_out = 0
@@ -117,7 +120,13 @@ class Engine:
 
     @property
     def running(self) -> list[Request]:
+        """The running requests, their counters current (a policy may change them next)."""
+        self._sync()
         return self._running
+
+    @property
+    def num_running(self) -> int:
+        return len(self._running)
 
     @property
     def num_free_blocks(self) -> int:
@@ -309,50 +318,27 @@ class Engine:
 
         The window stops at the step in which the first running request finishes, and
         before any step whose block growth the free blocks could not cover (the policy must
-        then choose a victim). Returns None when not even one step qualifies.
-
-        One pass over the batch in plain Python (batches are small; numpy pays only on the
-        per-step arrays): request i, holding ``b_i`` blocks with ``c_i`` tokens computed,
-        first needs a new block at step ``f_i = b_i block_size - c_i + 1`` of the window and
-        one more every ``block_size`` steps after.
+        then choose a victim). Returns None when not even one step qualifies. The running
+        requests are the decode batch (built here when there is none), so planning costs
+        nothing per request.
         """
-        bs = self.kv.block_size
-        k = self.MAX_WINDOW_STEPS
-        context = 0
-        firsts = []
-        for r in self._running:
-            c = r.num_computed_tokens
-            p = r.num_prompt_tokens
-            g = r.num_generated_tokens
-            if c < p or p + g - c != 1:
-                return None  # a prompt or a recompute is still in progress: not a pure decode batch
-            left = r.num_output_tokens - g
-            if left < k:
-                k = left
-            context += c
-            firsts.append(r.num_blocks * bs - c + 1)
+        batch = self._batch
+        if batch is None or len(batch) != len(self._running):
+            self._sync()
+            batch = self._batch = DecodeBatch.of(self._running, self.kv.block_size)
+            if batch is None:
+                return None
+        k = min(batch.steps_to_finish(), self.MAX_WINDOW_STEPS)
+        new = batch.new_blocks(k)
         # Only blocks free without evicting cached prefixes: a router may look at the cache mid-window.
         free = self.kv.num_unused_blocks
-
-        def demand(steps: int) -> int:
-            """New blocks the batch needs to hold its KV after ``steps`` steps."""
-            return sum((steps - f) // bs + 1 for f in firsts if f <= steps)
-
-        # short windows (the usual case): at most one crossing per request, so the demand is their count
-        short = [f for f in firsts if f <= k] if k < bs else None
-        if (len(short) if short is not None else demand(k)) > free:
-            lo, hi = 0, k  # demand(lo) fits, demand(hi) does not
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if demand(mid) <= free:
-                    lo = mid
-                else:
-                    hi = mid
-            k = lo
+        if new is not None and new[-1] > free:
+            k = bisect_right(new, free)  # the steps whose growth fits
             if k == 0:
                 return None
-            short = [f for f in firsts if f <= k] if k < bs else None
-        n = len(firsts)
+            del new[k:]
+        n = len(batch)
+        context = batch.context_tokens()
         contexts = range(context + n, context + n + n * k, n)
         decode_times = getattr(self.cost_model, "decode_step_times", None)
         if decode_times is not None:
@@ -361,21 +347,7 @@ class Engine:
             durations = [self.cost_model.step_time(BatchShape((), (), n, c, n)).total_s for c in contexts]
         # blocks in use after each step's allocation, or None while no request crosses a block boundary
         used0 = self.kv.num_used_blocks
-        used: list[int] | None = None
-        if short is not None:
-            if short:
-                growth = [0] * (k + 1)
-                for f in short:
-                    growth[f] += 1
-                used = list(accumulate(growth[1:], initial=used0))[1:]
-        else:
-            first = np.array(firsts)
-            repeats = np.maximum((k - first) // bs + 1, 0)
-            total = int(repeats.sum())
-            if total:
-                offsets = np.arange(total) - np.repeat(repeats.cumsum() - repeats, repeats)
-                crossings = np.repeat(first, repeats) + bs * offsets
-                used = (used0 + np.bincount(crossings, minlength=k + 1)[1:].cumsum()).tolist()
+        used = [used0 + b for b in new] if new is not None and new[-1] else None
         return _Window(durations, used, used0)
 
     @property
@@ -428,58 +400,34 @@ class Engine:
         """
         k = len(clock) - 1
         now = clock[-1]
-        first_end = clock[1]
         running = self._running
         n = len(running)
         kv = self.kv
         recorder = self.recorder
         reserved_since = kv.num_used_blocks - used0  # KV reservations since the window started
-        prev_end = self._last_step_end_s
-        bs = kv.block_size
-        counted = type(kv) is BlockManager  # blocks are counts: grow them in place
-        grown = 0
-        # one pass: ITLs (a request's first gap runs from its last token, later ones are step gaps),
-        # counters, KV growth and completions
-        regular = 0
-        irregular: dict[float, int] = {}
-        finished = []
-        for r in running:
-            last = r.last_token_s
-            if last == prev_end:
-                regular += 1
-            else:
-                gap = first_end - last
-                irregular[gap] = irregular.get(gap, 0) + 1
-            c = r.num_computed_tokens + k
-            r.num_computed_tokens = c
-            g = r.num_generated_tokens + k
-            r.num_generated_tokens = g
-            if c > r.num_kv_tokens:
-                if c <= r.num_blocks * bs:
-                    r.num_kv_tokens = c
-                elif counted:
-                    blocks = -(-c // bs)
-                    grown += blocks - r.num_blocks
-                    r.num_blocks = blocks
-                    r.num_kv_tokens = c
-                else:
-                    kv.allocate(r, c)
-            r.last_token_s = now
-            if g == r.num_output_tokens:
-                finished.append(r)
-        if grown:
-            assert grown <= kv.num_free_blocks, f"window grows {grown} blocks with {kv.num_free_blocks} free"
-            kv.num_free_blocks -= grown
-        for gap, count in irregular.items():
+        batch = self._batch
+        assert batch is not None
+        gaps, finished = batch.advance(k, clock[1], now)
+        for gap, count in gaps.items():  # each request's first gap runs from its latest token
             recorder.itl(gap, count)
-        if regular:
-            assert prev_end is not None
-            recorder.itl(first_end - prev_end, regular)
         durations = [b - a for a, b in pairwise(clock)]  # the steps as SimPy's clock would time them
         if k > 1:
             recorder.itl_bulk(durations[1:], n)
+        if self._counted:
+            grown = (used[-1] if used is not None else used0) - used0
+            assert grown <= kv.num_free_blocks, f"window grows {grown} blocks with {kv.num_free_blocks} free"
+            kv.num_free_blocks -= grown
+            if len(finished) > 1:
+                finished.sort(key=running.index)
+            for r in finished:
+                self._materialize(r)
+                batch.remove(r)
+        else:
+            self._sync()  # allocates block ids, in the order the plain path would
         used_end = used0 if used is None else used[-1]
         assert kv.num_used_blocks == used_end + reserved_since, "window block growth disagrees with allocation"
+        if len(finished) > 1 and not self._counted:
+            finished.sort(key=running.index)
         for r in finished:
             running.remove(r)
             kv.free(r)
@@ -517,6 +465,29 @@ class Engine:
         if self.check_invariants:
             self.check()
 
+    def _materialize(self, req: Request) -> None:
+        """Bring a decode batch member's counters and KV blocks up to date."""
+        assert self._batch is not None
+        c = self._batch.materialize(req)
+        if c > req.num_kv_tokens:
+            bs = self.kv.block_size
+            if c <= req.num_blocks * bs:
+                req.num_kv_tokens = c
+            elif self._counted:  # the windows took these blocks from the pool already
+                req.num_blocks = -(-c // bs)
+                req.num_kv_tokens = c
+            else:
+                self.kv.allocate(req, c)
+
+    def _sync(self) -> None:
+        """Materialize every running request and drop the decode batch (something else will read or change them)."""
+        if self._batch is None:
+            return
+        for r in self._running:
+            if r in self._batch:
+                self._materialize(r)
+        self._batch = None
+
     def _blocked_by_transfers(self) -> bool:
         """Waiting requests may sit on an idle engine only while KV transfers (in or out) are pending."""
         return bool(self._receiving or self._incoming or self._sending)
@@ -545,6 +516,9 @@ class Engine:
 
     def _carry_out(self, plan: StepPlan) -> int:
         """Apply the plan's decisions before the step; returns the number preempted."""
+        batch = self._batch
+        if batch is not None and (plan.preempt or any(r in batch for r, _ in plan.scheduled)):
+            self._sync()  # a policy that read the running requests dropped the batch already
         now = self.env.now
         for req, reason in plan.reject:
             self._waiting.remove(req)
@@ -663,6 +637,14 @@ class Engine:
         if num_regular_gaps:
             recorder.itl(now - prev_end, num_regular_gaps)
         self._last_step_end_s = now
+        batch = self._batch
+        if batch is not None:  # requests that start decoding join the batch
+            for req, _ in plan.scheduled:
+                if req.state is State.RUNNING and req not in batch:
+                    c, p = req.num_computed_tokens, req.num_prompt_tokens
+                    if c < p or p + req.num_generated_tokens - c != 1 or not batch.add(req):
+                        self._sync()
+                        break
 
     def _end(self, req: Request, state: State, reason: str | None = None) -> None:
         transition(req, state, self.env.now, reason)
@@ -674,6 +656,10 @@ class Engine:
 
     def check(self) -> None:
         """Assert the engine's invariants (tests call this after every step)."""
+        if self._batch is not None:  # members' counters current, the batch's totals theirs
+            for r in self._running:
+                self._materialize(r)
+            self._batch.check(self._running)
         running, waiting = self._running, self._waiting
         ids = [id(r) for r in (*running, *waiting, *self._sending, *self._incoming, *self._receiving)]
         assert len(ids) == len(set(ids)), "a request is in two queues"

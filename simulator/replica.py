@@ -35,7 +35,7 @@ class Replica:
 
     @property
     def num_running(self) -> int:
-        return sum(len(e.running) for e in self.engines)
+        return sum(e.num_running for e in self.engines)
 
     @property
     def num_outstanding(self) -> int:

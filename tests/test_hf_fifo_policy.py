@@ -12,6 +12,10 @@ class View:
         self.waiting, self.running = list(waiting), list(running)
         self.num_free_blocks, self.num_total_blocks, self.block_size, self.max_model_len = free, total, 16, 4096
 
+    @property
+    def num_running(self):
+        return len(self.running)
+
     def num_new_blocks(self, req, num_kv_tokens):
         return max(0, -(-num_kv_tokens // 16) - req.num_blocks)
 

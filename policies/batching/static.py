@@ -57,7 +57,7 @@ class StaticPolicy:
 
     def steady_decode(self, view: ReplicaView) -> bool:
         # a running batch decodes to its end whatever waits; nobody joins
-        return bool(view.running)
+        return view.num_running > 0
 
     def plan_step(self, view: ReplicaView, now_s: float) -> StepPlan:
         plan = StepPlan()

@@ -76,7 +76,7 @@ class VllmPolicy:
         watermark_blocks = int(self.watermark * view.num_total_blocks)
         waiting = view.waiting
         if waiting and not waiting[0].is_swapped:
-            budget = Budget(limit, self.max_num_seqs - len(view.running), view.num_free_blocks)
+            budget = Budget(limit, self.max_num_seqs - view.num_running, view.num_free_blocks)
 
             def reject(req: RequestView) -> str | None:
                 if (reason := oversized(req, limit)) is not None:

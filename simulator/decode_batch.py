@@ -1,0 +1,185 @@
+"""A steady decode batch kept as totals, so a fast-forward window costs nothing per request.
+
+While every running request of an engine decodes one token per step, they all advance
+together. ``DecodeBatch`` does not touch their counters step by step or window by
+window: it numbers the batch's decode steps and remembers, per request, the step at
+which its counters were last brought up to date (``materialize``). What planning a
+window needs is kept as totals, updated only when a request joins or finishes:
+
+- the step at which each request emits its last token (a heap: the first one ends the window);
+- the computed tokens of the whole batch (every step adds one per request);
+- when requests need new KV blocks: a request holding ``b`` blocks with ``c`` tokens
+  computed needs one at the batch's step ``s + b block_size - c + 1`` (``s`` the current
+  step), then one every ``block_size`` steps, so requests are counted by that step
+  modulo ``block_size``;
+- how many requests emitted their last token when (the first inter-token gaps of the
+  next window).
+
+The engine materializes a request when it finishes, and all of them before anything else
+reads or changes the running requests (a policy planning a step, an invariant check).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from itertools import accumulate, count
+
+from simulator.request import Request
+
+
+class DecodeBatch:
+    """The running requests of one engine while they only decode (``block_size``: the KV pool's)."""
+
+    __slots__ = (
+        "_base",
+        "_context",
+        "_cross",
+        "_finish",
+        "_order",
+        "_phase",
+        "block_size",
+        "emitted",
+        "last_end_s",
+        "step",
+    )
+
+    def __init__(self, block_size: int) -> None:
+        self.block_size = block_size
+        self.step = 0  # decode steps the batch has run
+        self.last_end_s: float | None = None  # when the latest of them ended
+        self._base: dict[Request, int] = {}  # request -> step at which its counters were current
+        self._phase: dict[Request, int | None] = {}  # step (mod block_size) of its block growth, None: never
+        self._finish: list[tuple[int, int, Request]] = []  # heap of (step of its last token, join order, request)
+        self._order = count()
+        self._cross = [0] * block_size  # requests that take a new block at steps of each residue
+        self._context = 0  # sum of (computed - base): the batch's computed tokens are this + len x step
+        self.emitted: dict[float, int] = {}  # time of a request's latest token -> requests
+
+    def __len__(self) -> int:
+        return len(self._base)
+
+    def __contains__(self, req: Request) -> bool:
+        return req in self._base
+
+    def add(self, req: Request) -> bool:
+        """Take in a running request whose counters are current and whose next step is a decode.
+
+        Returns False (and takes nothing) when its block growth does not follow the
+        batch's model: it would first need a block more than ``block_size`` steps ahead
+        yet before it finishes.
+        """
+        bs = self.block_size
+        s = self.step
+        c = req.num_computed_tokens
+        finish = s + req.num_output_tokens - req.num_generated_tokens
+        first = s + req.num_blocks * bs - c + 1  # the step that first needs a block it lacks
+        if first > finish:
+            phase = None  # holds all the KV it will need (reserved at admission)
+        elif first <= s + bs:
+            phase = first % bs
+            self._cross[phase] += 1
+        else:
+            return False
+        self._base[req] = s
+        self._phase[req] = phase
+        heapq.heappush(self._finish, (finish, next(self._order), req))
+        self._context += c - s
+        t = req.last_token_s
+        assert t is not None, "a decoding request has emitted a token"
+        self.emitted[t] = self.emitted.get(t, 0) + 1
+        return True
+
+    @classmethod
+    def of(cls, running: Iterable[Request], block_size: int) -> DecodeBatch | None:
+        """A batch of ``running``, or None unless every request's next step is a decode that the batch can model."""
+        batch = cls(block_size)
+        for r in running:
+            c = r.num_computed_tokens
+            p = r.num_prompt_tokens
+            if c < p or p + r.num_generated_tokens - c != 1:
+                return None  # a prompt or a recompute is still in progress
+            if not batch.add(r):
+                return None
+        return batch
+
+    # -- planning ------------------------------------------------------------------------
+
+    def steps_to_finish(self) -> int:
+        """Steps until the first request emits its last token (it does in that step)."""
+        return self._finish[0][0] - self.step
+
+    def context_tokens(self) -> int:
+        """Tokens the requests have computed, summed over the batch."""
+        return self._context + len(self._base) * self.step
+
+    def new_blocks(self, num_steps: int) -> list[int] | None:
+        """Blocks the batch has newly taken after each of its next ``num_steps`` steps; None if none."""
+        cross = self._cross
+        if not any(cross):
+            return None
+        bs = self.block_size
+        s = self.step
+        return list(accumulate(cross[(s + j) % bs] for j in range(1, num_steps + 1)))
+
+    # -- running -------------------------------------------------------------------------
+
+    def advance(self, num_steps: int, first_end_s: float, end_s: float) -> tuple[dict[float, int], list[Request]]:
+        """Run ``num_steps`` steps, the first ending at ``first_end_s``, the last at ``end_s``.
+
+        Returns the first step's inter-token gaps pooled by value (each request's runs from
+        its latest token) and the requests that emitted their last token in the last step
+        (still members: the caller materializes and removes them).
+        """
+        gaps: dict[float, int] = {}
+        for t, n in self.emitted.items():
+            gap = first_end_s - t
+            gaps[gap] = gaps.get(gap, 0) + n
+        self.step += num_steps
+        self.last_end_s = end_s
+        finished = []
+        heap = self._finish
+        while heap and heap[0][0] == self.step:
+            finished.append(heapq.heappop(heap)[2])
+        assert not heap or heap[0][0] > self.step, "a window ran past a request's last token"
+        left = len(self._base) - len(finished)
+        self.emitted = {end_s: left} if left else {}
+        return gaps, finished
+
+    def materialize(self, req: Request) -> int:
+        """Bring ``req``'s counters up to date; returns the KV tokens it must hold (blocks are the caller's)."""
+        d = self.step - self._base[req]
+        c = req.num_computed_tokens
+        if d:
+            c += d
+            req.num_computed_tokens = c
+            req.num_generated_tokens += d
+            req.last_token_s = self.last_end_s
+            self._base[req] = self.step
+        return c
+
+    def remove(self, req: Request) -> None:
+        """Take out a materialized request (it finished)."""
+        phase = self._phase.pop(req)
+        if phase is not None:
+            self._cross[phase] -= 1
+        self._context -= req.num_computed_tokens - self._base.pop(req)
+
+    def check(self, running: list[Request]) -> None:
+        """Assert the totals against the requests (all materialized, all running requests members)."""
+        assert set(self._base) == set(running), "the decode batch is not the running batch"
+        s, bs = self.step, self.block_size
+        assert all(b == s for b in self._base.values()), "a member is not materialized"
+        assert self._context == sum(r.num_computed_tokens - s for r in running)
+        finish = sorted((f, r.request_id) for f, _, r in self._finish)
+        assert finish == sorted((s + r.num_output_tokens - r.num_generated_tokens, r.request_id) for r in running)
+        cross = [0] * bs
+        for r in running:
+            first = s + r.num_blocks * bs - r.num_computed_tokens + 1  # the next step that needs a block
+            phase = self._phase[r]
+            if phase is None:
+                assert first > s + r.num_output_tokens - r.num_generated_tokens, "a member's growth is not counted"
+            else:
+                assert s < first <= s + bs and first % bs == phase, "a member's growth is counted at the wrong steps"
+                cross[phase] += 1
+        assert cross == self._cross, "block growth counts disagree with the members"
