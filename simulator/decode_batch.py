@@ -118,9 +118,11 @@ class DecodeBatch:
         cross = self._cross
         if not any(cross):
             return None
-        bs = self.block_size
-        s = self.step
-        return list(accumulate(cross[(s + j) % bs] for j in range(1, num_steps + 1)))
+        start = (self.step + 1) % self.block_size
+        cycle = cross[start:] + cross[:start]  # the next block_size steps, in order
+        if num_steps > len(cycle):
+            cycle *= -(-num_steps // len(cycle))
+        return list(accumulate(cycle[:num_steps]))
 
     # -- running -------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ class Replica:
         self.role = role
         self.engines = engines
         self.kv_link = simpy.Resource(env, capacity=1)  # outgoing KV transfers, one at a time
+        self._total_blocks = sum(e.kv.num_total_blocks for e in engines)
 
     # -- ReplicaState ---------------------------------------------------------------------
 
@@ -39,12 +40,14 @@ class Replica:
 
     @property
     def num_outstanding(self) -> int:
+        if len(self.engines) == 1:  # routers ask every replica on every arrival
+            return self.engines[0].num_outstanding
         return sum(e.num_outstanding for e in self.engines)
 
     @property
     def kv_usage(self) -> float:
         used = sum(e.num_used_blocks_now for e in self.engines)
-        return used / sum(e.kv.num_total_blocks for e in self.engines)
+        return used / self._total_blocks
 
     def prefix_hit_tokens(self, request: Request) -> int:
         return max(e.kv.peek_hit_tokens(request) for e in self.engines)

@@ -19,17 +19,25 @@ PERCENTILES = (50, 90, 95, 99)
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
 
 
+def weighted_percentiles(values: np.ndarray, counts: np.ndarray, qs: tuple[float, ...]) -> list[float]:
+    """``np.percentile(np.repeat(values, counts), q)`` for each q, without materialising the repeat (one sort)."""
+    order = np.argsort(values, kind="stable")
+    v = values[order]
+    ends = np.cumsum(counts[order])  # ends[i] - 1 is the last expanded index of v[i]
+    total = int(ends[-1])
+    out = []
+    for q in qs:
+        pos = (total - 1) * q / 100.0
+        lo, hi = math.floor(pos), math.ceil(pos)
+        v_lo = v[np.searchsorted(ends, lo, side="right")]
+        v_hi = v[np.searchsorted(ends, hi, side="right")]
+        out.append(float(v_lo + (v_hi - v_lo) * (pos - lo)))
+    return out
+
+
 def weighted_percentile(values: np.ndarray, counts: np.ndarray, q: float) -> float:
     """``np.percentile(np.repeat(values, counts), q)`` without materialising the repeat."""
-    order = np.argsort(values, kind="stable")
-    v, c = values[order], counts[order]
-    total = int(c.sum())
-    pos = (total - 1) * q / 100.0
-    lo, hi = math.floor(pos), math.ceil(pos)
-    ends = np.cumsum(c)  # ends[i] - 1 is the last expanded index of v[i]
-    v_lo = v[np.searchsorted(ends, lo, side="right")]
-    v_hi = v[np.searchsorted(ends, hi, side="right")]
-    return float(v_lo + (v_hi - v_lo) * (pos - lo))
+    return weighted_percentiles(values, counts, (q,))[0]
 
 
 def _stats_ms(name: str, values_s: np.ndarray, counts: np.ndarray | None = None) -> dict[str, float | None]:
@@ -43,10 +51,11 @@ def _stats_ms(name: str, values_s: np.ndarray, counts: np.ndarray | None = None)
     total = counts.sum()
     mean = float((ms * counts).sum() / total)
     out[f"mean_{name}_ms"] = mean
-    out[f"median_{name}_ms"] = weighted_percentile(ms, counts, 50)
+    median, *tail = weighted_percentiles(ms, counts, (50, *PERCENTILES))
+    out[f"median_{name}_ms"] = median
     out[f"std_{name}_ms"] = float(math.sqrt(max(((ms - mean) ** 2 * counts).sum() / total, 0.0)))
-    for p in PERCENTILES:
-        out[f"p{p}_{name}_ms"] = weighted_percentile(ms, counts, p)
+    for p, value in zip(PERCENTILES, tail, strict=True):
+        out[f"p{p}_{name}_ms"] = value
     return out
 
 

@@ -192,3 +192,28 @@ def test_requests_too_long_for_every_decode_replica_are_rejected_at_arrival(by_i
     r = by_id(run_checked(cfg, make_stream([0.0, 0.0], [50, 20], [30, 10])))
     assert r.loc[0, "status"] == "rejected" and "every decode replica (64 tokens)" in r.loc[0, "reject_reason"]
     assert r.loc[1, "status"] == "finished"
+
+
+def test_least_loaded_asks_for_kv_usage_only_among_ties_and_picks_as_the_full_key():
+    from types import SimpleNamespace
+
+    from policies.routing.routers import _least, _least_loaded, _load
+
+    class Replica(SimpleNamespace):
+        asked = 0
+
+        @property
+        def kv_usage(self):
+            Replica.asked += 1
+            return self.usage
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n = int(rng.integers(1, 9))
+        replicas = [Replica(num_outstanding=int(rng.integers(0, 3)), usage=float(rng.integers(0, 3))) for _ in range(n)]
+        Replica.asked = 0
+        got = _least_loaded(replicas)
+        fewest = min(r.num_outstanding for r in replicas)
+        tied = sum(r.num_outstanding == fewest for r in replicas)
+        assert Replica.asked == (tied if tied > 1 else 0)
+        assert got == _least(replicas, _load)

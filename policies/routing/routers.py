@@ -31,6 +31,16 @@ def _load(r: ReplicaState) -> tuple[int, float]:
     return (r.num_outstanding, r.kv_usage)
 
 
+def _least_loaded(replicas: Sequence[ReplicaState]) -> int:
+    """``_least(replicas, _load)``, asking for KV usage only among the replicas tied on requests in flight."""
+    outstanding = [r.num_outstanding for r in replicas]
+    fewest = min(outstanding)
+    tied = [i for i, n in enumerate(outstanding) if n == fewest]
+    if len(tied) == 1:
+        return tied[0]
+    return tied[_least([replicas[i] for i in tied], lambda r: r.kv_usage)]
+
+
 class RoundRobinParams(_Params):
     kind: Literal["round_robin"] = "round_robin"
 
@@ -75,7 +85,7 @@ class LeastOutstanding:
         pass
 
     def route(self, request: RequestView, replicas: Sequence[ReplicaState], now_s: float) -> int:
-        return _least(replicas, _load)
+        return _least_loaded(replicas)
 
 
 class LeastKvParams(_Params):
@@ -132,7 +142,7 @@ class SessionAffinity:
             for i, r in enumerate(replicas):
                 if r.replica_id == self._home[session] and r.kv_usage <= self.max_kv_usage:
                     return i
-        i = _least(replicas, _load)
+        i = _least_loaded(replicas)
         if session >= 0:
             self._home[session] = replicas[i].replica_id
         return i
