@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from policies.registry import Registry
 
@@ -31,9 +31,8 @@ OP_NAMES: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class BatchShape:
-    """The work of one engine step, in plain numbers.
+class BatchShape(NamedTuple):
+    """The work of one engine step, in plain numbers (a named tuple: built every step, a memo key).
 
     ``prefill_new_tokens[i]`` tokens of chunk i are computed on top of
     ``prefill_cached_tokens[i]`` tokens already in its KV cache. Decode sequences are
@@ -69,9 +68,9 @@ class BatchShape:
         return self.num_seqs == 0
 
 
-@dataclass(frozen=True, slots=True)
-class OpCost:
-    """One op's cost in a step, summed over layers: seconds, FLOPs and bytes moved per GPU."""
+class OpCost(NamedTuple):
+    """One op's cost in a step, summed over layers: seconds, FLOPs and bytes moved per GPU (a named tuple:
+    a dozen are built per step costed)."""
 
     seconds: float
     flops: float = 0.0
