@@ -121,7 +121,7 @@ def test_decode_step_times_equal_step_time_float_for_float(tp):
     are step_time's, bit for bit."""
     m = model(tp)
     for n in (1, 7, 64, 256):
-        for steps in (1, 5, 64, 65, 300):
+        for steps in (1, 5, 32, 33, 300):
             contexts = range(n * 3, n * 3 + n * steps, n)
             want = [model(tp).step_time(BatchShape((), (), n, c, n)).total_s for c in contexts]
             assert m.decode_step_times(n, contexts) == want

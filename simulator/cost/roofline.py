@@ -133,7 +133,7 @@ class RooflineCostModel:
         flops_per_ctx, rate, bw = 4 * q, self._attn_rate, self._bw
         queries, keys = 2 * a * n * q, kvb * n * 2 * kv
         launch, layers = 2 * p.kernel_launch_s, m.num_layers
-        if len(context_tokens) <= 64:
+        if len(context_tokens) <= 32:  # numpy pays off beyond about 30 steps
             return [
                 (max(flops_per_ctx * c / rate, (kvb * c * 2 * kv + queries + keys) / bw) + launch) * layers + fixed
                 for c in context_tokens
