@@ -69,7 +69,7 @@ class ReplicaView(Protocol):
 
     @property
     def running(self) -> Sequence[RequestView]:
-        """Admitted requests, oldest admission first."""
+        """Admitted requests, oldest admission first (asking for them brings their counters up to date)."""
         ...
 
     @property
