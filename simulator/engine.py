@@ -413,12 +413,12 @@ class Engine:
         durations = [b - a for a, b in pairwise(clock)]  # the steps as SimPy's clock would time them
         if k > 1:
             recorder.itl_bulk(durations[1:], n)
+        if len(finished) > 1:
+            finished.sort(key=running.index)  # the order the plain path finishes them in
         if self._counted:
             grown = (used[-1] if used is not None else used0) - used0
             assert grown <= kv.num_free_blocks, f"window grows {grown} blocks with {kv.num_free_blocks} free"
             kv.num_free_blocks -= grown
-            if len(finished) > 1:
-                finished.sort(key=running.index)
             for r in finished:
                 self._materialize(r)
                 batch.remove(r)
@@ -426,8 +426,6 @@ class Engine:
             self._sync()  # allocates block ids, in the order the plain path would
         used_end = used0 if used is None else used[-1]
         assert kv.num_used_blocks == used_end + reserved_since, "window block growth disagrees with allocation"
-        if len(finished) > 1 and not self._counted:
-            finished.sort(key=running.index)
         for r in finished:
             running.remove(r)
             kv.free(r)
