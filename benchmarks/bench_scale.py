@@ -77,7 +77,8 @@ def repeat(repeats: int, *args: str) -> tuple[dict, float, float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cases", nargs="+", default=["default", "vidur", "cold", "cluster"])
+    cases = ["default", "vidur", "cold", "cluster"]
+    parser.add_argument("--cases", nargs="+", choices=cases, default=cases)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--plain", action="store_true", help="the step-by-step path instead of fast-forward")
     args = parser.parse_args()

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from reports.data import LATENCY_NAMES, RunData
+from reports.page import cards_html
 from reports.style import ColourMap
 from simulator.results import describe_deployment
 
@@ -93,13 +94,8 @@ def _cards(run: RunData) -> str:
         cards.append(("Goodput", "no SLO set"))
     if s.get("mean_kv_usage") is not None:
         cards.append(("KV usage mean / peak", f"{_pct(s.get('mean_kv_usage'))} / {_pct(s.get('max_kv_usage'))}"))
-    out = []
-    for title, value in cards:
-        key = html.escape(title.lower().replace(" ", "-").replace("/", ""))
-        out.append(
-            f'<div class="card" data-metric="{key}"><div class="k">{title}</div><div class="v">{value}</div></div>'
-        )
-    return '<div class="cards">' + "".join(out) + "</div>"
+    keys = [html.escape(title.lower().replace(" ", "-").replace("/", "")) for title, _ in cards]
+    return cards_html(cards, keys)
 
 
 def _latency_table(run: RunData) -> str:

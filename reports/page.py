@@ -84,6 +84,16 @@ class Report:
         return [pair for section in self.sections for pair in section.figures]
 
 
+def cards_html(cards: list[tuple[str, str]], metric_keys: list[str] | None = None) -> str:
+    """A row of headline cards: (title, value as HTML) each, optionally tagged ``data-metric``."""
+    keys = metric_keys or [""] * len(cards)
+    out = []
+    for (title, value), key in zip(cards, keys, strict=True):
+        attr = f' data-metric="{key}"' if key else ""
+        out.append(f'<div class="card"{attr}><div class="k">{title}</div><div class="v">{value}</div></div>')
+    return '<div class="cards">' + "".join(out) + "</div>"
+
+
 def plotlyjs_filename() -> str:
     return f"plotly-{get_plotlyjs_version()}.min.js"
 

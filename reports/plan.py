@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from reports.page import Report, Section
+from reports.data import LATENCY_NAMES
+from reports.page import Report, Section, cards_html
 from reports.style import SLO_COLOUR, ColourMap, add_note, base_layout, empty_figure, style_axes
 from simulator.files import read_json_object
 from simulator.planning.figures import (
@@ -26,8 +27,6 @@ from simulator.planning.figures import (
     figure_text,
 )
 
-LATENCY_LABELS = {"ttft": "TTFT", "tpot": "TPOT", "e2el": "E2E latency"}
-
 
 def _read_plan(plan_dir: Path) -> tuple[dict[str, Any], pd.DataFrame]:
     """plan.json (its candidates are the report's table) and the simulated points, if any."""
@@ -35,8 +34,14 @@ def _read_plan(plan_dir: Path) -> tuple[dict[str, Any], pd.DataFrame]:
     if not (d / "plan.json").is_file():
         raise ValueError(f"{d}: not a plan folder (no plan.json)")
     plan = read_json_object(d / "plan.json", "plan file")
-    if not isinstance(plan.get("candidates"), list):
-        raise ValueError(f"{d / 'plan.json'}: corrupted plan file, no list of candidates")
+    candidates = plan.get("candidates")
+    if not isinstance(candidates, list) or not all(isinstance(c, dict) and "name" in c for c in candidates):
+        raise ValueError(f"{d / 'plan.json'}: corrupted plan file, no list of named candidates")
+    chosen = plan.get("chosen")
+    if chosen is not None and chosen not in {c["name"] for c in candidates}:
+        raise ValueError(
+            f"{d / 'plan.json'}: corrupted plan file, chosen candidate {chosen!r} is not among the candidates"
+        )
     points = pd.read_parquet(d / "points.parquet") if (d / "points.parquet").is_file() else pd.DataFrame()
     return plan, points
 
@@ -61,11 +66,7 @@ def _chosen_html(plan: dict[str, Any]) -> str:
             ("p99 TTFT at target (ms)", figure_text(op.get("p99_ttft_ms"), 1)),
             ("p99 TPOT at target (ms)", figure_text(op.get("p99_tpot_ms"), 2)),
         ]
-        parts.append(
-            '<div class="cards">'
-            + "".join(f'<div class="card"><div class="k">{k}</div><div class="v">{v}</div></div>' for k, v in cards)
-            + "</div>"
-        )
+        parts.append(cards_html(cards))
     if plan.get("notes"):
         items = "".join(f"<li>{html.escape(n)}</li>" for n in plan["notes"])
         parts.append(f'<div class="notes">Notes<ul>{items}</ul></div>')
@@ -94,7 +95,7 @@ def _candidates_table(plan: dict[str, Any], colours: ColourMap) -> str:
 
 def capacity_curve_figure(plan: dict[str, Any], points: pd.DataFrame, metric: str, colours: ColourMap) -> go.Figure:
     """p99 ``metric`` against the per-replica rate, one line per candidate, with the SLO and each max rate."""
-    name = LATENCY_LABELS[metric]
+    name = LATENCY_NAMES[metric]
     title = f"p99 {name} against request rate per replica"
     column = f"p99_{metric}_ms"
     if points.empty or column not in points:
@@ -147,7 +148,7 @@ def pareto_figure(plan: dict[str, Any], colours: ColourMap) -> go.Figure:
     """Cost per hour against the operating point's p99 latency; the Pareto frontier joined."""
     key = plan.get("pareto_latency", "p99_ttft_ms")  # the operating-point field the frontier uses
     metric = key.removeprefix("p99_").removesuffix("_ms")
-    name = LATENCY_LABELS.get(metric, metric)
+    name = LATENCY_NAMES.get(metric, metric)
     title = f"Cost per hour against p99 {name} at the target rate"
     feasible = [c for c in plan["candidates"] if c.get("status") == "feasible" and c.get("operating_point")]
     if not feasible:

@@ -15,19 +15,13 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from reports.page import Report, Section
+from reports.data import LATENCY_NAMES
+from reports.page import Report, Section, cards_html
 from reports.style import ColourMap, add_note, base_layout, empty_figure, style_axes
 from simulator.files import read_json_object
+from simulator.planning.sweep import SHOWN_METRICS
 
 RATE = "workload.arrival.rate_per_s"
-METRICS = (
-    ("request_throughput", "req/s", 2),
-    ("output_throughput", "out tok/s", 0),
-    ("p99_ttft_ms", "p99 TTFT ms", 1),
-    ("p99_tpot_ms", "p99 TPOT ms", 2),
-    ("request_goodput", "goodput req/s", 2),
-    ("cost_per_million_output_tokens_usd", "USD per M out tok", 2),
-)
 
 
 def _read_sweep(sweep_dir: Path) -> tuple[dict[str, Any], pd.DataFrame]:
@@ -49,7 +43,7 @@ def _fmt(value: Any, digits: int) -> str:
 
 def _table(meta: dict[str, Any], table: pd.DataFrame) -> str:
     params = [p for p in meta.get("parameters", []) if p in table.columns]
-    metrics = [(k, h, d) for k, h, d in METRICS if k in table.columns]
+    metrics = [(k, h, d) for k, h, d in SHOWN_METRICS if k in table.columns]
     heads = ["point", *params, "status", *(h for _, h, _ in metrics)]
     rows = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in heads) + "</tr>"]
     for _, r in table.iterrows():
@@ -65,14 +59,16 @@ def _series_label(row: pd.Series, others: list[str]) -> str:
 
 def latency_vs_rate_figure(meta: dict[str, Any], table: pd.DataFrame, metric: str, colours: ColourMap) -> go.Figure:
     """p99 ``metric`` against the swept rate, one line per combination of the other parameters."""
-    title = f"p99 {metric.upper()} against request rate"
+    title = f"p99 {LATENCY_NAMES[metric]} against request rate"
     column = f"p99_{metric}_ms"
+    if column not in table.columns:  # no point finished: the table has no metric columns
+        return empty_figure(title, "No finished point to plot.")
     ok = table[(table["status"] == "ok") & table[column].notna()]
     if ok.empty:
         return empty_figure(title, "No finished point to plot.")
     others = [p for p in meta.get("parameters", []) if p != RATE and p in ok.columns]
     fig = go.Figure(
-        layout=base_layout(title, xaxis_title="request rate (req/s)", yaxis_title=f"p99 {metric.upper()} (ms)")
+        layout=base_layout(title, xaxis_title="request rate (req/s)", yaxis_title=f"p99 {LATENCY_NAMES[metric]} (ms)")
     )
     fig.update_yaxes(tickformat=",.4~g")
     for label, rows in ok.groupby(ok.apply(lambda r: _series_label(r, others), axis=1), sort=False):
@@ -84,7 +80,7 @@ def latency_vs_rate_figure(meta: dict[str, Any], table: pd.DataFrame, metric: st
                 mode="lines+markers",
                 name=label,
                 line={"color": colours[label]},
-                hovertemplate=f"<b>{html.escape(label)}</b><br>%{{x:,.4~g}} req/s<br>p99 {metric.upper()} = "
+                hovertemplate=f"<b>{html.escape(label)}</b><br>%{{x:,.4~g}} req/s<br>p99 {LATENCY_NAMES[metric]} = "
                 "%{y:,.3f} ms<extra></extra>",
             )
         )
@@ -141,14 +137,7 @@ def build_sweep_report(sweep_dir: Path | str) -> Report:
         ("executor", meta.get("executor")),
         ("wall s", round(meta.get("wall_s") or 0.0, 1)),
     ]
-    summary = (
-        '<div class="cards">'
-        + "".join(
-            f'<div class="card"><div class="k">{k}</div><div class="v">{html.escape(str(v))}</div></div>'
-            for k, v in cards
-        )
-        + "</div>"
-    )
+    summary = cards_html([(k, html.escape(str(v))) for k, v in cards])
     sections = [Section("Sweep", html=summary), Section("Points", html=_table(meta, table))]
     if RATE in meta.get("parameters", []):
         figures = [

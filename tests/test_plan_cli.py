@@ -168,6 +168,7 @@ def test_plan_default_scenario_is_the_only_candidate(tmp_path):
         ((), "give at least one SLO: --slo-ttft-p99-ms and/or --slo-tpot-p99-ms"),
         (("--slo-ttft-p99-ms", "-5"), "--slo-ttft-p99-ms: Input should be greater than 0"),
         (("--slo-ttft-p99-ms", "100", "--price", "h100-sxm"), "--price 'h100-sxm': expected HARDWARE=USD"),
+        (("--slo-ttft-p99-ms", "100", "--price", "h100-sxm=inf"), "--price 'h100-sxm=inf': expected HARDWARE=USD"),
         (("--slo-ttft-p99-ms", "100", "--candidates", "c.yaml"), "c.yaml: candidates.0.overides: unknown field"),
         (("--slo-ttft-p99-ms", "100", "--candidates", "h.yaml"), "h.yaml: candidate 'own': no price for hardware"),
     ],

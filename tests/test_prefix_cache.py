@@ -72,7 +72,9 @@ def test_freed_blocks_stay_cached_until_memory_is_needed_least_recent_first():
     kv.check([c])
 
 
-def test_host_tier_keeps_evicted_blocks_and_counts_reloads():
+def _prompt_blocks_evicted_to_host():
+    """A pool of 2 blocks of 4 with 4 host blocks, where a request's two prompt blocks (1, 2) were
+    evicted to host memory by a later request."""
     kv = PrefixCache(2, 4, num_host_blocks=4)
     a = req(0, 9, [1, 2, 3])
     kv.acquire_prefix(a)
@@ -84,6 +86,11 @@ def test_host_tier_keeps_evicted_blocks_and_counts_reloads():
     kv.acquire_prefix(filler)
     kv.allocate(filler, 8)  # evicts both of a's blocks to host
     kv.free(filler)
+    return kv
+
+
+def test_host_tier_keeps_evicted_blocks_and_counts_reloads():
+    kv = _prompt_blocks_evicted_to_host()
     b = req(2, 9, [1, 2, 4])
     kv.new_plan()
     assert kv.prefix_hit_tokens(b) == 8
@@ -167,17 +174,7 @@ def test_prefix_caching_lowers_ttft():
 
 
 def test_two_requests_reloading_the_same_host_block_in_one_step():
-    kv = PrefixCache(2, 4, num_host_blocks=4)
-    a = req(0, 9, [1, 2, 3])
-    kv.acquire_prefix(a)
-    kv.allocate(a, 8)
-    a.num_computed_tokens = 8
-    kv.commit(a)
-    kv.free(a)
-    filler = req(1, 8, [5, 6])
-    kv.acquire_prefix(filler)
-    kv.allocate(filler, 8)  # a's blocks go to host memory
-    kv.free(filler)
+    kv = _prompt_blocks_evicted_to_host()
     b, c = req(2, 9, [1, 2, 4]), req(3, 9, [1, 2, 5])
     kv.new_plan()
     assert kv.prefix_hit_tokens(b) == 8 and kv.prefix_hit_tokens(c) == 8

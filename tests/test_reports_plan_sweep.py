@@ -82,3 +82,34 @@ def test_sweep_writes_a_report_with_latency_against_rate(tmp_path, browser):
         assert page.console_errors == [] and page.network_requests == []
         assert page.trace_counts() == {"sweep_ttft": 2, "sweep_tpot": 2}  # one line per max_num_seqs
         assert "policy.max_num_seqs" in page.page.inner_text("body")
+
+
+def test_sweep_report_of_a_sweep_where_every_point_failed(tmp_path):
+    # an errored point has no metric columns: the figures say so instead of raising KeyError
+    import json
+
+    import pandas as pd
+
+    from reports.sweep import RATE, build_sweep_report
+
+    (tmp_path / "sweep.json").write_text(json.dumps({"parameters": [RATE], "num_points": 2, "num_errors": 2}))
+    pd.DataFrame(
+        {"point": [0, 1], RATE: [2.0, 4.0], "status": ["error", "error"], "error": ["does not fit", "does not fit"]}
+    ).to_parquet(tmp_path / "sweep.parquet")
+    report = build_sweep_report(tmp_path)
+    assert [title for title, _ in report.figures] and all(not fig.data for _, fig in report.figures)
+
+
+@pytest.mark.parametrize(
+    ("plan", "message"),
+    [
+        ({"candidates": [{"rank": 1}]}, "no list of named candidates"),
+        ({"candidates": [{"name": "a"}], "chosen": "b"}, "chosen candidate 'b' is not among the candidates"),
+    ],
+)
+def test_report_on_a_hand_edited_plan_file_names_it(tmp_path, plan, message):
+    import json
+
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    proc = servesim("report", tmp_path)
+    assert proc.returncode == 2 and "plan.json" in proc.stderr and message in proc.stderr, proc.stderr

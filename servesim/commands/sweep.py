@@ -11,17 +11,9 @@ from servesim import display
 from servesim.commands.report import add_report_args, check_report_args
 from simulator.planning.executors import EXECUTOR_KINDS, make_executor
 from simulator.planning.grid import load_grid
-from simulator.planning.sweep import TABLE_NAME, resolve_points, run_sweep
+from simulator.planning.sweep import SHOWN_METRICS, TABLE_NAME, resolve_points, run_sweep
 
 SHOWN_ROWS = 40
-SHOWN_METRICS = (
-    ("status", "status"),
-    ("request_throughput", "req/s"),
-    ("p99_ttft_ms", "p99 TTFT ms"),
-    ("p99_tpot_ms", "p99 TPOT ms"),
-    ("request_goodput", "goodput req/s"),
-    ("cost_per_million_output_tokens_usd", "$/M out tok"),
-)
 
 
 def add_executor_args(parser: argparse.ArgumentParser) -> None:
@@ -85,7 +77,8 @@ def main(args: argparse.Namespace) -> int:
     )
     if len(table) <= SHOWN_ROWS:
         params = json.loads((out / "sweep.json").read_text())["parameters"]
-        columns = [("point", "#"), *((p, p) for p in params), *((k, h) for k, h in SHOWN_METRICS if k in table.columns)]
+        metrics = [(k, h) for k, h, _ in SHOWN_METRICS if k in table.columns]
+        columns = [("point", "#"), *((p, p) for p in params), ("status", "status"), *metrics]
         rows = table.astype(object).where(table.notna(), None).to_dict("records")
         display.stdout.print(display.table_from_rows("sweep", columns, rows))
     display.stdout.print(f"table: {out / TABLE_NAME}")

@@ -7,6 +7,7 @@ scenario's hardware reference, e.g. ``h100-sxm``, or by the spec's name, e.g.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,8 @@ class PriceTable(RootModel[dict[str, float]]):
     @classmethod
     def _positive(cls, value: dict[str, float]) -> dict[str, float]:
         for name, price in value.items():
-            if not price > 0:
-                raise ValueError(f"{name}: a price per GPU-hour must be positive (got {price})")
+            if not 0 < price < math.inf:
+                raise ValueError(f"{name}: a price per GPU-hour must be a positive number (got {price})")
         return value
 
 
@@ -49,7 +50,7 @@ def parse_price(text: str) -> tuple[str, float]:
         price = float(value)
     except ValueError:
         price = float("nan")
-    if not sep or not name or not price > 0:
+    if not sep or not name or not 0 < price < math.inf:
         raise ValueError(f"--price {text!r}: expected HARDWARE=USD_PER_GPU_HOUR with a positive price")
     return name, price
 

@@ -39,6 +39,15 @@ ROW_VERSION = 1
 SWEEP_SCHEMA = "servesim.sweep/1"
 TABLE_NAME = "sweep.parquet"
 META_NAME = "sweep.json"
+# the headline metrics of a sweep point as the CLI table and the report show them: (column, header, digits)
+SHOWN_METRICS = (
+    ("request_throughput", "req/s", 2),
+    ("output_throughput", "out tok/s", 0),
+    ("p99_ttft_ms", "p99 TTFT ms", 1),
+    ("p99_tpot_ms", "p99 TPOT ms", 2),
+    ("request_goodput", "goodput req/s", 2),
+    ("cost_per_million_output_tokens_usd", "USD per M out tok", 2),
+)
 ProgressFn = Callable[[int, int], None]
 
 
