@@ -123,17 +123,16 @@ def run_comparison(
 ) -> list[dict[str, Any]]:
     """Run every variant at every rate on identical request streams; one row per run, in job order."""
     jobs = plan_jobs(base, variants, rates, out_dir)
-    streams: dict[float | None, RequestStream] = {}
-    for job in jobs:
-        if job.rate_per_s not in streams:
-            cfg = validate_scenario(job.config)
-            streams[job.rate_per_s] = generate(cfg.workload, cfg.seed, base_dir)
-    if workers is None:
-        workers = os.cpu_count() or 1
-    executor = make_executor("local", min(len(jobs), workers) if workers >= 1 else workers)  # it refuses < 1
-    tasks = [(job, base_dir, streams[job.rate_per_s], table_format) for job in jobs]
+    # the executor first: it refuses workers < 1 before any request stream is generated
+    executor = make_executor("local", min(len(jobs), workers if workers is not None else os.cpu_count() or 1))
     summaries: dict[int, dict[str, Any]] = {}
     try:
+        streams: dict[float | None, RequestStream] = {}
+        for job in jobs:
+            if job.rate_per_s not in streams:
+                cfg = validate_scenario(job.config)
+                streams[job.rate_per_s] = generate(cfg.workload, cfg.seed, base_dir)
+        tasks = [(job, base_dir, streams[job.rate_per_s], table_format) for job in jobs]
         for done, (i, summary) in enumerate(executor.map_unordered(_run_job, tasks), 1):
             summaries[i] = summary
             if progress:

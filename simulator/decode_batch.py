@@ -22,10 +22,16 @@ reads or changes the running requests (a policy planning a step, an invariant ch
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Sequence
 from itertools import accumulate, count
 
 from simulator.request import Request
+
+
+def is_decoding(req: Request) -> bool:
+    """Its next step computes one token, the one it sampled last (no prompt or recompute in progress)."""
+    c, p = req.num_computed_tokens, req.num_prompt_tokens
+    return c >= p and p + req.num_generated_tokens - c == 1
 
 
 class DecodeBatch:
@@ -91,14 +97,13 @@ class DecodeBatch:
         return True
 
     @classmethod
-    def of(cls, running: Iterable[Request], block_size: int) -> DecodeBatch | None:
+    def of(cls, running: Sequence[Request], block_size: int) -> DecodeBatch | None:
         """A batch of ``running``, or None unless every request's next step is a decode that the batch can model."""
+        for r in reversed(running):  # newest first: a prompt still in progress is usually the last admitted
+            if not is_decoding(r):
+                return None
         batch = cls(block_size)
         for r in running:
-            c = r.num_computed_tokens
-            p = r.num_prompt_tokens
-            if c < p or p + r.num_generated_tokens - c != 1:
-                return None  # a prompt or a recompute is still in progress
             if not batch.add(r):
                 return None
         return batch

@@ -24,7 +24,7 @@ import simpy
 
 from policies.interface import BatchPolicy, StepPlan
 from simulator.cost.shape import BatchShape, CostModel
-from simulator.decode_batch import DecodeBatch
+from simulator.decode_batch import DecodeBatch, is_decoding
 from simulator.kv import BlockManager, HostPool
 from simulator.metrics import MetricsRecorder
 from simulator.monitor import LevelMonitor
@@ -104,6 +104,7 @@ class Engine:
         # the running requests as one decode batch while they only decode (fast-forward only)
         self._batch: DecodeBatch | None = None
         self._counted = type(kv) is BlockManager  # KV blocks are counts: a batch's growth is one subtraction
+        self._decode_times = getattr(cost_model, "decode_step_times", None)  # many decode steps' times at once
         self._swap_bytes = 0.0
         self._num_swaps = 0
         self.num_swaps_out = 0
@@ -323,11 +324,11 @@ class Engine:
         nothing per request.
         """
         batch = self._batch
-        if batch is None or len(batch) != len(self._running):
-            self._sync()
+        if batch is None:
             batch = self._batch = DecodeBatch.of(self._running, self.kv.block_size)
             if batch is None:
                 return None
+        assert len(batch) == len(self._running), "a running request is missing from the decode batch"
         k = min(batch.steps_to_finish(), self.MAX_WINDOW_STEPS)
         new = batch.new_blocks(k)
         # Only blocks free without evicting cached prefixes: a router may look at the cache mid-window.
@@ -340,9 +341,8 @@ class Engine:
         n = len(batch)
         context = batch.context_tokens()
         contexts = range(context + n, context + n + n * k, n)
-        decode_times = getattr(self.cost_model, "decode_step_times", None)
-        if decode_times is not None:
-            durations = decode_times(n, contexts)
+        if self._decode_times is not None:
+            durations = self._decode_times(n, contexts)
         else:
             durations = [self.cost_model.step_time(BatchShape((), (), n, c, n)).total_s for c in contexts]
         # blocks in use after each step's allocation, or None while no request crosses a block boundary
@@ -354,11 +354,9 @@ class Engine:
     def num_used_blocks_now(self) -> int:
         """Blocks in use at this moment, mid-window included (allocation happens as each step starts)."""
         window = self._window
-        if window is None or window.clock is None:
+        if window is None or window.used is None:  # no step of the window takes a block
             return self.kv.num_used_blocks
         reserved_since = self.kv.num_used_blocks - window.used0
-        if window.used is None:
-            return window.used0 + reserved_since
         step = bisect_right(window.clock, self.env.now, 0, len(window.used)) - 1  # the step under way
         return window.used[max(step, 0)] + reserved_since
 
@@ -415,8 +413,9 @@ class Engine:
             recorder.itl_bulk(durations[1:], n)
         if len(finished) > 1:
             finished.sort(key=running.index)  # the order the plain path finishes them in
+        used_end = used0 if used is None else used[-1]
         if self._counted:
-            grown = (used[-1] if used is not None else used0) - used0
+            grown = used_end - used0
             assert grown <= kv.num_free_blocks, f"window grows {grown} blocks with {kv.num_free_blocks} free"
             kv.num_free_blocks -= grown
             for r in finished:
@@ -424,18 +423,13 @@ class Engine:
                 batch.remove(r)
         else:
             self._sync()  # allocates block ids, in the order the plain path would
-        used_end = used0 if used is None else used[-1]
         assert kv.num_used_blocks == used_end + reserved_since, "window block growth disagrees with allocation"
         for r in finished:
             running.remove(r)
             kv.free(r)
             self._end(r, State.FINISHED)
         self._reserve_incoming()  # freed blocks may let queued KV in, before the step is recorded (as plain)
-        # cached prefixes evicted as the growth ran past the blocks that were purely free
-        purely_free = kv.num_total_blocks - used0 - cached0
-        cached: list[int] | int = cached0
-        if cached0 and used is not None and used_end - used0 > purely_free:
-            cached = [max(cached0 - max(u - used0 - purely_free, 0), 0) for u in used]
+        # cached prefixes stay until the last step: a window grows only into blocks that are purely free
         levels = used0 if used is None else used
         recorder.steps_bulk(
             self.replica_id,
@@ -449,14 +443,14 @@ class Engine:
                 "num_prefill_tokens": 0,
                 "num_decode_tokens": n,
                 "num_kv_blocks_used": (levels, kv.num_used_blocks),
-                "num_kv_blocks_cached": (cached, kv.num_cached_blocks),
+                "num_kv_blocks_cached": (cached0, kv.num_cached_blocks),
                 "num_preempted": 0,
                 "num_swapped": 0,
                 "num_transfer_queue": (queued[1], len(self._sending) + len(self._incoming) + len(self._receiving)),
             },
         )
         self.kv_monitor.segments(clock, durations, levels)
-        self.cached_monitor.segments(clock, durations, cached)
+        self.cached_monitor.segments(clock, durations, cached0)
         self._last_step_end_s = now
         self.num_steps += k
         self._sample_levels()
@@ -472,7 +466,7 @@ class Engine:
             if c <= req.num_blocks * bs:
                 req.num_kv_tokens = c
             elif self._counted:  # the windows took these blocks from the pool already
-                req.num_blocks = -(-c // bs)
+                req.num_blocks = self.kv.blocks_for(c)
                 req.num_kv_tokens = c
             else:
                 self.kv.allocate(req, c)
@@ -514,9 +508,8 @@ class Engine:
 
     def _carry_out(self, plan: StepPlan) -> int:
         """Apply the plan's decisions before the step; returns the number preempted."""
-        batch = self._batch
-        if batch is not None and (plan.preempt or any(r in batch for r, _ in plan.scheduled)):
-            self._sync()  # a policy that read the running requests dropped the batch already
+        # a policy that preempts (or schedules running requests) read them first, which dropped the batch
+        assert self._batch is None or not plan.preempt, "a policy preempted without reading the running requests"
         now = self.env.now
         for req, reason in plan.reject:
             self._waiting.remove(req)
@@ -638,11 +631,10 @@ class Engine:
         batch = self._batch
         if batch is not None:  # requests that start decoding join the batch
             for req, _ in plan.scheduled:
-                if req.state is State.RUNNING and req not in batch:
-                    c, p = req.num_computed_tokens, req.num_prompt_tokens
-                    if c < p or p + req.num_generated_tokens - c != 1 or not batch.add(req):
-                        self._sync()
-                        break
+                joins = req.state is State.RUNNING and req not in batch
+                if joins and not (is_decoding(req) and batch.add(req)):
+                    self._sync()
+                    break
 
     def _end(self, req: Request, state: State, reason: str | None = None) -> None:
         transition(req, state, self.env.now, reason)

@@ -34,8 +34,9 @@ def model_spec_from_hf_config(path: Path) -> ModelSpec:
                 return count(key)
         raise ValueError(f"{path}: missing field {keys[0]!r}")
 
-    def optional(*keys: str) -> int | None:
-        present = [k for k in keys if cfg.get(k)]
+    def optional(*keys: str, zero_is_none: bool = False) -> int | None:
+        """The first key present (not null; with ``zero_is_none``, not 0 either: "no experts")."""
+        present = [k for k in keys if cfg.get(k) is not None and not (zero_is_none and cfg[k] == 0)]
         return count(present[0]) if present else None
 
     num_layers = need("num_hidden_layers", "n_layer")
@@ -45,7 +46,7 @@ def model_spec_from_hf_config(path: Path) -> ModelSpec:
     dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
     if dtype not in _DTYPE_BYTES:
         raise ValueError(f"{path}: torch_dtype {dtype!r} not one of {', '.join(_DTYPE_BYTES)}")
-    num_experts = optional("num_local_experts", "num_experts") or 1
+    num_experts = optional("num_local_experts", "num_experts", zero_is_none=True) or 1
     intermediate = optional("moe_intermediate_size") if num_experts > 1 else None
     intermediate = intermediate or need("intermediate_size", "n_inner", "ffn_dim")
     try:
@@ -59,7 +60,7 @@ def model_spec_from_hf_config(path: Path) -> ModelSpec:
             intermediate_size=intermediate,
             gated_mlp=model_type not in _UNGATED_MODEL_TYPES,
             num_experts=num_experts,
-            num_experts_per_token=optional("num_experts_per_tok") or 1,
+            num_experts_per_token=optional("num_experts_per_tok", zero_is_none=True) or 1,
             vocab_size=need("vocab_size"),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
             qkv_bias=bool(cfg.get("attention_bias", model_type.startswith("qwen2"))),

@@ -30,8 +30,8 @@ class LevelMonitor:
         """The level is ``levels[j]`` (or ``levels`` throughout) from ``clock_s[j]`` for ``durations_s[j]``.
 
         ``clock_s`` holds the consecutive intervals' boundaries (one more than the
-        intervals). ``levels`` is monotone (a window's KV blocks only grow, its cached
-        blocks only shrink), so its peak is at one end. Equivalent to
+        intervals). ``levels`` is monotone (a window's KV blocks only grow), so its
+        peak is at one end. Equivalent to
         ``set(clock_s[j], levels[j]); set(clock_s[j + 1], levels[j])`` for each j, summed in
         one go (the area may differ from the step-by-step sum by rounding).
         """

@@ -45,7 +45,7 @@ class RunResult:
         """Write summary.json, config.json and the tables into ``out_dir`` (created if needed)."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        summary = {k: json_safe(v) for k, v in self.summary.items()}
+        summary = json_safe(self.summary)
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         (out / "config.json").write_text(json.dumps(self.config, indent=2, default=str) + "\n")
         itl = pd.DataFrame({"itl_s": self.itl_values_s, "count": self.itl_counts})
@@ -75,8 +75,15 @@ class RunResult:
 
         itl = table("itl")
         has_replicas = (d / "replicas.parquet").is_file() or (d / "replicas.csv").is_file()
+        config = read_json_object(d / "config.json", "run config")
+        try:
+            describe_deployment(config)  # what reports read of it
+        except (KeyError, IndexError, TypeError) as exc:
+            raise ValueError(
+                f"{d / 'config.json'}: corrupted run config, no deployment to read ({type(exc).__name__}: {exc})"
+            ) from None
         return cls(
-            read_json_object(d / "config.json", "run config"),
+            config,
             read_json_object(d / "summary.json", "run summary"),
             table("requests"),
             table("steps"),

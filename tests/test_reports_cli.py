@@ -158,3 +158,16 @@ def test_progress_bars_in_a_terminal_and_quiet_silences_them(run_dirs, tmp_path)
     assert "simulating" in output and "writing report" in output
     status, output = servesim_in_a_terminal("report", "--quiet", run_dirs[0], "--out", tmp_path / "y.html")
     assert status == 0 and "building report" not in output and "report:" in output
+
+
+def test_report_on_a_run_whose_config_was_hand_edited_names_the_file(run_dirs, tmp_path):
+    import json
+
+    bad = tmp_path / "bad"
+    shutil.copytree(run_dirs[0], bad)
+    config = json.loads((bad / "config.json").read_text())
+    del config["resolved_groups"][0]["tp"]
+    (bad / "config.json").write_text(json.dumps(config))
+    proc = servesim("report", bad, "--out", tmp_path / "r.html", "--quiet")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{bad / 'config.json'}: corrupted run config" in proc.stderr

@@ -96,7 +96,13 @@ def test_unknown_preset_lists_known_ones():
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("hidden_size", "abc"), ("num_attention_heads", 0), ("num_local_experts", "8"), ("head_dim", -1)],
+    [
+        ("hidden_size", "abc"),
+        ("num_attention_heads", 0),
+        ("num_local_experts", "8"),
+        ("head_dim", -1),
+        ("num_key_value_heads", 0),  # an optional count of 0 is an error, not "absent"
+    ],
 )
 def test_a_bad_count_in_a_config_json_names_the_field(tmp_path, field, value):
     cfg = json.loads((Path(__file__).parent / "data" / "tiny_llama_config.json").read_text())

@@ -91,14 +91,16 @@ class PriorityPolicy:
         p = self.params
         plan = StepPlan(preemption_mode=p.preemption_mode)
         limit = p.max_num_batched_tokens or view.max_model_len
-        rank = {id(r): i for i, r in enumerate(view.running)}
+        rank: dict[int, int] = {}  # built when a victim is first needed: reading view.running costs the engine
 
         def victim_key(r: RequestView) -> tuple[float, int]:
+            if not rank:
+                rank.update((id(q), i) for i, q in enumerate(view.running))
             return (self.effective(r, now_s), rank[id(r)])  # largest = lowest priority, newest
 
         if view.waiting:
             order = sorted(view.waiting, key=self._cached_key(view, now_s))
-            budget = Budget(limit, p.max_num_seqs - len(view.running), view.num_free_blocks)
+            budget = Budget(limit, p.max_num_seqs - view.num_running, view.num_free_blocks)
             candidates: list[RequestView] | None = None  # victims, lowest priority first, sorted when first needed
 
             def make_room(req: RequestView, need_blocks: int) -> bool:

@@ -91,7 +91,7 @@ def main(args: argparse.Namespace) -> int:
     doc = {
         "rates_per_s": rates,
         "variants": [v.label for v in variants],
-        "rows": [r | {"summary": {k: json_safe(v) for k, v in r["summary"].items()}} for r in rows],
+        "rows": [r | {"summary": json_safe(r["summary"])} for r in rows],
     }
     (out / "comparison.json").write_text(json.dumps(doc, indent=2) + "\n")
     if not args.no_report:
