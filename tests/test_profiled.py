@@ -414,3 +414,11 @@ def test_a_degenerate_engine_fit_falls_back_to_the_profile():
     fit = fit_engine(steps, [0.0], "per_sequence", make_profile())
     assert not fit.fitted and fit.time_scale == 1.0 and fit.per_kv_token_overhead_s == 0.0
     assert fit.step_overhead_s == make_profile().overhead.step_s
+
+
+def test_decode_step_times_count_no_fallback_for_contexts_inside_the_grid():
+    # the per-batch-size probe of the context-free ops attends to 1 token per sequence, below the grid:
+    # its lookups are not the run's
+    m = cost()
+    m.decode_step_times(8, [8192, 16384])
+    assert m.fallbacks == {} and m.fallback_fraction == 0.0

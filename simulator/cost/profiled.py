@@ -119,6 +119,7 @@ class ProfiledCostModel:
         self.num_lookups = 0
         self._decode_fixed: dict[int, list[tuple[str, float]]] = {}
         self._count_ops: dict[tuple[str, int], float] = {}
+        self._roofline_memo: dict[tuple[str, tuple[float, ...]], float] = {}
 
     # -- public -------------------------------------------------------------------------
 
@@ -136,7 +137,9 @@ class ProfiledCostModel:
         n = num_seqs
         fixed = self._decode_fixed.get(n)
         if fixed is None:
+            counts = self.fallbacks.copy(), self.num_lookups  # this probe's lookups are not the run's
             ops = self._ops(BatchShape(num_decode_seqs=n, decode_context_tokens=n, num_sampled_tokens=n))
+            self.fallbacks, self.num_lookups = counts
             fixed = [(name, op.seconds) for name, op in ops.items()]
             self._decode_fixed[n] = fixed
         packed = self.params.attention == "packed"
@@ -148,14 +151,13 @@ class ProfiledCostModel:
         out = [0.0] * len(context_tokens)
         for i, c in enumerate(context_tokens):
             c = int(c)
-            t = None if f is None else f((n, c) if packed else (n, c / n))
-            if t is None:  # outside the grid: the fallback's arithmetic is step_time's own
-                out[i] = self.step_time(
-                    BatchShape(num_decode_seqs=n, decode_context_tokens=c, num_sampled_tokens=n)
-                ).total_s
-                continue
-            self.num_lookups += 1
-            attn = t * layers * self.time_scale
+            at = (n, c) if packed else (n, c / n)
+            t = None if f is None else f(at)
+            if t is None:  # outside the grid: the lookup's own fallback, as step_time takes it
+                attn = self._lookup(op, at, None) * self.time_scale
+            else:
+                self.num_lookups += 1
+                attn = t * layers * self.time_scale
             total = 0.0
             for name, seconds in fixed:  # step_time's order, so the floats match
                 if name == "attn_decode":
@@ -235,7 +237,16 @@ class ProfiledCostModel:
         return edge_t * layers * roofline_s / self._roofline_op(op, edge)
 
     def _roofline_op(self, op: str, at: tuple[float, ...]) -> float:
-        """The roofline's seconds for ``op`` alone at coordinates ``at`` (over all layers)."""
+        """The roofline's seconds for ``op`` alone at coordinates ``at`` (over all layers), remembered."""
+        key = (op, at)
+        seconds = self._roofline_memo.get(key)
+        if seconds is None:
+            if len(self._roofline_memo) >= RooflineCostModel.MEMO_SIZE:
+                self._roofline_memo.clear()
+            seconds = self._roofline_memo[key] = self._roofline_op_uncached(op, at)
+        return seconds
+
+    def _roofline_op_uncached(self, op: str, at: tuple[float, ...]) -> float:
         if op == "attn_packed":  # dense attention of T queries over KV keys: 4 x q_size x T x KV FLOPs
             m, tp = self.model, self.tp
             flops = 4 * m.q_size / tp * at[0] * at[1] * m.num_layers
