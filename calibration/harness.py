@@ -312,12 +312,22 @@ def check_fits(spec: ModelSpec, device: Device, extra_bytes: float) -> None:
 # -- the whole calibration ------------------------------------------------------------------
 
 
-def _overhead_runs(grid: GridSpec) -> list[tuple[int, int, int]]:
-    """(sequences, prompt tokens, output tokens) of the engine runs that measure the step overhead."""
+MIN_CONTEXT_TOKENS = 8  # the overhead runs need a prompt and two output tokens (a decode step after the prefill)
+
+
+def _overhead_runs(grid: GridSpec, max_context_tokens: int) -> list[tuple[int, int, int]]:
+    """(sequences, prompt tokens, output tokens) of the engine runs that measure the step overhead,
+    within the model's maximum context (ValueError naming it when that is too short)."""
+    if max_context_tokens < MIN_CONTEXT_TOKENS:
+        raise ValueError(
+            f"the model's maximum context ({max_context_tokens} tokens, config.json max_position_embeddings) "
+            f"is too short to time engine steps: calibration needs at least {MIN_CONTEXT_TOKENS}"
+        )
     seqs = sorted({1, *(b for b in grid.decode_seqs if b <= 64)})
     picks = sorted({seqs[0], seqs[len(seqs) // 2], seqs[-1]})
-    prompt = min(64, max(grid.prefill_new_tokens))
-    return [(b, prompt, 12) for b in picks]
+    output = min(12, max_context_tokens // 4)
+    prompt = min(64, max(grid.prefill_new_tokens), max_context_tokens - output)
+    return [(b, prompt, output) for b in picks]
 
 
 def calibrate(
@@ -358,7 +368,7 @@ def calibrate(
 
     timer = make_timer(device, quick=grid_name == "quick", passes=PASSES)
     points = _op_points(grid)
-    overhead_runs = _overhead_runs(grid)
+    overhead_runs = _overhead_runs(grid, run_spec.max_context_tokens)
     total_work = PASSES * sum(len(g) + len(h) for g, h in points.values()) + len(overhead_runs) + 2
     done = 0
 

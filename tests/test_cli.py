@@ -228,3 +228,23 @@ def test_a_router_named_bare_keeps_its_parameters_under_the_same_kind(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads((out / "config.json").read_text())["router"]["max_kv_usage"] == 0.5
+
+
+def test_calibrate_checks_out_before_measuring(tmp_path):
+    (tmp_path / "afile").touch()
+    tiny = Path(__file__).parent / "data" / "tiny_llama_config.json"
+    proc = servesim("calibrate", "--model", tiny, "--device", "cpu", "--out", "afile/p.json", "--quiet", cwd=tmp_path)
+    assert proc.returncode == 2 and "--out afile/p.json: cannot create afile" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_calibrate_refuses_a_context_too_short_to_time_steps_before_measuring(tmp_path):
+    import json
+
+    cfg = json.loads((Path(__file__).parent / "data" / "tiny_llama_config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(cfg | {"max_position_embeddings": 7}))
+    proc = servesim(
+        "calibrate", "--model", "config.json", "--device", "cpu", "--out", "p.json", "--quiet", cwd=tmp_path
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "maximum context (7 tokens, config.json max_position_embeddings) is too short" in proc.stderr

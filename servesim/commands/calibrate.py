@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.table import Table
 
 from servesim import display
+from servesim.commands.common import check_writable_out
 from simulator.cost.profile import CalibrationProfile, save_profile
 from simulator.presets import resolve_model
 
@@ -55,6 +56,7 @@ def main(args: argparse.Namespace) -> int:
     from calibration.harness import calibrate
 
     model = resolve_model(args.model)
+    check_writable_out(args.out, is_file=True)  # before minutes of measuring, not after
     dtype = args.dtype or ("bf16" if args.device == "cuda" else "fp32")
     started = time.perf_counter()
     with display.progress_bar("calibrating", enabled=not args.quiet) as progress:

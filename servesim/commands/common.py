@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +136,19 @@ def _apply_profile(data: dict[str, Any], path: Path) -> None:
     data["cost_model"] = params | {"kind": "profiled", "profile": str(path.resolve())}
     data.setdefault("model", profile.model.model_dump())
     data.setdefault("hardware", profile.hardware.model_dump())
+
+
+def timestamped_out_dir(command: str) -> Path:
+    """``runs/<command>-YYYYmmdd-HHMMSS``: a new folder for each invocation."""
+    return Path("runs") / dt.datetime.now().strftime(f"{command}-%Y%m%d-%H%M%S")
+
+
+def check_writable_out(path: Path, is_file: bool = False) -> None:
+    """Make the --out folder (or a file's folder) now, before long work; ValueError naming --out if it cannot be."""
+    folder = path.parent if is_file else path
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--out {path}: cannot create {folder} ({exc.strerror})") from None
+    if is_file and path.is_dir():
+        raise ValueError(f"--out {path}: is a folder, not a file")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 from pathlib import Path
 
@@ -11,7 +10,7 @@ from rich.table import Table
 
 import policies
 from servesim import display
-from servesim.commands.common import add_scenario_args, scenario_from_args
+from servesim.commands.common import add_scenario_args, scenario_from_args, timestamped_out_dir
 from servesim.commands.report import add_report_args, check_report_args
 from simulator.compare import expand_variants, run_comparison
 from simulator.results import json_safe
@@ -83,7 +82,7 @@ def main(args: argparse.Namespace) -> int:
         policies.BATCH_POLICIES.entry(name)  # unknown names list the known ones
     base = cfg.model_dump(mode="json")
     variants = expand_variants(names, args.sets, base["policy"])
-    out = args.out or Path("runs") / dt.datetime.now().strftime("compare-%Y%m%d-%H%M%S")
+    out = args.out or timestamped_out_dir("compare")
     rates = _rates(args.rates)
     with display.progress_bar("comparing", enabled=not args.quiet) as progress:
         rows = run_comparison(base, variants, out, rates, base_dir, args.workers, args.format, progress)

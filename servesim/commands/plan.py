@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import functools
 import json
 from pathlib import Path
@@ -13,6 +12,7 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from servesim import display
+from servesim.commands.common import timestamped_out_dir
 from servesim.commands.report import add_report_args, check_report_args
 from servesim.commands.sweep import add_executor_args
 from simulator.planning.candidates import load_candidates, scenario_only
@@ -42,10 +42,6 @@ FLAGS = {
     "search.curve_points": "--curve-points",
     "search.max_growth_fraction": "--max-growth",
 }
-
-
-def default_out_dir() -> Path:
-    return Path("runs") / dt.datetime.now().strftime("plan-%Y%m%d-%H%M%S")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -157,7 +153,7 @@ def main(args: argparse.Namespace) -> int:
         result = execute_plan(inputs, request, executor, stage)
     finally:
         executor.close()
-    out = result.write(args.out or default_out_dir())
+    out = result.write(args.out or timestamped_out_dir("plan"))
     if not args.no_report:
         import reports  # plotly is imported only when a report is written
 

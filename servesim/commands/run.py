@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 from pathlib import Path
 
 from servesim import display
-from servesim.commands.common import add_scenario_args, scenario_from_args
+from servesim.commands.common import add_scenario_args, scenario_from_args, timestamped_out_dir
 from servesim.commands.report import add_report_args, check_report_args
 from simulator.build import build
 from simulator.results import describe_deployment
-
-
-def default_out_dir() -> Path:
-    return Path("runs") / dt.datetime.now().strftime("run-%Y%m%d-%H%M%S")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -48,7 +43,7 @@ def main(args: argparse.Namespace) -> int:
         display.stderr.print(f"workload: skipped {skipped:,} bad trace rows")
     with display.progress_bar("simulating", enabled=not args.quiet) as progress:
         result = sim.run(progress=progress)
-    out = result.write(args.out or default_out_dir(), args.format)
+    out = result.write(args.out or timestamped_out_dir("run"), args.format)
     if not args.no_report:
         import reports  # plotly is imported only when a report is written
 

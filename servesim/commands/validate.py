@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 from pathlib import Path
 
 from rich.table import Table
 
 from servesim import display
+from servesim.commands.common import check_writable_out, timestamped_out_dir
 from simulator.cost.profile import load_profile
 from simulator.scenario import read_scenario_dict
 
@@ -67,9 +67,10 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(f"--requests must be at least 1 (got {args.requests})")
     profile = load_profile(args.profile)
     workload = read_scenario_dict(args.workload) if args.workload is not None else None
+    out = args.out or timestamped_out_dir("validate")
+    check_writable_out(out)  # before the engine runs, not after
     with display.progress_bar(f"running the {args.engine} engine", enabled=not args.quiet) as progress:
         result = validate(profile, args.profile, args.engine, workload, args.requests, progress, not args.no_engine_fit)
-    out = args.out or Path("runs") / dt.datetime.now().strftime("validate-%Y%m%d-%H%M%S")
     result.write(out)
     if args.json:
         print(json.dumps(result.comparison))
