@@ -86,9 +86,10 @@ def resolve_device(kind: str, num_threads: int | None = None) -> Device:
     raise ValueError(f"unknown device {kind!r}; one of cuda, cpu")
 
 
-def _meminfo_bytes(field: str) -> float | None:
+def _proc_kib(path: str, field: str) -> float | None:
+    """A ``field: N kB`` line of a Linux /proc file, in bytes; None when absent or unreadable."""
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
+        for line in Path(path).read_text().splitlines():
             if line.startswith(field + ":"):
                 return float(line.split()[1]) * 1024
     except OSError:
@@ -101,7 +102,7 @@ def total_memory_bytes(device: Device) -> float:
     torch = import_torch()
     if device.is_cuda:
         return float(torch.cuda.mem_get_info(device.torch_device)[1])
-    total = _meminfo_bytes("MemTotal")
+    total = _proc_kib("/proc/meminfo", "MemTotal")
     if total is None:
         total = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     return total
@@ -112,30 +113,20 @@ def free_memory_bytes(device: Device) -> float:
     torch = import_torch()
     if device.is_cuda:
         return float(torch.cuda.mem_get_info(device.torch_device)[0])
-    free = _meminfo_bytes("MemAvailable")
+    free = _proc_kib("/proc/meminfo", "MemAvailable")
     return free if free is not None else total_memory_bytes(device)
 
 
 def rss_bytes() -> float:
     """Resident memory of this process (Linux /proc; 0 when unknown)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return float(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0.0
+    rss = _proc_kib("/proc/self/status", "VmRSS")
+    return 0.0 if rss is None else rss
 
 
 def peak_rss_bytes() -> float:
     """High-water resident memory of this process since the last ``reset_peak_rss``."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return float(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return rss_bytes()
+    peak = _proc_kib("/proc/self/status", "VmHWM")
+    return rss_bytes() if peak is None else peak
 
 
 def reset_peak_rss() -> bool:

@@ -299,12 +299,12 @@ class BuiltinEngine:
         self,
         requests: Sequence[EngineRequest],
         progress: Callable[[int, int], None] | None = None,
-        clock: Callable[[], float] = time.perf_counter,
-    ) -> float:
-        """Send ``requests`` at their ``arrival_s`` (sorted) and run until all end; returns the run's wall start.
+    ) -> None:
+        """Send ``requests`` at their ``arrival_s`` (sorted) and run until all end.
 
-        Times stamped on the requests and steps are seconds since that start.
+        Times stamped on the requests and steps are seconds since the run's start.
         """
+        clock = time.perf_counter
         t0 = clock()
 
         def now() -> float:
@@ -327,7 +327,6 @@ class BuiltinEngine:
             if progress is not None and done != num_done:
                 progress(done, total)
             num_done = done
-        return t0
 
 
 def make_requests(

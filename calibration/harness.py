@@ -59,6 +59,7 @@ from simulator.cost.profile import (
     StepOverhead,
 )
 from simulator.cost.profiled import ProfiledCostModel, ProfiledParams
+from simulator.kv import ceil_div
 from simulator.specs import HardwareSpec, ModelSpec
 
 BLOCK_SIZE = 16
@@ -139,7 +140,7 @@ class _OpBench:
 
     def _blocks(self, num_tokens: int) -> list[int]:
         """A random (scattered, like a used cache) block table for ``num_tokens`` tokens."""
-        need = -(-num_tokens // self.m.block_size)
+        need = ceil_div(num_tokens, self.m.block_size)
         return self.rng.permutation(self.m.num_kv_blocks)[:need].tolist()
 
     def call(self, op: str, at: tuple[int, ...]) -> Callable[[], Any]:
@@ -380,7 +381,7 @@ def calibrate(
 
     # 2. the ops, on one layer
     op_model = TorchModel(
-        run_spec, device, dtype, -(-cache_tokens // BLOCK_SIZE), BLOCK_SIZE, copies, seed, share_kv_cache=True
+        run_spec, device, dtype, ceil_div(cache_tokens, BLOCK_SIZE), BLOCK_SIZE, copies, seed, share_kv_cache=True
     )
     bench = _OpBench(op_model, seed, cache_bytes)
     tables: dict[str, OpTable] = {}
@@ -405,7 +406,7 @@ def calibrate(
 
     # 3. the whole model: weights, activation peak, per-step overhead of real engine steps
     loop_tokens = max(b * (p + o + BLOCK_SIZE) for b, p, o in overhead_runs)
-    num_blocks = -(-max(loop_tokens, act_tokens + BLOCK_SIZE) // BLOCK_SIZE)
+    num_blocks = ceil_div(max(loop_tokens, act_tokens + BLOCK_SIZE), BLOCK_SIZE)
     with torch.inference_mode():
         full = TorchModel(run_spec, device, dtype, num_blocks, BLOCK_SIZE, seed=seed + 1)
         weight_bytes = float(full.weight_bytes())

@@ -130,12 +130,12 @@ class HfEngine:
         self,
         requests: Sequence[EngineRequest],
         progress: Callable[[int, int], None] | None = None,
-        clock: Callable[[], float] = time.perf_counter,
-    ) -> float:
+    ) -> None:
         """Send ``requests`` on their schedule, wait for all; stamps their times (seconds since the start)."""
         assert self._manager is not None, "start() the engine first"
         manager = self._manager
         by_id = {str(r.request_id): r for r in requests}
+        clock = time.perf_counter
         t0 = clock()
         for req in sorted(requests, key=lambda r: r.arrival_s):
             wait = t0 + req.arrival_s - clock()
@@ -171,4 +171,3 @@ class HfEngine:
             num_done += 1
             if progress is not None:
                 progress(num_done, len(requests))
-        return t0

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from calibration.device import Device, import_torch, torch_dtype
+from simulator.kv import ceil_div
 from simulator.specs import ModelSpec
 
 ROPE_THETA = 500_000.0
@@ -263,7 +264,7 @@ class TorchModel:
 
     def chunk_slots(self, block_table: list[int], num_tokens: int) -> Any:
         """Cache slots of positions 0 .. num_tokens - 1 of a sequence with ``block_table``."""
-        blocks = self.tensor(block_table[: -(-num_tokens // self.block_size)])
+        blocks = self.tensor(block_table[: ceil_div(num_tokens, self.block_size)])
         offsets = self.torch.arange(self.block_size, device=blocks.device)
         return (blocks[:, None] * self.block_size + offsets).reshape(-1)[:num_tokens]
 

@@ -41,6 +41,7 @@ from simulator.build import build
 from simulator.config import ScenarioConfig
 from simulator.cost.profile import CalibrationProfile
 from simulator.cost.profiled import ProfiledCostModel, ProfiledParams
+from simulator.kv import ceil_div
 from simulator.scenario import validate_scenario
 from simulator.summary import summarize
 from workloads import RequestStream, generate
@@ -118,7 +119,7 @@ def validation_scenario(
         stream = generate(cfg.workload, cfg.seed)
         longest = int((stream.num_prompt_tokens + stream.num_output_tokens).max())
         seqs = getattr(cfg.policy, "max_num_seqs", 32)
-        blocks = seqs * -(-longest // cfg.kv_cache.block_size) + 1
+        blocks = seqs * ceil_div(longest, cfg.kv_cache.block_size) + 1
         kv = cfg.kv_cache.model_dump() | {"num_blocks": blocks}
         cfg = validate_scenario(cfg.model_dump() | {"kv_cache": kv}, source="--workload")
     _check_warmup_fits(cfg, profile)
@@ -134,7 +135,7 @@ def _check_warmup_fits(cfg: ScenarioConfig, profile: CalibrationProfile) -> None
             f"--workload: max_model_len {max_len} is below the {longest} tokens of the warm-up requests "
             "that fit the engine's timing; raise it"
         )
-    blocks = -(-longest // cfg.kv_cache.block_size)
+    blocks = ceil_div(longest, cfg.kv_cache.block_size)
     assert cfg.kv_cache.num_blocks is not None
     if blocks > cfg.kv_cache.num_blocks:
         raise ValueError(

@@ -9,7 +9,8 @@ from pathlib import Path
 from rich.table import Table
 
 from servesim import display
-from simulator.cost import COST_MODELS, OP_NAMES, BatchShape
+from simulator.build import make_cost_model
+from simulator.cost import OP_NAMES, BatchShape
 from simulator.cost.profile import load_profile
 from simulator.cost.profiled import ProfiledParams
 from simulator.cost.roofline import RooflineParams
@@ -77,11 +78,8 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError("give --model and --hardware, or --profile")
     model = resolve_model(args.model) if args.model is not None else profile.model  # type: ignore[union-attr]
     hardware = resolve_hardware(args.hardware) if args.hardware is not None else profile.hardware  # type: ignore[union-attr]
-    if profile is None:
-        kind, cost = "roofline", COST_MODELS.get("roofline")(RooflineParams(), model, hardware, args.tp)
-    else:
-        params = ProfiledParams(profile=str(args.profile))
-        kind, cost = "profiled", COST_MODELS.get("profiled")(params, model, hardware, args.tp, profile=profile)
+    params = RooflineParams() if profile is None else ProfiledParams(profile=str(args.profile))
+    kind, cost = params.kind, make_cost_model(params, model, hardware, args.tp, profile=profile)
     step = cost.breakdown(shape_from(args.prefill, args.decode))
     assert step.ops is not None
     ops = {name: step.ops[name] for name in OP_NAMES if name in step.ops}
