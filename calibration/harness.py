@@ -44,8 +44,8 @@ from calibration.grid import grid_spec, held_out_pairs, held_out_values
 from calibration.model import TorchModel
 from calibration.timing import Timing, make_timer, pooled
 from policies.batching.hf_fifo import HfFifoParams, HfFifoPolicy
-from simulator.cost.interpolate import GridInterpolator
 from simulator.cost.profile import (
+    COUNT_OPS,
     MODEL_SCOPE_OPS,
     OP_AXES,
     PROFILE_SCHEMA_VERSION,
@@ -58,14 +58,13 @@ from simulator.cost.profile import (
     ProfilePoint,
     StepOverhead,
 )
-from simulator.cost.profiled import ProfiledCostModel, ProfiledParams
+from simulator.cost.profiled import ProfiledCostModel, ProfiledParams, interpolator
 from simulator.kv import ceil_div
 from simulator.specs import HardwareSpec, ModelSpec
 
 BLOCK_SIZE = 16
 PASSES = 3  # interleaved passes over each op's grid
 ProgressFn = Callable[[int, int], None]
-TOKEN_OPS = ("embed", "qkv_proj", "o_proj", "mlp_gate_up", "mlp_act", "mlp_down", "norm", "lm_head")
 
 
 def spec_for_dtype(spec: ModelSpec, dtype: str) -> ModelSpec:
@@ -82,7 +81,7 @@ def _op_points(grid: GridSpec) -> dict[str, tuple[list[tuple[int, ...]], list[tu
     out: dict[str, tuple[list[tuple[int, ...]], list[tuple[int, ...]]]] = {}
     tokens = [(t,) for t in grid.num_tokens]
     tokens_held = [(t,) for t in held_out_values(grid.num_tokens)]
-    for op in TOKEN_OPS:
+    for op in COUNT_OPS:
         if op == "lm_head":
             out[op] = ([(s,) for s in grid.sampled_tokens], [(s,) for s in held_out_values(grid.sampled_tokens)])
         else:
@@ -214,7 +213,7 @@ def _point(at: tuple[int, ...], t: Timing) -> ProfilePoint:
 
 
 def _rel_errors(table: OpTable, space: str, points: list[ProfilePoint]) -> list[float]:
-    f = GridInterpolator(table.axis_values(), {p.at: p.median_s for p in table.points}, space)  # type: ignore[arg-type]
+    f = interpolator(table, space)  # type: ignore[arg-type]
     errors = []
     for p in points:
         predicted = f(p.at)

@@ -45,6 +45,8 @@ OP_AXES: dict[str, tuple[str, ...]] = {
     "attn_packed": ("num_tokens", "kv_tokens"),
 }
 MODEL_SCOPE_OPS = frozenset({"embed", "lm_head"})
+# ops that are a function of one count (tokens; sampled rows for the LM head)
+COUNT_OPS = tuple(op for op, axes in OP_AXES.items() if axes == ("num_tokens",))
 # ModelSpec fields that change what a profile measured (the name and max context do not).
 _SHAPE_FIELDS = (
     "num_layers",

@@ -32,13 +32,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from simulator.cost.interpolate import GridInterpolator
-from simulator.cost.profile import MODEL_SCOPE_OPS, CalibrationProfile, OpTable
+from simulator.cost.interpolate import GridInterpolator, Space
+from simulator.cost.profile import COUNT_OPS, MODEL_SCOPE_OPS, CalibrationProfile, OpTable
 from simulator.cost.roofline import RooflineCostModel, RooflineParams
 from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime
 from simulator.specs import HardwareSpec, ModelSpec
-
-_TOKEN_OPS = ("embed", "qkv_proj", "o_proj", "mlp_gate_up", "mlp_act", "mlp_down", "norm")
 
 
 class ProfiledParams(BaseModel):
@@ -79,8 +77,9 @@ class ProfiledParams(BaseModel):
     roofline: RooflineParams = Field(default_factory=RooflineParams, description="The fallback roofline's parameters.")
 
 
-def _interpolator(table: OpTable) -> GridInterpolator:
-    return GridInterpolator(table.axis_values(), {p.at: p.median_s for p in table.points}, table.space)
+def interpolator(table: OpTable, space: Space | None = None) -> GridInterpolator:
+    """The table's interpolating function, in its own space or in ``space``."""
+    return GridInterpolator(table.axis_values(), {p.at: p.median_s for p in table.points}, space or table.space)
 
 
 @COST_MODELS.register("profiled", params=ProfiledParams)
@@ -110,7 +109,7 @@ class ProfiledCostModel:
                     f"{params.profile or 'profile'}: measured on one device; it cannot predict tp={tp} "
                     "(use the roofline cost model for tensor parallelism)"
                 )
-            self._f = {name: _interpolator(table) for name, table in profile.ops.items()}
+            self._f = {name: interpolator(table) for name, table in profile.ops.items()}
             step_s, per_seq_s = profile.overhead.step_s, profile.overhead.per_seq_s
         self.step_overhead_s = step_s if params.step_overhead_s is None else params.step_overhead_s
         self.per_seq_overhead_s = per_seq_s if params.per_seq_overhead_s is None else params.per_seq_overhead_s
@@ -190,7 +189,7 @@ class ProfiledCostModel:
                 if name == "attn_decode" and "attn_prefill" in roof:
                     continue  # one call for the whole step, reported under attn_prefill
                 seconds = self._lookup("attn_packed", (T, shape.num_kv_tokens), None)
-            elif name in _TOKEN_OPS or name == "lm_head":
+            elif name in COUNT_OPS:
                 # a function of one count (tokens, or sampled rows for the LM head): looked up once per count
                 key = (name, S if name == "lm_head" else T)
                 seconds = self._count_ops.get(key)
