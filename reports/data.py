@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.results import RunResult
-from simulator.summary import meets_slo, request_latencies
+from simulator.summary import latencies_meet_slo, request_latencies
 
 RunLike = RunResult | str | Path
 
@@ -128,14 +128,7 @@ class RunData:
         if not slo:
             return None
         lat = self.latencies()
-        return meets_slo(
-            lat["ttft_s"].to_numpy() * 1000,
-            lat["tpot_s"].to_numpy() * 1000,
-            lat["e2el_s"].to_numpy() * 1000,
-            slo.get("ttft"),
-            slo.get("tpot"),
-            slo.get("e2el"),
-        )
+        return latencies_meet_slo(lat, slo.get("ttft"), slo.get("tpot"), slo.get("e2el"))
 
     def percentile_ms(self, metric: str, q: int) -> float | None:
         """``p{q}_{metric}_ms`` from the summary (the full data), or None when there is none."""

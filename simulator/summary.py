@@ -102,6 +102,20 @@ def meets_slo(
     return good
 
 
+def latencies_meet_slo(
+    lat: pd.DataFrame, ttft_ms: float | None, tpot_ms: float | None, e2el_ms: float | None
+) -> np.ndarray:
+    """``meets_slo`` on a ``request_latencies`` frame (seconds) against bounds in ms."""
+    return meets_slo(
+        lat["ttft_s"].to_numpy() * 1000,
+        lat["tpot_s"].to_numpy() * 1000,
+        lat["e2el_s"].to_numpy() * 1000,
+        ttft_ms,
+        tpot_ms,
+        e2el_ms,
+    )
+
+
 def summarize(
     requests: pd.DataFrame,
     itl_values_s: np.ndarray,
@@ -130,14 +144,7 @@ def summarize(
         "total_token_throughput": per_s(total_in + total_out),
     }
     if slo is not None and any(v is not None for v in slo.values()):
-        good = meets_slo(
-            lat["ttft_s"].to_numpy() * 1000,
-            lat["tpot_s"].to_numpy() * 1000,
-            lat["e2el_s"].to_numpy() * 1000,
-            slo.get("ttft_ms"),
-            slo.get("tpot_ms"),
-            slo.get("e2el_ms"),
-        )
+        good = latencies_meet_slo(lat, slo.get("ttft_ms"), slo.get("tpot_ms"), slo.get("e2el_ms"))
         out["request_goodput"] = per_s(int(good.sum()))
         out["slo_attainment"] = float(good.mean()) if completed else None
     tpot = lat["tpot_s"].to_numpy()
