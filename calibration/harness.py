@@ -68,9 +68,11 @@ ProgressFn = Callable[[int, int], None]
 
 
 def spec_for_dtype(spec: ModelSpec, dtype: str) -> ModelSpec:
-    """``spec`` with weight and KV bytes of ``dtype`` (the model as it is measured)."""
+    """``spec`` with weight and KV bytes of ``dtype`` (the model as it is measured: unquantized)."""
     nbytes = DTYPE_BYTES[dtype]
-    return ModelSpec.model_validate(spec.model_dump() | {"weight_bytes": nbytes, "kv_cache_bytes": nbytes})
+    return ModelSpec.model_validate(
+        spec.model_dump() | {"weight_bytes": nbytes, "kv_cache_bytes": nbytes, "quantization": None}
+    )
 
 
 # -- the grid of op measurements ------------------------------------------------------------

@@ -501,7 +501,11 @@ def validate(
     measured_summary["preemptions"] = int(measured_requests["num_preemptions"].sum())
 
     sim_cfg = validate_scenario(
-        cfg.model_dump() | {"cost_model": cost, "client": {"ingest_delay_s": fit.ingest_delay_s, "stream_delay_s": 0.0}}
+        cfg.model_dump()
+        | {
+            "cost_model": cost,
+            "client": {"ingest_delay_s": fit.ingest_delay_s, "tokenize_s_per_token": 0.0, "stream_delay_s": 0.0},
+        }
     )
     predicted = build(sim_cfg, stream=stream).run()
     return ValidationResult(

@@ -46,6 +46,24 @@ class GroupSetup:
     profile: CalibrationProfile | None = None
 
 
+# Bytes per cached K or V element of each kv_cache.dtype ("auto" keeps the model's).
+KV_CACHE_DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0}
+
+
+def deployed_model(model: ModelSpec, quantization: str | None, kv_cache_dtype: str = "auto") -> ModelSpec:
+    """``model`` as served with the scenario's quantization and KV-cache dtype (vLLM's flags).
+
+    ``quantization="fp8"`` makes the weights 1 byte and the GEMMs FP8; ``kv_cache_dtype``
+    other than ``auto`` sets the bytes per cached element. None / ``auto`` keep the spec's.
+    """
+    update: dict[str, Any] = {}
+    if quantization == "fp8":
+        update |= {"quantization": "fp8", "weight_bytes": 1.0}
+    if kv_cache_dtype != "auto":
+        update["kv_cache_bytes"] = KV_CACHE_DTYPE_BYTES[kv_cache_dtype]
+    return ModelSpec.model_validate(model.model_dump() | update) if update else model
+
+
 def resolve_specs(cfg: ScenarioConfig, base_dir: Path | None = None) -> tuple[ModelSpec, HardwareSpec]:
     return resolve_model(cfg.model, base_dir), resolve_hardware(cfg.hardware, base_dir)
 
@@ -72,7 +90,12 @@ def resolve_profile(cost_params, base_dir: Path | None = None) -> CalibrationPro
 def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir: Path | None) -> GroupSetup:
     """Resolve one group: its specs, parallelism, max length and KV capacity (ValueError if it cannot run)."""
     name = g.name or (g.role if g.role != "mixed" else f"group{index}")
-    model = resolve_model(g.model if g.model is not None else cfg.model, base_dir)
+    kv = g.kv_cache or cfg.kv_cache
+    model = deployed_model(
+        resolve_model(g.model if g.model is not None else cfg.model, base_dir),
+        g.quantization if g.quantization is not None else cfg.quantization,
+        kv.dtype,
+    )
     hardware = resolve_hardware(g.hardware if g.hardware is not None else cfg.hardware, base_dir)
     par = g.parallelism or cfg.parallelism
     model.check_tensor_parallel(par.tp)
@@ -82,7 +105,6 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
         raise ValueError(
             f"max_model_len ({max_model_len}) exceeds {model.name}'s max context ({model.max_context_tokens})"
         )
-    kv = g.kv_cache or cfg.kv_cache
     profile = resolve_profile(g.cost_model or cfg.cost_model, base_dir)
     memory = None
     if kv.num_blocks is None:
@@ -231,6 +253,7 @@ def build(
         cfg.client.ingest_delay_s,
         cfg.client.stream_delay_s,
         _kv_transfer(cfg, setups),
+        tokenize_s_per_token=cfg.client.tokenize_s_per_token,
     )
 
 

@@ -15,7 +15,7 @@ import policies
 from policies.batching.vllm import VllmParams
 from policies.registry import Registry
 from simulator.cost import COST_MODELS
-from simulator.cost.roofline import RooflineParams
+from simulator.cost.silicon import SiliconParams
 from simulator.specs import HardwareSpec, ModelSpec
 from simulator.validation import format_validation_error
 from workloads import WorkloadConfig
@@ -36,6 +36,11 @@ class KvCacheConfig(_Frozen):
     """Paged KV-cache settings of each replica."""
 
     block_size: int = Field(16, ge=1, description="Tokens per KV block.")
+    dtype: Literal["auto", "bfloat16", "float16", "fp8"] = Field(
+        "auto",
+        description="Cached K/V dtype (vLLM's --kv-cache-dtype): auto keeps the model's kv_cache_bytes; "
+        "bfloat16/float16 store 2 bytes, fp8 1 byte (twice the tokens in the same memory).",
+    )
     gpu_memory_utilization: float = Field(
         0.9, gt=0, le=1, description="Fraction of device memory the engine may use (vLLM's flag)."
     )
@@ -75,10 +80,48 @@ class SloConfig(_Frozen):
 
 
 class ClientConfig(_Frozen):
-    """Delays between the benchmark client and the engine, so predictions match what a client measures."""
+    """Delays between the benchmark client and the engine, so predictions match what a client measures.
 
-    ingest_delay_s: float = Field(0.0, ge=0, description="From the client sending a request to the engine queueing it.")
-    stream_delay_s: float = Field(0.0, ge=0, description="From the engine emitting a token to the client receiving it.")
+    A request reaches the engine's queue ``ingest_delay_s + tokenize_s_per_token x prompt
+    tokens`` after the client sends it (HTTP handling, validation, chat template, hand-over to
+    the engine; then tokenising the prompt), and a token reaches the client ``stream_delay_s``
+    after the engine emits it. Defaults, each measured on its own:
+
+    - ``ingest_delay_s`` 4 ms: vLLM served online (its OpenAI-compatible server) over the same
+      vLLM run offline, same model, prompts (128 tokens) and hardware: mean TTFT 235 vs 231 ms,
+      "+4 ms, acceptable from HTTP server + ZMQ latency" (tenstorrent/tt-inference-server#190,
+      Llama-3.3-70B, batch 32, 2025-05-08). It is the API server's request path and the first
+      token's way back together (it sits here because TTFT and E2EL shift alike either way);
+      whether it includes tokenising the 128 tokens (0.14 ms at the rate below) is not said.
+    - ``tokenize_s_per_token`` 1.1 us: HuggingFace ``tokenizers`` (what vLLM's API server runs)
+      takes 1.1 s for a 4 MB document of about 1M tokens encoded as one sequence (Charles Xu, "3.3x
+      Faster HuggingFace Tokenizers for Single Sequence", charlesxu.io/parallel-tokenizer, 2025);
+      the same library's Llama-3 tokenizer encodes a 6.5 MB text sequentially in 1.82 s
+      (huggingface/tokenizers#1967), about the same per token. vLLM tokenises on one thread
+      (vllm-project/vllm#25301), which this per-request delay does not queue: past about 0.9M
+      prompt tokens/s the real server falls behind it.
+    - ``stream_delay_s`` 0: no measurement of the return path (detokenising, SSE streaming) on
+      its own was found; the 4 ms above already includes it once for the first token. Inter-token
+      gaps at the client are the engine's.
+    """
+
+    ingest_delay_s: float = Field(
+        4e-3,
+        ge=0,
+        description="From the client sending a request to the engine queueing it, besides tokenising (vLLM's "
+        "API server: tenstorrent/tt-inference-server#190).",
+    )
+    tokenize_s_per_token: float = Field(
+        1.1e-6,
+        ge=0,
+        description="Tokenising the prompt, seconds per prompt token, added to the ingest delay (HuggingFace "
+        "tokenizers, one sequence: charlesxu.io/parallel-tokenizer).",
+    )
+    stream_delay_s: float = Field(
+        0.0,
+        ge=0,
+        description="From the engine emitting a token to the client receiving it (0: not measured on its own).",
+    )
 
 
 class KvTransferConfig(_Frozen):
@@ -122,6 +165,9 @@ class ReplicaGroupConfig(_Frozen):
     )
     model: str | ModelSpec | None = Field(None, description="Model of these replicas.")
     hardware: str | HardwareSpec | None = Field(None, description="GPU of these replicas.")
+    quantization: Literal["fp8"] | None = Field(
+        None, description="Quantization of these replicas; None: the scenario's."
+    )
     parallelism: ParallelismConfig | None = Field(None, description="tp and pp of each replica.")
     policy: SerializeAsAny[BaseModel] | None = Field(None, description="Batch policy of each replica.")
     cost_model: SerializeAsAny[BaseModel] | None = Field(None, description="Cost model of these replicas.")
@@ -152,6 +198,11 @@ class ScenarioConfig(_Frozen):
     hardware: str | HardwareSpec = Field(
         "h100-sxm", description="Hardware preset name, path to a spec .yaml, or a spec."
     )
+    quantization: Literal["fp8"] | None = Field(
+        None,
+        description="fp8: serve the model with FP8 weights and activations (vLLM's --quantization fp8, dynamic "
+        "per-tensor scales): 1-byte weights, GEMMs at the GPU's FP8 rate. None: as the model spec says.",
+    )
     parallelism: ParallelismConfig = Field(default_factory=ParallelismConfig, description="Model split.")
     max_model_len: int | None = Field(
         None, ge=1, description="Longest sequence (prompt + output) served; None: the model's max context."
@@ -160,7 +211,9 @@ class ScenarioConfig(_Frozen):
         default_factory=VllmParams, description="Batch policy: {kind: NAME, ...its parameters}."
     )
     cost_model: SerializeAsAny[BaseModel] = Field(
-        default_factory=RooflineParams, description="Cost model: {kind: NAME, ...its parameters}."
+        default_factory=SiliconParams,
+        description="Cost model: {kind: NAME, ...its parameters}. Default: silicon (measured kernel tables; "
+        "the roofline for hardware without shipped tables).",
     )
     kv_cache: KvCacheConfig = Field(default_factory=KvCacheConfig, description="Paged KV cache.")
     replicas: int = Field(1, ge=1, description="Identical replicas behind the router (or give groups).")

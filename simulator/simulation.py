@@ -58,6 +58,7 @@ class Simulation:
         ingest_delay_s: float = 0.0,
         stream_delay_s: float = 0.0,
         kv_transfer: KvTransfer | None = None,
+        tokenize_s_per_token: float = 0.0,
     ) -> None:
         self.env = env
         self.replicas = replicas
@@ -67,6 +68,7 @@ class Simulation:
         self.resolved_config = resolved_config
         self.slo = slo
         self.ingest_delay_s = ingest_delay_s
+        self.tokenize_s_per_token = tokenize_s_per_token
         self.stream_delay_s = stream_delay_s
         self.kv_transfer = kv_transfer
         self.entry = [r for r in replicas if r.role != "decode"]
@@ -112,10 +114,15 @@ class Simulation:
         arrival = self.stream.arrival_s
         for i in self._roots():
             sent_s = float(arrival[i])
-            at = sent_s + self.ingest_delay_s
+            # admitted in the order sent: one behind a longer prompt waits for that one's tokenising
+            at = sent_s + self._ingest_s(i)
             if at > env.now:
                 yield env.timeout(at - env.now)
             self._admit(i, sent_s)
+
+    def _ingest_s(self, i: int) -> float:
+        """From request i's sending to its reaching the serving system: the API server, then tokenising."""
+        return self.ingest_delay_s + self.tokenize_s_per_token * self._prompt[i]
 
     def _admit(self, i: int, sent_s: float, _event: simpy.Event | None = None) -> None:
         """Request i reaches the serving system (it was sent by the client at ``sent_s``)."""
@@ -178,7 +185,7 @@ class Simulation:
         for child in self._children.pop(req.request_id, ()):
             think = self._think_s[child]
             sent_s = self.env.now + think
-            self.env.timeout(think + self.ingest_delay_s).callbacks.append(partial(self._admit, child, sent_s))
+            self.env.timeout(think + self._ingest_s(child)).callbacks.append(partial(self._admit, child, sent_s))
         done = self.recorder.num_done
         if self._progress is not None and (done % self._progress_every == 0 or done == len(self.stream)):
             self._progress(done, len(self.stream))

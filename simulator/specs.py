@@ -6,11 +6,15 @@ token, weight bytes) are computed from the fields, never stored.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 PositiveInt = Annotated[int, Field(ge=1)]
+
+# Bytes per weight of the layers FP8 quantization leaves in the 16-bit model dtype: the
+# embedding and the LM head (vLLM quantizes the decoder's linear layers only).
+UNQUANTIZED_WEIGHT_BYTES = 2.0
 
 
 class ModelSpec(BaseModel):
@@ -32,6 +36,11 @@ class ModelSpec(BaseModel):
     tie_word_embeddings: bool = Field(False, description="LM head shares the embedding matrix.")
     qkv_bias: bool = Field(False, description="Q/K/V projections carry a bias (Qwen2).")
     weight_bytes: float = Field(2.0, gt=0, description="Bytes per weight (2 for bf16/fp16, 1 for fp8).")
+    quantization: Literal["fp8"] | None = Field(
+        None,
+        description="fp8: the linear layers' weights and activations in FP8 (vLLM's --quantization fp8), "
+        "GEMMs at the FP8 rate where the GPU has FP8 tensor cores; needs weight_bytes 1. None: unquantized.",
+    )
     kv_cache_bytes: float = Field(2.0, gt=0, description="Bytes per cached K or V element.")
     max_context_tokens: PositiveInt = Field(description="Maximum sequence length (prompt plus output).")
 
@@ -41,6 +50,10 @@ class ModelSpec(BaseModel):
             raise ValueError(
                 f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
                 f"num_kv_heads ({self.num_kv_heads})"
+            )
+        if self.quantization == "fp8" and self.weight_bytes != 1:
+            raise ValueError(
+                f"quantization 'fp8' stores weights in 1 byte: weight_bytes must be 1 (got {self.weight_bytes:g})"
             )
         if self.num_experts_per_token > self.num_experts:
             raise ValueError(
@@ -95,8 +108,17 @@ class ModelSpec(BaseModel):
         inactive = (self.num_experts - self.num_experts_per_token) * self.expert_params()
         return self.num_params() - self.num_layers * inactive
 
+    @property
+    def embedding_weight_bytes(self) -> float:
+        """Bytes per weight of the embedding and LM head: 16-bit under fp8 quantization, else ``weight_bytes``."""
+        return UNQUANTIZED_WEIGHT_BYTES if self.quantization is not None else self.weight_bytes
+
     def weight_bytes_total(self) -> float:
-        return self.num_params() * self.weight_bytes
+        """Bytes of all weights; quantized, the embedding and LM head count at ``embedding_weight_bytes``."""
+        if self.quantization is None:
+            return self.num_params() * self.weight_bytes
+        embedding = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
+        return (self.num_params() - embedding) * self.weight_bytes + embedding * self.embedding_weight_bytes
 
     def kv_heads_per_gpu(self, tp: int) -> int:
         """KV heads each of ``tp`` GPUs holds: split when tp divides them, else replicated."""
@@ -135,6 +157,12 @@ class HardwareSpec(BaseModel):
 
     name: str = Field(description="Label used in reports and tables.")
     flops_per_s: float = Field(gt=0, description="Dense bf16/fp16 tensor FLOP/s at peak.")
+    fp8_flops_per_s: float | None = Field(
+        None,
+        gt=0,
+        description="Dense FP8 tensor FLOP/s at peak; None: no FP8 tensor cores (FP8 weights run "
+        "as weight-only kernels at the bf16 rate).",
+    )
     memory_bytes: float = Field(gt=0, description="Device memory in bytes.")
     memory_bandwidth_bytes_per_s: float = Field(gt=0, description="Peak device-memory bandwidth.")
     interconnect_bandwidth_bytes_per_s: float = Field(
@@ -147,4 +175,9 @@ class HardwareSpec(BaseModel):
     host_link_latency_s: float = Field(ge=0, description="Latency of one host-link transfer.")
     price_per_hour_usd: float | None = Field(
         None, ge=0, description="Rental price of one device per hour, for cost figures."
+    )
+    silicon_tables: str | None = Field(
+        None,
+        description="Name of the measured kernel tables shipped for this GPU (simulator/cost/silicon/data); "
+        "the default `silicon` cost model reads them. None: none shipped, the roofline is the default.",
     )

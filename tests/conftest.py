@@ -27,6 +27,8 @@ def make_config(**fields: Any):
     base: dict[str, Any] = {
         "cost_model": {"kind": "constant", "step_time_s": 1.0},
         "kv_cache": {"num_blocks": 64, "block_size": 16},
+        # hand-timed tests count from the engine's queue: no API-server or tokenizer time in front of it
+        "client": {"ingest_delay_s": 0.0, "tokenize_s_per_token": 0.0},
     }
     for key, value in fields.items():
         if isinstance(value, dict) and isinstance(base.get(key), dict) and key != "cost_model":

@@ -142,7 +142,9 @@ def test_estimate_json():
     )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert set(out) == {"step_time_s", "ops", "flops", "bytes"}
+    assert set(out) == {"step_time_s", "ops", "flops", "bytes", "cost_model", "sources"}
+    assert out["cost_model"] == "silicon" and set(out["sources"]) == set(out["ops"])
+    assert out["sources"]["o_proj"] in ("measured", "interpolated")
     assert out["step_time_s"] == pytest.approx(sum(out["ops"].values()))
     assert {
         "embed",

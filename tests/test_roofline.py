@@ -3,6 +3,7 @@
 import pytest
 
 from simulator.cost import COST_MODELS, BatchShape
+from simulator.cost.collectives import AllReduceLatencyModel
 from simulator.cost.roofline import RooflineCostModel, RooflineParams
 from simulator.presets import hardware_presets, model_presets
 
@@ -68,8 +69,14 @@ def test_tensor_parallel_all_reduce_by_hand():
     m = model(tp=tp)
     ops = m.breakdown(prefill(T)).ops
     msg = 2 * T * M.hidden_size
-    one = 2 * (tp - 1) / tp * msg / (H.interconnect_bandwidth_bytes_per_s * 0.8) + 2 * (tp - 1) * 5e-6
-    assert ops["all_reduce"].seconds == pytest.approx(2 * M.num_layers * one)
+    # The all-reduce is the fitted alpha-beta model of simulator/cost/collectives.py (was the ring
+    # formula 2(tp-1)/tp x msg / (0.8 bw) + 2(tp-1) x latency): a 4 MiB message on 4 H100s is under
+    # vLLM's 8 MiB custom all-reduce cap, so min(one-shot, two-shot) with the h100_sxm constants.
+    fit = AllReduceLatencyModel.fitted("h100_sxm").fits[tp]
+    one_shot = fit.one_shot.alpha_s + (tp - 1) * msg / fit.one_shot.bus_bytes_per_s
+    two_shot = fit.two_shot.alpha_s + 2 * (tp - 1) / tp * msg / fit.two_shot.bus_bytes_per_s
+    assert ops["all_reduce"].seconds == pytest.approx(2 * M.num_layers * min(one_shot, two_shot))
+    assert ops["all_reduce"].bytes == pytest.approx(2 * M.num_layers * 2 * (tp - 1) / tp * msg)
     assert "all_reduce" not in model().breakdown(prefill(T)).ops
     assert m.step_time(prefill(4096)).total_s < model().step_time(prefill(4096)).total_s
 

@@ -14,6 +14,8 @@ def _mdl_config(rate: float, n: int, seed: int):
             "seed": seed,
             "policy": {"kind": "vllm", "max_num_seqs": 1},
             "cost_model": {"kind": "constant", "step_time_s": 0.01},
+            # the theory's wait starts when a request joins the queue: no API-server ingest or tokenising
+            "client": {"ingest_delay_s": 0.0, "tokenize_s_per_token": 0.0},
             "kv_cache": {"num_blocks": 100, "block_size": 16},
             "workload": {
                 "num_requests": n,
@@ -48,7 +50,14 @@ def test_md1_mean_waiting_time(rho):
 
 
 def test_littles_law_on_a_long_run():
-    cfg = validate_scenario({"workload": {"num_requests": 3000, "arrival": {"kind": "poisson", "rate_per_s": 5.0}}})
+    # L counts requests from their reaching the serving system and W runs from arrival_s (sent): the
+    # client's ingest and tokenising delay would sit in W only, so none here
+    cfg = validate_scenario(
+        {
+            "workload": {"num_requests": 3000, "arrival": {"kind": "poisson", "rate_per_s": 5.0}},
+            "client": {"ingest_delay_s": 0.0, "tokenize_s_per_token": 0.0},
+        }
+    )
     result = build(cfg).run()
     s, req, steps = result.summary, result.requests, result.steps
     duration = s["duration"]

@@ -13,6 +13,15 @@ from simulator.planning.overrides import apply_overrides, lookup
 from simulator.scenario import read_scenario_dict, validate_scenario
 from workloads.traces import SHIPPED_TRACES
 
+# Values of --quantization and --kv-cache-dtype (checked here so that a bad one is one error line).
+QUANTIZATIONS = ("fp8",)
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8")
+
+
+def _check_choice(flag: str, value: str | None, choices: tuple[str, ...]) -> None:
+    if value is not None and value not in choices:
+        raise ValueError(f"{flag} {value!r}: expected one of {', '.join(choices)}")
+
 
 def add_scenario_args(parser: argparse.ArgumentParser, include_policy: bool = True) -> None:
     parser.add_argument("scenario", nargs="?", type=Path, help="scenario YAML file (default: the embedded default)")
@@ -21,6 +30,16 @@ def add_scenario_args(parser: argparse.ArgumentParser, include_policy: bool = Tr
     g.add_argument("--hardware", help="hardware preset or spec YAML (e.g. h100-sxm)")
     g.add_argument("--tp", type=int, help="tensor-parallel degree")
     g.add_argument("--pp", type=int, help="pipeline-parallel stages")
+    g.add_argument(
+        "--quantization",
+        metavar="{" + ",".join(QUANTIZATIONS) + "}",
+        help="serve with FP8 weights and activations (vLLM's --quantization fp8): 1-byte weights, FP8 GEMMs",
+    )
+    g.add_argument(
+        "--kv-cache-dtype",
+        metavar="{" + ",".join(KV_CACHE_DTYPES) + "}",
+        help="cached K/V dtype (vLLM's flag): auto keeps the model's, fp8 stores 1 byte per element",
+    )
     g.add_argument("--replicas", type=int, help="identical replicas behind the router")
     g.add_argument("--router", help="router name (e.g. least_outstanding)")
     g.add_argument("--prefix-caching", action="store_true", default=None, help="reuse cached prompt prefixes")
@@ -79,6 +98,8 @@ def _use_trace(data: dict[str, Any], source: str) -> None:
 
 def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path | None]:
     """The scenario file (or the default) with the command-line overrides applied, validated."""
+    _check_choice("--quantization", args.quantization, QUANTIZATIONS)
+    _check_choice("--kv-cache-dtype", args.kv_cache_dtype, KV_CACHE_DTYPES)
     source = "command line"
     data: dict[str, Any] = {}
     base_dir = None
@@ -93,6 +114,8 @@ def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path |
         "hardware": args.hardware,
         "parallelism.tp": args.tp,
         "parallelism.pp": args.pp,
+        "quantization": args.quantization,
+        "kv_cache.dtype": args.kv_cache_dtype,
         "replicas": args.replicas,
         "workload.arrival.rate_per_s": args.rate,
         "workload.num_requests": args.num_requests,

@@ -9,11 +9,12 @@ from pathlib import Path
 from rich.table import Table
 
 from servesim import display
-from simulator.build import make_cost_model
+from simulator.build import KV_CACHE_DTYPE_BYTES, deployed_model, make_cost_model
 from simulator.cost import OP_NAMES, BatchShape
 from simulator.cost.profile import load_profile
 from simulator.cost.profiled import ProfiledParams
 from simulator.cost.roofline import RooflineParams
+from simulator.cost.silicon import SiliconParams
 from simulator.presets import resolve_hardware, resolve_model
 
 
@@ -50,7 +51,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", help="model preset or config.json (default: the profile's)")
     p.add_argument("--hardware", help="hardware preset or spec YAML (default: the profile's)")
     p.add_argument("--profile", type=Path, help="calibration profile: use the profiled cost model")
+    p.add_argument(
+        "--cost-model",
+        choices=("silicon", "roofline"),
+        help="without --profile: measured kernel tables (default where shipped for the hardware) or the roofline",
+    )
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
+    p.add_argument("--quantization", choices=("fp8",), help="FP8 weights and GEMMs (vLLM's --quantization fp8)")
+    p.add_argument(
+        "--kv-cache-dtype",
+        choices=("auto", *KV_CACHE_DTYPE_BYTES),
+        default="auto",
+        help="bytes per cached K/V element: auto (the model's), bfloat16, float16 or fp8",
+    )
     p.add_argument("--prefill", type=_prefill, action="append", default=[], metavar="TOKENS[:CACHED]")
     p.add_argument("--decode", type=_decode, action="append", default=[], metavar="COUNT:CONTEXT")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -78,11 +91,21 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError("give --model and --hardware, or --profile")
     model = resolve_model(args.model) if args.model is not None else profile.model  # type: ignore[union-attr]
     hardware = resolve_hardware(args.hardware) if args.hardware is not None else profile.hardware  # type: ignore[union-attr]
-    params = RooflineParams() if profile is None else ProfiledParams(profile=str(args.profile))
+    model = deployed_model(model, args.quantization, args.kv_cache_dtype)
+    if profile is not None:
+        if args.cost_model is not None:
+            raise ValueError("--cost-model: give it or --profile, not both (a profile means the profiled model)")
+        params = ProfiledParams(profile=str(args.profile))
+    elif args.cost_model == "roofline" or (args.cost_model is None and hardware.silicon_tables is None):
+        params = RooflineParams()
+    else:
+        params = SiliconParams()
     kind, cost = params.kind, make_cost_model(params, model, hardware, args.tp, profile=profile)
-    step = cost.breakdown(shape_from(args.prefill, args.decode))
+    shape = shape_from(args.prefill, args.decode)
+    step = cost.breakdown(shape)
     assert step.ops is not None
     ops = {name: step.ops[name] for name in OP_NAMES if name in step.ops}
+    sources = _sources(cost, shape, ops)
     flops = sum(op.flops for op in ops.values())
     nbytes = sum(op.bytes for op in ops.values())
     if args.json:
@@ -93,13 +116,15 @@ def main(args: argparse.Namespace) -> int:
                     "ops": {k: v.seconds for k, v in ops.items()},
                     "flops": flops,
                     "bytes": nbytes,
+                    "cost_model": kind,
+                    "sources": sources,
                 }
             )
         )
         return 0
     table = Table(title=f"one step of {model.name} on {hardware.name} x{args.tp} ({kind})", title_justify="left")
-    for col in ("op", "ms", "share", "GFLOP/GPU", "MB/GPU"):
-        table.add_column(col, justify="left" if col == "op" else "right")
+    for col in ("op", "ms", "share", "GFLOP/GPU", "MB/GPU", "from"):
+        table.add_column(col, justify="left" if col in ("op", "from") else "right")
     for name, op in ops.items():
         table.add_row(
             name,
@@ -107,8 +132,19 @@ def main(args: argparse.Namespace) -> int:
             f"{op.seconds / step.total_s:.1%}",
             f"{op.flops / 1e9:,.2f}",
             f"{op.bytes / 1e6:,.2f}",
+            sources[name],
         )
     table.add_section()
-    table.add_row("total", f"{step.total_s * 1e3:.4f}", "100.0%", f"{flops / 1e9:,.2f}", f"{nbytes / 1e6:,.2f}")
+    table.add_row("total", f"{step.total_s * 1e3:.4f}", "100.0%", f"{flops / 1e9:,.2f}", f"{nbytes / 1e6:,.2f}", "")
     display.stdout.print(table)
     return 0
+
+
+def _sources(cost, shape: BatchShape, ops: dict) -> dict[str, str]:
+    """Where each op's time comes from: the silicon model says per op (measured table, interpolated, roofline
+    fallback); the roofline is datasheet arithmetic; the profiled model reads the user's calibration profile."""
+    explain = getattr(cost, "sources", None)
+    if explain is not None:
+        return {name: explain(shape).get(name, "") for name in ops}
+    label = "calibration profile" if hasattr(cost, "profile") else "roofline (datasheet)"
+    return dict.fromkeys(ops, label)

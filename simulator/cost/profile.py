@@ -62,6 +62,7 @@ _SHAPE_FIELDS = (
     "tie_word_embeddings",
     "qkv_bias",
     "weight_bytes",
+    "quantization",
     "kv_cache_bytes",
 )
 

@@ -2,7 +2,7 @@
 
 Each op of a decoder layer costs ``max(FLOPs / achievable FLOP/s, bytes / achievable
 bandwidth) + kernels x launch overhead``, summed over layers; then embedding, LM head on
-the sampled rows, tensor-parallel all-reduces (ring model) and a CPU overhead per step.
+the sampled rows, tensor-parallel all-reduces (measured alpha-beta model) and a CPU overhead per step.
 All figures are per GPU: with tensor parallelism each GPU holds 1/tp of every weight
 matrix and of the attention heads.
 
@@ -18,11 +18,32 @@ measurements:
   figure (e.g. ~3.0 of 3.35 TB/s on H100 SXM); decode GEMVs and paged attention land a
   little lower, which Databricks' "LLM inference performance engineering" (2023) reports
   as model bandwidth utilisation of 55-80%.
-- Interconnect, 0.80: nccl-tests all-reduce bus bandwidth on NVLink 4 is about 360-370
-  of 450 GB/s per direction.
-- Kernel launch 2 us per kernel (CUDA-graph replay gaps are 1-3 us) and a CPU overhead
-  of 1 ms per step plus 10 us per sequence (scheduling, input preparation, sampling and
-  detokenisation, as vLLM's V1 design notes describe for V0).
+- Interconnect: each tensor-parallel all-reduce (two per layer, of tokens x hidden x 2 bytes)
+  costs what ``AllReduceLatencyModel`` (simulator/cost/collectives.py) gives: on a GPU with
+  measured tables (``HardwareSpec.silicon_tables``) an alpha-beta fit to vLLM's custom
+  all-reduce (CUDA graph) under 8 MiB and NCCL above (a flat ~4-7 us at decode sizes on
+  NVLink, barely growing with tp); otherwise one link latency for a one-shot and two for a
+  two-shot all-reduce, at ``interconnect_efficiency`` (0.80: nccl-tests all-reduce bus
+  bandwidth on NVLink 4 is about 360-370 of 450 GB/s per direction) x the link bandwidth.
+- Kernel launch 2 us per kernel (CUDA-graph replay gaps are 1-3 us).
+- The engine's CPU time per step (scheduling, input preparation, sampling, output
+  processing): ``step_overhead_s + per_seq_overhead_s x sequences``, plus
+  ``tp_step_overhead_s`` when tp > 1; defaults 0.54 ms, 43.7 us and 0.85 ms, fitted to
+  Vidur's measured per-iteration CPU overheads on A100 (simulator/cost/overhead.py says which
+  components, and why they are an upper bound for vLLM V1).
+- CUDA graphs (``cuda_graph_padding``): a decode-only step's linear layers (embedding, QKV, O,
+  MLP, norms, all-reduces) run at the next batch size vLLM V1 captures a graph for
+  (``VLLM_CAPTURE_SIZES``: 1, 2, 4, multiples of 8 to 256, of 16 to 512; eager beyond);
+  attention, the LM head (computed outside the graph, on the sampled rows) and the CPU time
+  use the real count.
+
+FP8 (``ModelSpec.quantization == "fp8"``): the linear layers' GEMMs run at the dense FP8
+peak (``HardwareSpec.fp8_flops_per_s``) x the GEMM efficiency and read 1-byte weights; the
+LM head stays 16-bit (bf16 rate and weight bytes) and attention keeps the bf16 rate. vLLM's
+"FP8 W8A8" page: Ada Lovelace, Hopper and Blackwell run FP8 W8A8 GEMMs, Turing/Ampere run
+FP8 checkpoints weight-only (W8A16) with FP8 Marlin kernels, and every Linear module but
+the final lm_head is quantized. So on a GPU without FP8 tensor cores (A100,
+``fp8_flops_per_s`` None) only the weight bytes halve.
 """
 
 from __future__ import annotations
@@ -33,6 +54,15 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from simulator.cost.collectives import AllReduceLatencyModel
+from simulator.cost.overhead import (
+    DEFAULT_PER_SEQ_S,
+    DEFAULT_STEP_S,
+    DEFAULT_TP_STEP_S,
+    EngineOverheadParams,
+    engine_overhead_s,
+    padded_batch_size,
+)
 from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime
 from simulator.specs import HardwareSpec, ModelSpec
 
@@ -54,8 +84,18 @@ class RooflineParams(BaseModel):
         0.80, gt=0, le=1, description="Fraction of interconnect bandwidth all-reduces reach."
     )
     kernel_launch_s: float = Field(2e-6, ge=0, description="Launch gap per kernel, seconds.")
-    step_overhead_s: float = Field(1e-3, ge=0, description="CPU time per engine step, seconds.")
-    per_seq_overhead_s: float = Field(1e-5, ge=0, description="CPU time per scheduled sequence, seconds.")
+    step_overhead_s: float = Field(
+        DEFAULT_STEP_S, ge=0, description="Engine CPU time per step, seconds (simulator/cost/overhead.py)."
+    )
+    per_seq_overhead_s: float = Field(
+        DEFAULT_PER_SEQ_S, ge=0, description="Engine CPU time per scheduled sequence, seconds."
+    )
+    tp_step_overhead_s: float = Field(
+        DEFAULT_TP_STEP_S, ge=0, description="Engine CPU time per step added when tp > 1, seconds."
+    )
+    cuda_graph_padding: bool = Field(
+        True, description="Run a decode-only step's linear layers at the next captured CUDA-graph batch size."
+    )
     activation_bytes: float = Field(2.0, gt=0, description="Bytes per activation element (bf16).")
 
 
@@ -84,15 +124,23 @@ class RooflineCostModel:
         self.model = model
         self.hardware = hardware
         self.tp = tp
-        self._gemm_rate = hardware.flops_per_s * params.gemm_flops_efficiency
+        gemm_peak = hardware.flops_per_s
+        if model.quantization == "fp8" and hardware.fp8_flops_per_s is not None:
+            gemm_peak = hardware.fp8_flops_per_s  # FP8 W8A8; without FP8 tensor cores weight-only FP8
+        self._gemm_rate = gemm_peak * params.gemm_flops_efficiency
+        self._head_rate = hardware.flops_per_s * params.gemm_flops_efficiency  # the LM head is not quantized
         self._attn_rate = hardware.flops_per_s * params.attention_flops_efficiency
         self._bw = hardware.memory_bandwidth_bytes_per_s * params.memory_bandwidth_efficiency
         self._ic_bw = hardware.interconnect_bandwidth_bytes_per_s * params.interconnect_efficiency
+        self._ar = AllReduceLatencyModel.for_hardware(hardware, params.interconnect_efficiency)
         self._q = model.q_size // tp
         self._kv = model.kv_heads_per_gpu(tp) * model.head_dim
         self._inter = model.intermediate_size / tp
         self._decode_fixed: dict[int, float] = {}
         self._memo: dict[BatchShape, StepTime] = {}
+        self._overhead = EngineOverheadParams(
+            step_s=params.step_overhead_s, per_seq_s=params.per_seq_overhead_s, tp_step_s=params.tp_step_overhead_s
+        )
 
     # -- public -------------------------------------------------------------------------
 
@@ -171,6 +219,8 @@ class RooflineCostModel:
         a, w, kvb = p.activation_bytes, m.weight_bytes, m.kv_cache_bytes
         h, q, kv, L = m.hidden_size, self._q, self._kv, m.num_layers
         T = shape.num_new_tokens
+        if T and p.cuda_graph_padding and not shape.prefill_new_tokens:
+            T = padded_batch_size(T)  # a decode-only step's linear layers run at the CUDA graph's batch
         S = shape.num_sampled_tokens
         gemm, attn = self._gemm_rate, self._attn_rate
         ops: dict[str, OpCost] = {}
@@ -204,9 +254,10 @@ class RooflineCostModel:
                 ops["all_reduce"] = self._all_reduce(a * T * h, 2 * L)
         if S:
             vocab = m.vocab_size / self.tp
-            ops["lm_head"] = self._op(2 * S * h * vocab, w * h * vocab + a * S * h + 4 * S * vocab, 2, gemm, 1)
+            head_bytes = m.embedding_weight_bytes * h * vocab  # the LM head is not quantized
+            ops["lm_head"] = self._op(2 * S * h * vocab, head_bytes + a * S * h + 4 * S * vocab, 2, self._head_rate, 1)
         if shape.num_seqs:
-            ops["cpu_overhead"] = OpCost(p.step_overhead_s + p.per_seq_overhead_s * shape.num_seqs)
+            ops["cpu_overhead"] = OpCost(engine_overhead_s(self._overhead, shape.num_seqs, self.tp))
         return ops
 
     def _mlp_ops(self, T: int, ops: dict[str, OpCost]) -> None:
@@ -233,8 +284,8 @@ class RooflineCostModel:
         )
 
     def _all_reduce(self, message_bytes: float, count: int) -> OpCost:
-        """``count`` ring all-reduces of ``message_bytes``: 2(tp-1)/tp x bytes / bandwidth + a latency per hop."""
+        """``count`` all-reduces of ``message_bytes`` over the tp GPUs, timed by ``AllReduceLatencyModel``
+        (simulator/cost/collectives.py); bytes: what a ring sends per GPU, 2(tp-1)/tp x the message."""
         tp = self.tp
         sent = 2 * (tp - 1) / tp * message_bytes
-        one = sent / self._ic_bw + 2 * (tp - 1) * self.hardware.interconnect_latency_s
-        return OpCost(one * count, 0.0, sent * count)
+        return OpCost(self._ar.seconds(message_bytes, tp) * count, 0.0, sent * count)

@@ -1,0 +1,407 @@
+"""``silicon``: the roofline's op decomposition, each op's time looked up in measured kernel tables.
+
+For a step on one replica of ``tp`` GPUs (per GPU; summed over layers)::
+
+    qkv_proj, o_proj, mlp_gate_up, mlp_down   GEMM table (m = the step's tokens, n and k per GPU), x layers
+    lm_head                                   GEMM table (m = sampled rows, n = vocab / tp)
+    mlp (MoE)                                 fused-MoE table (tokens, hidden, inter, top-k, experts, tp)
+    attn_prefill                              prefill-attention table at (chunks, equal-work length),
+                                              a cached prefix scaled by the roofline's ratio, x layers
+    attn_decode                               decode-attention table at (sequences, mean context), x layers
+    all_reduce                                vLLM's custom all-reduce / NCCL tables, 2 per layer
+    embed, norm, mlp_act, cpu_overhead        the roofline (no table measures them)
+
+The tables (``simulator.cost.silicon.tables``) are NVIDIA aiconfigurator's measurements of
+vLLM's kernels on A100, H100, H200, B200 and L40S. The dtype follows the deployment: FP8 GEMMs
+(``ModelSpec.quantization == "fp8"``) and FP8 KV-cache attention (1-byte KV) where measured.
+
+Outside a table (a shape beyond its range, an unmeasured head layout, a long sequence at a
+large batch that was not run) an op falls back to the roofline scaled to meet the nearest
+measured point, ``t = t_table(edge) x roofline(x) / roofline(edge)``, which keeps the curve
+continuous; the model counts those lookups (``fallbacks``, ``fallback_fraction``) as the
+``profiled`` model does. Where no table applies at all (no tables for the GPU, an MoE layout
+that was not measured, FP8 on a GPU without FP8 tables) the op is the roofline's own time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from simulator.cost.overhead import padded_batch_size
+from simulator.cost.roofline import RooflineCostModel, RooflineParams, _total
+from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime
+from simulator.cost.silicon.tables import AttentionTable, Curve, GemmTable, available, load_tables
+from simulator.specs import HardwareSpec, ModelSpec
+
+GEMM_OPS = ("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down", "lm_head")
+MLP_OPS = ("mlp_gate_up", "mlp_act", "mlp_down")
+
+
+class _Gemm:
+    """One GEMM op of the model: its measured curve over m at its (n, k), clamped into the table's range."""
+
+    __slots__ = ("curve", "k", "k_table", "n", "n_table", "note", "rate", "table", "weight_bytes")
+
+    def __init__(self, table: GemmTable, n: float, k: float, weight_bytes: float, rate: float, note: str) -> None:
+        self.table, self.n, self.k = table, n, k
+        self.n_table, self.k_table = table.clamp_nk(n, k)
+        self.curve: Curve = table.curve(self.n_table, self.k_table)
+        self.weight_bytes, self.rate, self.note = weight_bytes, rate, note
+
+
+class SiliconParams(BaseModel):
+    """Parameters of the ``silicon`` cost model."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["silicon"] = "silicon"
+    tables: str | None = Field(
+        None,
+        description="Measured tables to read (one of the shipped GPUs); None: the hardware's own (its silicon_tables).",
+    )
+    roofline: RooflineParams = Field(
+        default_factory=RooflineParams,
+        description="The roofline behind the fallbacks and the unmeasured ops (embedding, norms, activation, "
+        "the engine's CPU time).",
+    )
+
+
+@COST_MODELS.register("silicon", params=SiliconParams)
+class SiliconCostModel:
+    """Per-op times from measured kernel tables, the anchored roofline outside them."""
+
+    MEMO_SIZE = RooflineCostModel.MEMO_SIZE
+
+    def __init__(
+        self, params: SiliconParams, model: ModelSpec, hardware: HardwareSpec, tp: int = 1, pp: int = 1
+    ) -> None:
+        self.params = params
+        self.model = model
+        self.hardware = hardware
+        self.tp = tp
+        self.pp = pp
+        self.roofline = RooflineCostModel(params.roofline, model, hardware, tp, pp)
+        name = params.tables or hardware.silicon_tables
+        if params.tables is not None and params.tables not in available():
+            raise ValueError(
+                f"cost_model.tables: no measured tables named {params.tables!r} (shipped: {', '.join(available())})"
+            )
+        self.tables = load_tables(name) if name is not None else None
+        self.fallbacks: Counter[str] = Counter()
+        self.num_lookups = 0
+        p, m = params.roofline, model
+        self._fp8 = getattr(model, "quantization", None) == "fp8"
+        fp8_rate = hardware.fp8_flops_per_s if self._fp8 and hardware.fp8_flops_per_s else None
+        self._gemm_rate = (fp8_rate or hardware.flops_per_s) * p.gemm_flops_efficiency
+        self._attn_rate = hardware.flops_per_s * p.attention_flops_efficiency
+        self._bw = hardware.memory_bandwidth_bytes_per_s * p.memory_bandwidth_efficiency
+        self._q = m.q_size // tp
+        self._kv_heads = m.kv_heads_per_gpu(tp)
+        self._kv = self._kv_heads * m.head_dim
+        self._gemm: dict[str, _Gemm] = {}  # the GEMM ops a table applies to
+        self._decode: tuple[AttentionTable, str] | None = None
+        self._prefill: tuple[AttentionTable, str] | None = None
+        self._moe: Curve | None = None
+        self._all_reduce = None
+        if self.tables is not None:
+            self._load()
+        self._count_ops: dict[tuple[str, int], tuple[float, str]] = {}
+        self._memo: dict[BatchShape, StepTime] = {}
+        self._decode_fixed: dict[int, float] = {}
+
+    # -- tables -------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        t, m, tp = self.tables, self.model, self.tp
+        assert t is not None
+        bf16 = t.gemm("bf16")
+        linear, note = (t.gemm("fp8"), "") if self._fp8 else (bf16, "")
+        if linear is None and self._fp8:  # weight-only FP8 (no FP8 tensor cores): bf16 kernels, anchored
+            linear, note = bf16, "bf16 table, 1-byte weights by roofline"
+        up = 2 if m.gated_mlp else 1
+        shapes = {
+            "qkv_proj": (self._q + 2 * self._kv, m.hidden_size),
+            "o_proj": (m.hidden_size, self._q),
+        }
+        if not m.is_moe:
+            shapes["mlp_gate_up"] = (up * m.intermediate_size / tp, m.hidden_size)
+            shapes["mlp_down"] = (m.hidden_size, m.intermediate_size / tp)
+        bf16_rate = self.hardware.flops_per_s * self.params.roofline.gemm_flops_efficiency
+        if linear is not None:
+            for op, (n, k) in shapes.items():
+                self._gemm[op] = _Gemm(linear, n, k, m.weight_bytes, self._gemm_rate, note)
+        if bf16 is not None:  # vLLM leaves the LM head unquantized: bf16 kernels and weights
+            self._gemm["lm_head"] = _Gemm(bf16, m.vocab_size / tp, m.hidden_size, 2.0, bf16_rate, "")
+        kv_dtype = "fp8" if m.kv_cache_bytes == 1 else "bf16"
+        heads = m.num_attention_heads // tp
+        self._decode = t.attention("decode", kv_dtype, heads, self._kv_heads, m.head_dim)
+        self._prefill = t.attention("prefill", kv_dtype, heads, self._kv_heads, m.head_dim)
+        if m.is_moe:
+            dtype = "fp8" if self._fp8 else "bf16"
+            key = (
+                f"moe/{dtype}/balanced/{m.hidden_size}/{m.intermediate_size}/{m.num_experts_per_token}/"
+                f"{m.num_experts}/{tp}/1"
+            )
+            self._moe = t.moe(key)
+        if tp > 1:
+            from simulator.cost.collectives import MeasuredAllReduce
+
+            arrays = t.allreduce_arrays()
+            # vLLM's table times its whole all-reduce dispatch (custom, symmetric-memory, pynccl) at every size
+            self._all_reduce = MeasuredAllReduce.from_arrays(arrays, custom_max_bytes=None) if arrays else None
+
+    # -- public -------------------------------------------------------------------------
+
+    def step_time(self, shape: BatchShape) -> StepTime:
+        step = self._memo.get(shape)
+        if step is None:
+            ops = self._ops(shape)
+            step = StepTime(_total(ops), None, self.roofline._stages(ops))
+            if len(self._memo) >= self.MEMO_SIZE:
+                self._memo.clear()
+            self._memo[shape] = step
+        return step
+
+    def breakdown(self, shape: BatchShape) -> StepTime:
+        ops = self._ops(shape)
+        return StepTime(_total(ops), ops, self.roofline._stages(ops))
+
+    def sources(self, shape: BatchShape) -> dict[str, str]:
+        """Where each op's time of ``shape`` comes from: measured, interpolated, or the roofline (and how)."""
+        out: dict[str, str] = {}
+        counts = self.fallbacks.copy(), self.num_lookups
+        self._ops(shape, out)
+        self.fallbacks, self.num_lookups = counts
+        return out
+
+    def decode_step_times(self, num_seqs: int, context_tokens: Sequence[int]) -> list[float]:
+        """Step times of decode-only steps of ``num_seqs`` sequences, one per total context given.
+
+        The same floats as ``step_time``: only decode attention depends on the context, and the
+        step's total adds it last to the other ops' sum, which is remembered per batch size.
+        """
+        n = num_seqs
+        if self._decode is None:  # the roofline's decode attention: no shortcut needed for correctness
+            return [
+                self.step_time(
+                    BatchShape(num_decode_seqs=n, decode_context_tokens=int(c), num_sampled_tokens=n)
+                ).total_s
+                for c in context_tokens
+            ]
+        fixed = self._decode_fixed.get(n)
+        if fixed is None:
+            counts = self.fallbacks.copy(), self.num_lookups  # this probe's lookups are not the run's
+            ops = self._ops(BatchShape(num_decode_seqs=n, decode_context_tokens=n, num_sampled_tokens=n))
+            self.fallbacks, self.num_lookups = counts
+            del ops["attn_decode"]
+            fixed = self._decode_fixed[n] = _total(ops)
+        layers = self.model.num_layers
+        return [fixed + self._decode_attention(n, int(c))[0] * layers for c in context_tokens]
+
+    @property
+    def fallback_fraction(self) -> float:
+        """Share of op lookups that fell back to the roofline (0 before any)."""
+        return sum(self.fallbacks.values()) / self.num_lookups if self.num_lookups else 0.0
+
+    # -- the decomposition --------------------------------------------------------------
+
+    def _ops(self, shape: BatchShape, sources: dict[str, str] | None = None) -> dict[str, OpCost]:
+        roof = self.roofline.breakdown(shape).ops
+        assert roof is not None
+        L = self.model.num_layers
+        rows = self._gemm_rows(shape)
+        ops: dict[str, OpCost] = {}
+        moe = None
+        for name, r in roof.items():
+            if name in self._gemm:
+                count = shape.num_sampled_tokens if name == "lm_head" else rows
+                key = (name, count)
+                found = self._count_ops.get(key)
+                if found is None:
+                    found = self._count_ops[key] = self._gemm_lookup(name, count)
+                per, source = found
+                self._count(name, source)
+                if name == "qkv_proj":  # the rotary embedding of q and k: memory-bound, by the roofline
+                    per += self._rope_s(rows)
+                    source += " GEMM + roofline rotary"
+                seconds = per * (1 if name == "lm_head" else L)
+            elif name in MLP_OPS and self._moe is not None:
+                if moe is None:
+                    moe = self._moe_split(rows, roof)
+                seconds, source = moe[name]
+                self._count(name, source)
+            elif name == "attn_decode" and self._decode is not None:
+                per, source = self._decode_attention(shape.num_decode_seqs, shape.decode_context_tokens)
+                seconds = per * L
+                self._count(name, source)
+            elif name == "attn_prefill" and self._prefill is not None:
+                per, source = self._prefill_attention(shape.prefill_new_tokens, shape.prefill_cached_tokens)
+                seconds = per * L
+                self._count(name, source)
+            elif name == "all_reduce" and self._all_reduce is not None:
+                seconds, source = self._all_reduce_lookup(shape, rows, r.seconds)
+                self._count(name, source)
+            else:
+                seconds = r.seconds
+                source = "roofline (no table)" if name != "cpu_overhead" else "engine overhead model"
+            if sources is not None:
+                sources[name] = source
+            ops[name] = OpCost(seconds, r.flops, r.bytes)
+        return ops
+
+    def _count(self, op: str, source: str) -> None:
+        self.num_lookups += 1
+        if source.startswith("roofline"):
+            self.fallbacks[op] += 1
+
+    def _gemm_rows(self, shape: BatchShape) -> int:
+        """Rows the linear layers run at: the step's tokens, a decode-only step's padded to its CUDA graph's batch."""
+        T = shape.num_new_tokens
+        if T and self.params.roofline.cuda_graph_padding and not shape.prefill_new_tokens:
+            return padded_batch_size(T)
+        return T
+
+    # GEMMs --------------------------------------------------------------------------------
+
+    def _gemm_roofline(self, g: _Gemm, m: float, n: float, k: float, weight_bytes: float) -> float:
+        a = self.params.roofline.activation_bytes
+        return max(2 * m * n * k / g.rate, (weight_bytes * n * k + a * m * (n + k)) / self._bw)
+
+    def _rope_s(self, rows: int) -> float:
+        """One layer's rotary embedding: read and write q and k of every row, one kernel."""
+        a = self.params.roofline.activation_bytes
+        return 2 * a * rows * (self._q + self._kv) / self._bw + self.params.roofline.kernel_launch_s
+
+    def _gemm_lookup(self, op: str, rows: int) -> tuple[float, str]:
+        """Seconds of one layer's ``op`` GEMM at ``rows`` tokens (once per step for the LM head)."""
+        g = self._gemm[op]
+        mc = g.curve.clamp(rows)
+        t = g.curve(mc)
+        assert t is not None
+        exact_nk = (g.n_table, g.k_table) == (g.n, g.k)
+        if mc == rows and exact_nk and not g.note:
+            on_grid = rows in g.curve.xs and g.n in g.table.n and g.k in g.table.k
+            return t, "measured" if on_grid else "interpolated"
+        table_weight_bytes = 2.0 if g.note else g.weight_bytes  # a bf16 table's kernels read bf16 weights
+        t *= self._gemm_roofline(g, rows, g.n, g.k, g.weight_bytes) / self._gemm_roofline(
+            g, mc, g.n_table, g.k_table, table_weight_bytes
+        )
+        where = []
+        if mc != rows:
+            where.append(f"m={mc:g}")
+        if not exact_nk:
+            where.append(f"n={g.n_table:g}, k={g.k_table:g}")
+        if g.note:
+            where.append(g.note)
+        return t, "roofline anchored at " + ", ".join(where)
+
+    # attention ----------------------------------------------------------------------------
+
+    def _decode_roofline(self, b: float, ctx_per_seq: float) -> float:
+        p, m = self.params.roofline, self.model
+        a, kvb, q, kv = p.activation_bytes, m.kv_cache_bytes, self._q, self._kv
+        ctx = b * ctx_per_seq
+        return max(4 * q * ctx / self._attn_rate, (kvb * ctx * 2 * kv + 2 * a * b * q + kvb * b * 2 * kv) / self._bw)
+
+    def _prefill_roofline(self, b: float, new: float, cached: float = 0.0) -> float:
+        p, m = self.params.roofline, self.model
+        a, kvb, q, kv = p.activation_bytes, m.kv_cache_bytes, self._q, self._kv
+        pairs = b * (new * cached + new * (new + 1) / 2)
+        nbytes = b * (2 * a * new * q + kvb * (cached + new) * 2 * kv + kvb * new * 2 * kv)
+        return max(4 * q * pairs / self._attn_rate, nbytes / self._bw)
+
+    def _table_lookup(self, table: AttentionTable, b: float, length: float, roofline) -> tuple[float, str]:
+        """One layer's seconds at batch ``b`` and per-sequence ``length``, anchored outside the measured rows."""
+        batches = table.batch
+        anchored: list[str] = []
+        bc = min(max(b, batches[0]), batches[-1])
+        if bc != b:
+            anchored.append(f"batch {bc:g}")
+        j = bisect.bisect_left(batches, bc)
+        if batches[j] == bc:
+            pairs = [(j, 1.0)]
+        else:
+            w = (math.log(bc) - table._log_b[j - 1]) / (table._log_b[j] - table._log_b[j - 1])
+            pairs = [(j - 1, 1.0 - w), (j, w)]
+        log_t = 0.0
+        exact = True
+        for i, weight in pairs:
+            row, rb = table.rows[i], batches[i]
+            lc = row.clamp(length)
+            t = row(lc)
+            assert t is not None
+            if lc != length:
+                t *= roofline(rb, length) / roofline(rb, lc)
+                anchored.append(f"length {lc:g} at batch {rb:g}")
+            elif length not in row.xs:
+                exact = False
+            log_t += weight * math.log(t)
+        t = math.exp(log_t)
+        if bc != b:
+            t *= roofline(b, length) / roofline(bc, length)
+        if anchored:
+            return t, "roofline anchored at " + "; ".join(dict.fromkeys(anchored))
+        return t, "measured" if exact and len(pairs) == 1 else "interpolated"
+
+    def _decode_attention(self, num_seqs: int, context_tokens: int) -> tuple[float, str]:
+        assert self._decode is not None
+        table, how = self._decode
+        t, source = self._table_lookup(table, num_seqs, context_tokens / num_seqs, self._decode_roofline)
+        return t, source if how == "measured" or source.startswith("roofline") else f"{source}, {how}"
+
+    def _prefill_attention(self, new: Sequence[int], cached: Sequence[int]) -> tuple[float, str]:
+        """The step's chunks as one varlen kernel: the table at (chunks, equal-work length).
+
+        The table measures ``batch`` prompts of ``isl`` tokens with no cached prefix, whose causal
+        work is isl (isl + 1) / 2 query-key pairs each. A chunk of n new tokens on c cached ones does
+        n c + n (n + 1) / 2 pairs; it is looked up at the prompt length of equal work, and a step's
+        chunks at the root mean square of those lengths (equal total work over the batch).
+        """
+        assert self._prefill is not None
+        table, how = self._prefill
+        b = len(new)
+        sq = 0.0
+        for n, c in zip(new, cached, strict=True):
+            pairs = n * c + n * (n + 1) / 2
+            length = (math.sqrt(1 + 8 * pairs) - 1) / 2  # l (l + 1) / 2 = pairs
+            sq += length * length
+        t, source = self._table_lookup(table, b, math.sqrt(sq / b), self._prefill_roofline)
+        if any(cached) and not source.startswith("roofline"):
+            source = "interpolated at equal causal work"
+        if how != "measured" and not source.startswith("roofline"):
+            source = f"{source}, {how}"
+        return t, source
+
+    # MoE and all-reduce -------------------------------------------------------------------
+
+    def _moe_split(self, rows: int, roof: dict[str, OpCost]) -> dict[str, tuple[float, str]]:
+        """The fused MoE layer's measured time, split over the MLP ops in the roofline's proportions."""
+        assert self._moe is not None
+        curve = self._moe
+        rc = curve.clamp(rows)
+        t = curve(rc)
+        assert t is not None
+        roof_total = sum(roof[name].seconds for name in MLP_OPS if name in roof)
+        source = "measured" if rc == rows and rows in curve.xs else "interpolated"
+        if rc != rows:  # anchored: the roofline's MLP at the edge of the measured token counts
+            edge = self.roofline.breakdown(BatchShape((round(rc),), (0,))).ops
+            assert edge is not None
+            t *= roof_total / sum(edge[name].seconds for name in MLP_OPS if name in edge)
+            source = f"roofline anchored at tokens={rc:g}"
+        total = t * self.model.num_layers
+        return {name: (total * roof[name].seconds / roof_total, source) for name in MLP_OPS if name in roof}
+
+    def _all_reduce_lookup(self, shape: BatchShape, rows: int, roofline_s: float) -> tuple[float, str]:
+        """Two all-reduces of the step's activations per layer; a decode-only step runs in a CUDA graph."""
+        assert self._all_reduce is not None
+        message = self.params.roofline.activation_bytes * rows * self.model.hidden_size
+        one = self._all_reduce.seconds(message, self.tp, cuda_graph=not shape.prefill_new_tokens)
+        if one is None:
+            return roofline_s, "roofline (fitted all-reduce model)"
+        return one * 2 * self.model.num_layers, "interpolated"
