@@ -105,8 +105,11 @@ class Engine:
         self._batch: DecodeBatch | None = None
         self._counted = type(kv) is BlockManager  # KV blocks are counts: a batch's growth is one subtraction
         self._decode_times = getattr(cost_model, "decode_step_times", None)  # many decode steps' times at once
+        # carried out since the last recorded step (a plan that only preempts or rejects schedules
+        # nothing and is followed at once by another): its preemptions and swap-outs go with the next step
         self._swap_bytes = 0.0
         self._num_swaps = 0
+        self._num_preempted = 0
         self.num_swaps_out = 0
         self.num_steps = 0
         self.kv_monitor = LevelMonitor()
@@ -250,13 +253,20 @@ class Engine:
         env = self.env
         while True:
             self.kv.new_plan()
-            if self._steady is not None and self._running and self._steady(self):
+            # a window records no preemptions or swap time: one carried from a preempt-only plan goes by the plain path
+            if (
+                self._steady is not None
+                and self._running
+                and not self._num_preempted
+                and not self._num_swaps
+                and self._steady(self)
+            ):
                 window = self._plan_window()
                 if window is not None:
                     yield from self._run_window(window)
                     continue
             plan = self.policy.plan_step(self, env.now)
-            num_preempted = self._carry_out(plan)
+            self._carry_out(plan)
             self._sample_levels()
             if not plan.scheduled and (plan.preempt or plan.reject):
                 # The plan only made room or removed requests: blocks were freed, so let incoming KV
@@ -302,10 +312,11 @@ class Engine:
                 shape.num_decode_seqs,
                 self.kv.num_used_blocks,
                 self.kv.num_cached_blocks,
-                num_preempted,
+                self._num_preempted,
                 self._num_swaps,
                 len(self._sending) + len(self._incoming) + len(self._receiving),
             )
+            self._swap_bytes, self._num_swaps, self._num_preempted = 0.0, 0, 0
             self.num_steps += 1
             if self.check_invariants:
                 self.check()
@@ -516,8 +527,6 @@ class Engine:
             if req.num_blocks:  # a transferred request that cannot run here after all
                 self.kv.free(req)
             self._end(req, State.REJECTED, reason)
-        self._swap_bytes = 0.0
-        self._num_swaps = 0
         for req in plan.preempt:
             self._running.remove(req)
             blocks = self.kv.free(req)
@@ -562,6 +571,7 @@ class Engine:
             assert req.num_computed_tokens + n <= req.num_tokens, "plan computes beyond the sequence"
             kv_tokens = plan.kv_tokens.get(req, req.num_computed_tokens + n)
             self.kv.allocate(req, kv_tokens)
+        self._num_preempted += len(plan.preempt)
         return len(plan.preempt)
 
     @staticmethod
