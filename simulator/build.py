@@ -241,7 +241,12 @@ def build(
             _make_replica(env, next(ids), s, cfg, recorder, cost_model, check_invariants, fast_forward)
             for _ in range(s.group.count)
         ]
-    router = policies.ROUTERS.get(cfg.router.kind)(cfg.router, rng_for(cfg.seed, Stream.ROUTING))
+    # one router per pool: a disaggregated cluster routes arrivals over its prefill replicas and
+    # prefilled requests over its decode replicas, each pool with its own router state
+    make_router = policies.ROUTERS.get(cfg.router.kind)
+    router = make_router(cfg.router, rng_for(cfg.seed, Stream.ROUTING))
+    disaggregated = any(s.group.role == "decode" for s in setups)
+    decode_router = make_router(cfg.router, rng_for(cfg.seed, Stream.DECODE_ROUTING)) if disaggregated else None
     return Simulation(
         env,
         replicas,
@@ -254,6 +259,7 @@ def build(
         cfg.client.stream_delay_s,
         _kv_transfer(cfg, setups),
         tokenize_s_per_token=cfg.client.tokenize_s_per_token,
+        decode_router=decode_router,
     )
 
 

@@ -44,7 +44,8 @@ class KvTransfer:
 
 
 class Simulation:
-    """Runs ``stream`` through ``replicas`` behind ``router``; ``run()`` returns tables and summary."""
+    """Runs ``stream`` through ``replicas`` behind ``router`` (and, disaggregated, the decode pool behind
+    ``decode_router``); ``run()`` returns tables and summary."""
 
     def __init__(
         self,
@@ -59,6 +60,7 @@ class Simulation:
         stream_delay_s: float = 0.0,
         kv_transfer: KvTransfer | None = None,
         tokenize_s_per_token: float = 0.0,
+        decode_router: Router | None = None,
     ) -> None:
         self.env = env
         self.replicas = replicas
@@ -73,7 +75,8 @@ class Simulation:
         self.kv_transfer = kv_transfer
         self.entry = [r for r in replicas if r.role != "decode"]
         self.decode = [r for r in replicas if r.role == "decode"]
-        assert self.entry and (kv_transfer is not None) == bool(self.decode)
+        assert self.entry and (kv_transfer is not None) == bool(self.decode) == (decode_router is not None)
+        self.decode_router = decode_router  # the decode pool's own router (its state is not the entry pool's)
         self._replica_of = {id(e): r for r in replicas for e in r.engines}
         # the most KV tokens any one decode engine can hold: longer requests can never decode
         self._decode_capacity_tokens = max((r.max_request_tokens for r in self.decode), default=0)
@@ -161,7 +164,8 @@ class Simulation:
         req.transfer_step_s = step_s
         total = req.num_prompt_tokens + req.num_output_tokens
         fits = [r for r in self.decode if r.max_request_tokens >= total]
-        fits[self.router.route(req, fits, self.env.now)].offer_transfer(req)
+        assert self.decode_router is not None
+        fits[self.decode_router.route(req, fits, self.env.now)].offer_transfer(req)
 
     def _start_transfer(self, req: Request, destination: Engine) -> None:
         self.env.process(self._transfer(req, self._sources.pop(req.request_id), destination))

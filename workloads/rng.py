@@ -14,7 +14,8 @@ import numpy as np
 class Stream(enum.IntEnum):
     """Purposes: ARRIVALS (request or session start times), LENGTHS (token counts), ROUTING,
     SESSIONS (turn and tool-call counts, system prompt choice), CLASSES (request classes),
-    SAMPLING (which trace rows to replay), THINK (think and tool times)."""
+    SAMPLING (which trace rows to replay), THINK (think and tool times), DECODE_ROUTING (the
+    decode pool's router of a disaggregated cluster)."""
 
     ARRIVALS = 0
     LENGTHS = 1
@@ -23,6 +24,7 @@ class Stream(enum.IntEnum):
     CLASSES = 4
     SAMPLING = 5
     THINK = 6
+    DECODE_ROUTING = 7
 
 
 def rng_for(seed: int, stream: Stream) -> np.random.Generator:
