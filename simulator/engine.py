@@ -13,7 +13,7 @@ blocks for incoming KV before the transfer starts, queueing transfers when short
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -368,7 +368,8 @@ class Engine:
         if window is None or window.used is None:  # no step of the window takes a block
             return self.kv.num_used_blocks
         reserved_since = self.kv.num_used_blocks - window.used0
-        step = bisect_right(window.clock, self.env.now, 0, len(window.used)) - 1  # the step under way
+        # the step under way: at a step's end the arrival comes first (the tie rule), so that step still is
+        step = bisect_left(window.clock, self.env.now, 0, len(window.used)) - 1
         return window.used[max(step, 0)] + reserved_since
 
     def _run_window(self, window: _Window) -> Generator[simpy.Event, None, None]:
@@ -386,8 +387,9 @@ class Engine:
         )
         yield wake
         if wake.value is not _WINDOW_END and env.now < clock[-1]:
-            # Something arrived mid-step: that step still completes, then the policy plans again.
-            done = bisect_right(clock, env.now, 1)  # the first step ending after now
+            # Something arrived mid-step: that step still completes, then the policy plans again. One that
+            # arrived exactly as a step ended is seen by the plan made then (the tie rule: simulation.Arrival).
+            done = bisect_left(clock, env.now, 1)  # the first step ending at or after now
             self._wake = None
             if clock[done] > env.now:
                 yield env.timeout(clock[done] - env.now)

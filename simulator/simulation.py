@@ -24,6 +24,29 @@ from workloads import RequestStream
 ProgressFn = Callable[[int, int], None]
 
 
+class Arrival(simpy.Timeout):
+    """A timeout processed before every ordinary event at the same instant.
+
+    The tie rule: at one instant, requests reaching an engine (from a client or a session, and KV
+    landing from a transfer) come before engine steps end, so the plan made at a step's end sees
+    every request that arrived at that instant. SimPy orders events at one instant by priority,
+    then by when they were scheduled; arrivals take the urgent priority, so the order no longer
+    depends on which was scheduled first (the plain path schedules one event per step, the
+    fast-forward path one per window: with the insertion order they disagreed on ties).
+    """
+
+    def __init__(self, env: simpy.Environment, delay: float, value: Any = None) -> None:
+        if delay < 0:
+            raise ValueError(f"negative delay {delay}")
+        # as simpy.Timeout.__init__, at the urgent priority
+        self.env = env
+        self.callbacks = []
+        self._value = value
+        self._delay = delay
+        self._ok = True
+        env.schedule(self, simpy.core.URGENT, delay)
+
+
 @dataclass(frozen=True, slots=True)
 class KvTransfer:
     """How a prefilled request's KV moves to its decode replica."""
@@ -120,7 +143,7 @@ class Simulation:
             # admitted in the order sent: one behind a longer prompt waits for that one's tokenising
             at = sent_s + self._ingest_s(i)
             if at > env.now:
-                yield env.timeout(at - env.now)
+                yield Arrival(env, at - env.now)
             self._admit(i, sent_s)
 
     def _ingest_s(self, i: int) -> float:
@@ -178,7 +201,7 @@ class Simulation:
         with replica.kv_link.request() as claim:
             yield claim
             req.transfer_start_s = self.env.now
-            yield self.env.timeout(self.kv_transfer.exposed_s(nbytes, model["num_layers"], req.transfer_step_s))
+            yield Arrival(self.env, self.kv_transfer.exposed_s(nbytes, model["num_layers"], req.transfer_step_s))
         req.transfer_end_s = self.env.now
         source.release_sent(req)
         destination.accept_transferred(req)
@@ -189,7 +212,7 @@ class Simulation:
         for child in self._children.pop(req.request_id, ()):
             think = self._think_s[child]
             sent_s = self.env.now + think
-            self.env.timeout(think + self._ingest_s(child)).callbacks.append(partial(self._admit, child, sent_s))
+            Arrival(self.env, think + self._ingest_s(child)).callbacks.append(partial(self._admit, child, sent_s))
         done = self.recorder.num_done
         if self._progress is not None and (done % self._progress_every == 0 or done == len(self.stream)):
             self._progress(done, len(self.stream))
