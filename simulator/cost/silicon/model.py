@@ -114,6 +114,7 @@ class SiliconCostModel:
         self._count_ops: dict[tuple[str, int], tuple[float, str]] = {}
         self._memo: dict[BatchShape, StepTime] = {}
         self._decode_fixed: dict[int, float] = {}
+        self._decode_brackets: dict[int, tuple[float, list[tuple[Curve, float, float]]]] = {}
 
     # -- tables -------------------------------------------------------------------------
 
@@ -202,7 +203,16 @@ class SiliconCostModel:
             del ops["attn_decode"]
             fixed = self._decode_fixed[n] = _total(ops)
         layers = self.model.num_layers
-        return [fixed + self._decode_attention(n, int(c))[0] * layers for c in context_tokens]
+        out = []
+        anchored_steps = 0
+        for c in context_tokens:
+            t, anchored = self._decode_attention(n, int(c))
+            anchored_steps += anchored
+            out.append(fixed + t * layers)
+        self.num_lookups += len(out)  # decode attention, once per step, as step_time counts it
+        if anchored_steps:
+            self.fallbacks["attn_decode"] += anchored_steps
+        return out
 
     @property
     def fallback_fraction(self) -> float:
@@ -237,9 +247,14 @@ class SiliconCostModel:
                 seconds, source = moe[name]
                 self._count(name, source)
             elif name == "attn_decode" and self._decode is not None:
-                per, source = self._decode_attention(shape.num_decode_seqs, shape.decode_context_tokens)
+                per, anchored = self._decode_attention(shape.num_decode_seqs, shape.decode_context_tokens)
                 seconds = per * L
-                self._count(name, source)
+                self.num_lookups += 1
+                if anchored:
+                    self.fallbacks[name] += 1
+                source = (
+                    "" if sources is None else self._decode_source(shape.num_decode_seqs, shape.decode_context_tokens)
+                )
             elif name == "attn_prefill" and self._prefill is not None:
                 per, source = self._prefill_attention(shape.prefill_new_tokens, shape.prefill_cached_tokens)
                 seconds = per * L
@@ -349,11 +364,50 @@ class SiliconCostModel:
             return t, "roofline anchored at " + "; ".join(dict.fromkeys(anchored))
         return t, "measured" if exact and len(pairs) == 1 else "interpolated"
 
-    def _decode_attention(self, num_seqs: int, context_tokens: int) -> tuple[float, str]:
+    def _decode_rows(self, num_seqs: int) -> tuple[float, list[tuple[Curve, float, float]]]:
+        """The batch rows that bracket ``num_seqs`` (clamped into the table) and their log-space weights."""
+        rows = self._decode_brackets.get(num_seqs)
+        if rows is None:
+            assert self._decode is not None
+            table = self._decode[0]
+            batches = table.batch
+            bc = min(max(float(num_seqs), batches[0]), batches[-1])
+            j = bisect.bisect_left(batches, bc)
+            if batches[j] == bc:
+                pairs = [(table.rows[j], 1.0, batches[j])]
+            else:
+                w = (math.log(bc) - table._log_b[j - 1]) / (table._log_b[j] - table._log_b[j - 1])
+                pairs = [(table.rows[j - 1], 1.0 - w, batches[j - 1]), (table.rows[j], w, batches[j])]
+            rows = self._decode_brackets[num_seqs] = (bc, pairs)
+        return rows
+
+    def _decode_attention(self, num_seqs: int, context_tokens: int) -> tuple[float, bool]:
+        """One layer's decode attention at ``num_seqs`` sequences of mean context ``context_tokens / num_seqs``,
+        and whether the roofline was anchored (the hot path of fast-forward windows; ``_table_lookup`` says
+        the same number's source in words)."""
+        bc, pairs = self._decode_rows(num_seqs)
+        length = context_tokens / num_seqs
+        log_t = 0.0
+        anchored = bc != num_seqs
+        for row, weight, rb in pairs:
+            lt = row.log_at(length)
+            if lt is None:
+                lc = row.clamp(length)
+                lt = row.log_at(lc)
+                assert lt is not None
+                lt += math.log(self._decode_roofline(rb, length) / self._decode_roofline(rb, lc))
+                anchored = True
+            log_t += weight * lt
+        t = math.exp(log_t)
+        if bc != num_seqs:
+            t *= self._decode_roofline(num_seqs, length) / self._decode_roofline(bc, length)
+        return t, anchored
+
+    def _decode_source(self, num_seqs: int, context_tokens: int) -> str:
         assert self._decode is not None
         table, how = self._decode
-        t, source = self._table_lookup(table, num_seqs, context_tokens / num_seqs, self._decode_roofline)
-        return t, source if how == "measured" or source.startswith("roofline") else f"{source}, {how}"
+        source = self._table_lookup(table, num_seqs, context_tokens / num_seqs, self._decode_roofline)[1]
+        return source if how == "measured" or source.startswith("roofline") else f"{source}, {how}"
 
     def _prefill_attention(self, new: Sequence[int], cached: Sequence[int]) -> tuple[float, str]:
         """The step's chunks as one varlen kernel: the table at (chunks, equal-work length).

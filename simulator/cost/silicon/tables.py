@@ -54,6 +54,16 @@ class Curve:
         w = (math.log(x) - self._lx[j - 1]) / (self._lx[j] - self._lx[j - 1])
         return math.exp(self._lt[j - 1] + w * (self._lt[j] - self._lt[j - 1]))
 
+    def log_at(self, x: float) -> float | None:
+        """log(time) at ``x``, or None outside: ``__call__`` without the exp (the hot path combines in logs)."""
+        if not self.lo <= x <= self.hi:
+            return None
+        j = bisect.bisect_left(self.xs, x)
+        if self.xs[j] == x:
+            return self._lt[j]
+        lx = self._lx
+        return self._lt[j - 1] + (math.log(x) - lx[j - 1]) / (lx[j] - lx[j - 1]) * (self._lt[j] - self._lt[j - 1])
+
     def clamp(self, x: float) -> float:
         return min(max(x, self.lo), self.hi)
 
