@@ -21,11 +21,17 @@ from reports.page import Report, Section, cards_html
 from reports.style import SLO_COLOUR, ColourMap, add_note, base_layout, empty_figure, style_axes
 from simulator.files import read_json_object
 from simulator.planning.figures import (
-    CANDIDATE_COLUMNS,
     OPERATING_POINT_COLUMNS,
+    candidate_columns,
     candidate_figure_cells,
     figure_text,
 )
+
+
+def _unit(plan: dict[str, Any]) -> str:
+    """The unit of the plan's load: req/s, sessions/s or users (plan.json's ``load``; req/s before it existed)."""
+    load = plan.get("load")
+    return str(load.get("unit", "req/s")) if isinstance(load, dict) else "req/s"
 
 
 def _read_plan(plan_dir: Path) -> tuple[dict[str, Any], pd.DataFrame]:
@@ -62,7 +68,7 @@ def _chosen_html(plan: dict[str, Any]) -> str:
             ("GPUs", figure_text(c.get("num_gpus"), 0)),
             ("USD per hour", figure_text(c.get("cost_per_hour_usd"))),
             ("USD per M output tokens", figure_text(op.get("cost_per_million_output_tokens_usd"))),
-            ("max req/s per replica", figure_text(c.get("max_rate_per_s"))),
+            (f"max {_unit(plan)} per replica", figure_text(c.get("max_rate_per_s"))),
             ("p99 TTFT at target (ms)", figure_text(op.get("p99_ttft_ms"), 1)),
             ("p99 TPOT at target (ms)", figure_text(op.get("p99_tpot_ms"), 2)),
         ]
@@ -74,7 +80,7 @@ def _chosen_html(plan: dict[str, Any]) -> str:
 
 
 def _candidates_table(plan: dict[str, Any], colours: ColourMap) -> str:
-    figure_heads = [h for h, _, _ in CANDIDATE_COLUMNS + OPERATING_POINT_COLUMNS]
+    figure_heads = [h for h, _, _ in candidate_columns(_unit(plan)) + OPERATING_POINT_COLUMNS]
     heads = ["candidate", "rank", "status", *figure_heads, "Pareto", "reason"]
     rows = ["<table><tr>" + "".join(f"<th>{h}</th>" for h in heads) + "</tr>"]
     order = sorted(plan["candidates"], key=lambda c: (c.get("rank") is None, c.get("rank") or 0, c["name"]))
@@ -94,14 +100,20 @@ def _candidates_table(plan: dict[str, Any], colours: ColourMap) -> str:
 
 
 def capacity_curve_figure(plan: dict[str, Any], points: pd.DataFrame, metric: str, colours: ColourMap) -> go.Figure:
-    """p99 ``metric`` against the per-replica rate, one line per candidate, with the SLO and each max rate."""
+    """p99 ``metric`` against the per-replica load, one line per candidate, with the SLO and each max load."""
     name = LATENCY_NAMES[metric]
-    title = f"p99 {name} against request rate per replica"
+    unit = _unit(plan)
+    what = {"users": "users", "sessions/s": "session rate"}.get(unit, "request rate")
+    title = f"p99 {name} against {what} per replica"
     column = f"p99_{metric}_ms"
     if points.empty or column not in points:
         return empty_figure(title, "No simulated rates in this plan.")
     fig = go.Figure(
-        layout=base_layout(title, xaxis_title="request rate per replica (req/s)", yaxis_title=f"p99 {name} (ms)")
+        layout=base_layout(
+            title,
+            xaxis_title="users per replica" if unit == "users" else f"{what} per replica ({unit})",
+            yaxis_title=f"p99 {name} (ms)",
+        )
     )
     finite = points[np.isfinite(points[column])]
     for c in plan["candidates"]:
@@ -117,7 +129,7 @@ def capacity_curve_figure(plan: dict[str, Any], points: pd.DataFrame, metric: st
                 name=c["name"],
                 line={"color": colours[c["name"]]},
                 legendgroup=c["name"],
-                hovertemplate=f"<b>{c['name']}</b><br>%{{x:,.4~g}} req/s per replica<br>p99 {name} = %{{y:,.3f}} ms"
+                hovertemplate=f"<b>{c['name']}</b><br>%{{x:,.4~g}} {unit} per replica<br>p99 {name} = %{{y:,.3f}} ms"
                 "<extra></extra>",
             )
         )
@@ -208,11 +220,19 @@ def build_plan_report(plan_dir: Path | str) -> Report:
     plan, points = _read_plan(Path(plan_dir))
     colours = ColourMap(c["name"] for c in plan["candidates"])
     slo = plan.get("slo") or {}
+    bounds = ", ".join(
+        f"p99 {n.upper()} {slo[f'{n}_p99_ms']} ms"
+        for n in ("ttft", "tpot", "e2el")
+        if slo.get(f"{n}_p99_ms") is not None
+    )
     subtitle = (
-        f"target {plan.get('target_rate_per_s', 0):g} req/s · SLOs p99 TTFT {slo.get('ttft_p99_ms')} ms, "
-        f"p99 TPOT {slo.get('tpot_p99_ms')} ms, attainment {slo.get('attainment')} · "
+        f"target {plan.get('target_rate_per_s', 0):g} {_unit(plan)} · SLOs {bounds or 'none'}, "
+        f"attainment {slo.get('attainment')} · "
         f"{len(plan['candidates'])} candidates · {plan.get('replicates', 1)} replicate(s)"
     )
+    curves = [("capacity_ttft", "ttft"), ("capacity_tpot", "tpot")]
+    if slo.get("e2el_p99_ms") is not None:
+        curves.append(("capacity_e2el", "e2el"))
     sections = [
         Section("Chosen configuration", html=_chosen_html(plan)),
         Section(
@@ -224,10 +244,7 @@ def build_plan_report(plan_dir: Path | str) -> Report:
             "Capacity curves",
             intro="Latency against the load one replica carries; a candidate is sized where its curves cross "
             "the SLO lines.",
-            figures=[
-                ("capacity_ttft", capacity_curve_figure(plan, points, "ttft", colours)),
-                ("capacity_tpot", capacity_curve_figure(plan, points, "tpot", colours)),
-            ],
+            figures=[(key, capacity_curve_figure(plan, points, metric, colours)) for key, metric in curves],
             columns=2,
         ),
         Section("Cost against latency", figures=[("pareto", pareto_figure(plan, colours))]),

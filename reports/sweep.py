@@ -1,8 +1,9 @@
 """The sweep report, built from a sweep folder (sweep.json, sweep.parquet).
 
 A summary of the sweep, one row per point (its parameters and headline metrics), and, when
-the request rate is one of the varied parameters, p99 TTFT and TPOT against rate with one
-line per combination of the other parameters; otherwise throughput and p99 TTFT per point.
+the load is one of the varied parameters (the arrival rate, a trace's time scale, a closed
+loop's concurrency), p99 TTFT and TPOT against it with one line per combination of the
+other parameters; otherwise throughput and p99 TTFT per point.
 """
 
 from __future__ import annotations
@@ -22,6 +23,27 @@ from simulator.files import read_json_object
 from simulator.planning.sweep import SHOWN_METRICS
 
 RATE = "workload.arrival.rate_per_s"
+# the parameters that set a point's load, in the order a report prefers them: (path, axis title, hover unit)
+LOAD_AXES = (
+    (RATE, "request rate (req/s)", "req/s"),
+    ("workload.time_scale", "trace time scale (x the trace's own rate)", "x"),
+    ("workload.concurrency", "concurrency (users)", "users"),
+)
+
+
+def load_axis(meta: dict[str, Any], table: pd.DataFrame) -> tuple[str, str, str] | None:
+    """(path, axis title, unit) of the first swept load parameter, or None when no load is swept.
+
+    A swept arrival rate of a sessions workload is its session start rate.
+    """
+    swept = meta.get("parameters", [])
+    for path, title, unit in LOAD_AXES:
+        if path in swept:
+            kinds = set(table["workload_kind"].dropna()) if "workload_kind" in table.columns else set()
+            if path == RATE and kinds == {"sessions"}:
+                return path, "session start rate (sessions/s)", "sessions/s"
+            return path, title, unit
+    return None
 
 
 def _read_sweep(sweep_dir: Path) -> tuple[dict[str, Any], pd.DataFrame]:
@@ -58,29 +80,28 @@ def _series_label(row: pd.Series, others: list[str]) -> str:
 
 
 def latency_vs_rate_figure(meta: dict[str, Any], table: pd.DataFrame, metric: str, colours: ColourMap) -> go.Figure:
-    """p99 ``metric`` against the swept rate, one line per combination of the other parameters."""
-    title = f"p99 {LATENCY_NAMES[metric]} against request rate"
+    """p99 ``metric`` against the swept load, one line per combination of the other parameters."""
+    path, axis_title, unit = load_axis(meta, table) or LOAD_AXES[0]
+    title = f"p99 {LATENCY_NAMES[metric]} against {axis_title.split(' (')[0]}"
     column = f"p99_{metric}_ms"
     if column not in table.columns:  # no point finished: the table has no metric columns
         return empty_figure(title, "No finished point to plot.")
     ok = table[(table["status"] == "ok") & table[column].notna()]
     if ok.empty:
         return empty_figure(title, "No finished point to plot.")
-    others = [p for p in meta.get("parameters", []) if p != RATE and p in ok.columns]
-    fig = go.Figure(
-        layout=base_layout(title, xaxis_title="request rate (req/s)", yaxis_title=f"p99 {LATENCY_NAMES[metric]} (ms)")
-    )
+    others = [p for p in meta.get("parameters", []) if p != path and p in ok.columns]
+    fig = go.Figure(layout=base_layout(title, xaxis_title=axis_title, yaxis_title=f"p99 {LATENCY_NAMES[metric]} (ms)"))
     fig.update_yaxes(tickformat=",.4~g")
     for label, rows in ok.groupby(ok.apply(lambda r: _series_label(r, others), axis=1), sort=False):
-        rows = rows.sort_values(RATE)
+        rows = rows.sort_values(path)
         fig.add_trace(
             go.Scatter(
-                x=rows[RATE].astype(float),
+                x=rows[path].astype(float),
                 y=rows[column],
                 mode="lines+markers",
                 name=label,
                 line={"color": colours[label]},
-                hovertemplate=f"<b>{html.escape(label)}</b><br>%{{x:,.4~g}} req/s<br>p99 {LATENCY_NAMES[metric]} = "
+                hovertemplate=f"<b>{html.escape(label)}</b><br>%{{x:,.4~g}} {unit}<br>p99 {LATENCY_NAMES[metric]} = "
                 "%{y:,.3f} ms<extra></extra>",
             )
         )
@@ -139,7 +160,7 @@ def build_sweep_report(sweep_dir: Path | str) -> Report:
     ]
     summary = cards_html([(k, html.escape(str(v))) for k, v in cards])
     sections = [Section("Sweep", html=summary), Section("Points", html=_table(meta, table))]
-    if RATE in meta.get("parameters", []):
+    if load_axis(meta, table) is not None:
         figures = [
             ("sweep_ttft", latency_vs_rate_figure(meta, table, "ttft", colours)),
             ("sweep_tpot", latency_vs_rate_figure(meta, table, "tpot", colours)),

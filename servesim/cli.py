@@ -21,8 +21,16 @@ from servesim.commands import (
 )
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line (the usage block is what ``--help`` is for)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    # subcommands' parsers take this class too (argparse gives subparsers the parent's class)
+    parser = OneLineParser(
         prog="servesim",
         description="Discrete-event simulator of LLM inference serving.",
     )

@@ -13,7 +13,7 @@ from typing import Any
 import simpy
 
 import policies
-from simulator.config import ReplicaGroupConfig, ScenarioConfig
+from simulator.config import MAX_KV_BLOCKS, ReplicaGroupConfig, ScenarioConfig
 from simulator.cost import COST_MODELS
 from simulator.cost.profile import CalibrationProfile, load_profile
 from simulator.cost.shape import CostModel
@@ -105,6 +105,11 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
         raise ValueError(
             f"max_model_len ({max_model_len}) exceeds {model.name}'s max context ({model.max_context_tokens})"
         )
+    if kv.block_size > max_model_len:
+        raise ValueError(
+            f"{'' if g.kv_cache is None else f'group {name}: '}kv_cache.block_size ({kv.block_size:,}) exceeds "
+            f"max_model_len ({max_model_len:,}): no sequence fills one block; use a block size like 16"
+        )
     profile = resolve_profile(g.cost_model or cfg.cost_model, base_dir)
     memory = None
     if kv.num_blocks is None:
@@ -125,6 +130,12 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
             memory_bytes=measured.device_memory_bytes if measured is not None else None,
         )
     num_blocks = kv.num_blocks if memory is None else memory.num_blocks
+    if num_blocks > MAX_KV_BLOCKS:
+        raise ValueError(
+            f"group {name}: {model.name} on {hardware.name} leaves room for {num_blocks:,} KV blocks per replica, "
+            f"more than the {MAX_KV_BLOCKS:,} servesim tracks; use a larger kv_cache.block_size or set "
+            "kv_cache.num_blocks"
+        )
     if num_blocks < par.pp:
         raise ValueError(f"group {name}: {num_blocks} KV blocks cannot be shared by {par.pp} pipeline engines")
     return GroupSetup(name, g, model, hardware, par.tp, par.pp, max_model_len, num_blocks, memory, profile)

@@ -7,22 +7,63 @@ never touches disk: preset names and file paths are resolved by the composition 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
 import policies
 from policies.batching.vllm import VllmParams
 from policies.registry import Registry
 from simulator.cost import COST_MODELS
 from simulator.cost.silicon import SiliconParams
-from simulator.specs import HardwareSpec, ModelSpec
+from simulator.specs import (
+    MAX_MEMORY_BYTES,
+    HardwareSpec,
+    LatencyS,
+    LinkBandwidth,
+    ModelSpec,
+)
 from simulator.validation import format_validation_error
 from workloads import WorkloadConfig
+from workloads.validators import (
+    FINITE,
+    HORIZON,
+    MAX_SECONDS,
+    MAX_TOKENS,
+    Seconds,
+    Tokens,
+    at_most,
+    non_finite_paths,
+)
+
+# KV blocks of one replica: far above any real device (an H200 holds about 10**6 blocks of a 1B model);
+# the prefix cache keeps about 50 bytes of bookkeeping per block, 5 GB at the cap.
+MAX_KV_BLOCKS = 100_000_000
+# Replicas of one scenario (or of one group): each is a SimPy process with its own engines.
+MAX_REPLICAS = 10_000
+# The slowest tokenizer accepted, seconds per token: the longest prompt still tokenises within a year.
+MAX_TOKENIZE_S_PER_TOKEN = MAX_SECONDS / MAX_TOKENS
+
+Milliseconds = Annotated[
+    float, Field(gt=0), at_most(MAX_SECONDS * 1e3, f"must be at most {MAX_SECONDS * 1e3:,.0f} ms ({HORIZON})")
+]
+HostBytes = Annotated[float, Field(ge=0), at_most(MAX_MEMORY_BYTES, "must be at most 2**50 bytes (1 PiB)")]
+TokenizeSPerToken = Annotated[
+    float,
+    Field(ge=0),
+    at_most(
+        MAX_TOKENIZE_S_PER_TOKEN,
+        f"must be at most {MAX_TOKENIZE_S_PER_TOKEN:.3g} s per token (the longest prompt, {MAX_TOKENS:,} tokens, "
+        "tokenised within a year)",
+    ),
+]
+Replicas = Annotated[
+    int, Field(ge=1), at_most(MAX_REPLICAS, f"must be at most {MAX_REPLICAS:,} (each replica is a process)")
+]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = FINITE
 
 
 class ParallelismConfig(_Frozen):
@@ -35,7 +76,7 @@ class ParallelismConfig(_Frozen):
 class KvCacheConfig(_Frozen):
     """Paged KV-cache settings of each replica."""
 
-    block_size: int = Field(16, ge=1, description="Tokens per KV block.")
+    block_size: Tokens = Field(16, description="Tokens per KV block (at most max_model_len).")
     dtype: Literal["auto", "bfloat16", "float16", "fp8"] = Field(
         "auto",
         description="Cached K/V dtype (vLLM's --kv-cache-dtype): auto keeps the model's kv_cache_bytes; "
@@ -44,24 +85,25 @@ class KvCacheConfig(_Frozen):
     gpu_memory_utilization: float = Field(
         0.9, gt=0, le=1, description="Fraction of device memory the engine may use (vLLM's flag)."
     )
-    reserve_bytes: float | None = Field(
+    reserve_bytes: HostBytes | None = Field(
         None,
-        ge=0,
         description="Per-GPU memory for activations and runtime besides weights and KV; None "
         "estimates it from the model (calibration measures it).",
     )
     num_blocks: int | None = Field(
-        None, ge=1, description="Set the KV capacity in blocks directly instead of computing it from memory."
+        None,
+        ge=1,
+        le=MAX_KV_BLOCKS,
+        description="Set the KV capacity in blocks directly instead of computing it from memory.",
     )
-    swap_space_bytes: float = Field(
-        4 * 2**30, ge=0, description="Host memory per GPU for KV swapped out by preemption (vLLM's swap_space)."
+    swap_space_bytes: HostBytes = Field(
+        4 * 2**30, description="Host memory per GPU for KV swapped out by preemption (vLLM's swap_space)."
     )
     prefix_caching: bool = Field(
         False, description="Reuse the KV of cached prompt prefixes (blocks identified by the workload's hashes)."
     )
-    host_cache_bytes: float = Field(
+    host_cache_bytes: HostBytes = Field(
         0.0,
-        ge=0,
         description="With prefix caching: host memory per GPU for a second tier that keeps evicted "
         "prefix blocks and reloads them over the host link.",
     )
@@ -70,9 +112,9 @@ class KvCacheConfig(_Frozen):
 class SloConfig(_Frozen):
     """Service-level objectives; a request meets them when every given bound holds (inclusive)."""
 
-    ttft_ms: float | None = Field(None, gt=0, description="Time to first token bound, ms.")
-    tpot_ms: float | None = Field(None, gt=0, description="Time per output token bound, ms.")
-    e2el_ms: float | None = Field(None, gt=0, description="End-to-end latency bound, ms.")
+    ttft_ms: Milliseconds | None = Field(None, description="Time to first token bound, ms.")
+    tpot_ms: Milliseconds | None = Field(None, description="Time per output token bound, ms.")
+    e2el_ms: Milliseconds | None = Field(None, description="End-to-end latency bound, ms.")
 
     @property
     def is_set(self) -> bool:
@@ -105,21 +147,18 @@ class ClientConfig(_Frozen):
       gaps at the client are the engine's.
     """
 
-    ingest_delay_s: float = Field(
+    ingest_delay_s: Seconds = Field(
         4e-3,
-        ge=0,
         description="From the client sending a request to the engine queueing it, besides tokenising (vLLM's "
         "API server: tenstorrent/tt-inference-server#190).",
     )
-    tokenize_s_per_token: float = Field(
+    tokenize_s_per_token: TokenizeSPerToken = Field(
         1.1e-6,
-        ge=0,
         description="Tokenising the prompt, seconds per prompt token, added to the ingest delay (HuggingFace "
         "tokenizers, one sequence: charlesxu.io/parallel-tokenizer).",
     )
-    stream_delay_s: float = Field(
+    stream_delay_s: Seconds = Field(
         0.0,
-        ge=0,
         description="From the engine emitting a token to the client receiving it (0: not measured on its own).",
     )
 
@@ -127,10 +166,10 @@ class ClientConfig(_Frozen):
 class KvTransferConfig(_Frozen):
     """The link that carries a prompt's KV from a prefill replica to a decode replica."""
 
-    bandwidth_bytes_per_s: float | None = Field(
-        None, gt=0, description="Per GPU, per direction; None: the prefill hardware's interconnect."
+    bandwidth_bytes_per_s: LinkBandwidth | None = Field(
+        None, description="Per GPU, per direction; None: the prefill hardware's interconnect."
     )
-    latency_s: float | None = Field(None, ge=0, description="Per transfer; None: the interconnect's latency.")
+    latency_s: LatencyS | None = Field(None, description="Per transfer; None: the interconnect's latency.")
     layerwise_overlap: bool = Field(
         False, description="Send each layer's KV while later layers compute, hiding most of the transfer."
     )
@@ -145,6 +184,10 @@ def validate_tagged(registry: Registry, value: Any) -> BaseModel:
     if not isinstance(value, dict) or "kind" not in value:
         raise ValueError(f"expected a {registry.role} name or a mapping with 'kind' (one of {', '.join(registry)})")
     entry = registry.entry(value["kind"])
+    if entry.params.model_config.get("allow_inf_nan", True):  # params models that do not refuse inf/nan themselves
+        for loc, number in non_finite_paths(value)[:1]:
+            where = ".".join(str(part) for part in loc)
+            raise ValueError(f"{where}: Input should be a finite number (got {number!r})")
     try:
         return entry.params.model_validate(value)
     except ValidationError as exc:
@@ -155,11 +198,17 @@ def _optional_tagged(registry: Registry, value: Any) -> BaseModel | None:
     return None if value is None else validate_tagged(registry, value)
 
 
+def _spec(model: type[BaseModel], value: Any) -> Any:
+    """A spec written inline (a mapping) validated as ``model``, so that its errors name its fields
+    (``hardware.memory_bytes``) and not also the other member of ``str | spec``."""
+    return model.model_validate(value) if isinstance(value, dict) else value
+
+
 class ReplicaGroupConfig(_Frozen):
     """Identical replicas; fields left out take the scenario's top-level values."""
 
     name: str | None = Field(None, description="Label of the group in tables and reports.")
-    count: int = Field(1, ge=1, description="Replicas in the group.")
+    count: Replicas = Field(1, description="Replicas in the group.")
     role: Literal["mixed", "prefill", "decode"] = Field(
         "mixed", description="mixed: prefill and decode; prefill / decode: one side of a disaggregated cluster."
     )
@@ -172,6 +221,16 @@ class ReplicaGroupConfig(_Frozen):
     policy: SerializeAsAny[BaseModel] | None = Field(None, description="Batch policy of each replica.")
     cost_model: SerializeAsAny[BaseModel] | None = Field(None, description="Cost model of these replicas.")
     kv_cache: KvCacheConfig | None = Field(None, description="KV-cache settings of each replica.")
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model(cls, value: Any) -> Any:
+        return _spec(ModelSpec, value)
+
+    @field_validator("hardware", mode="before")
+    @classmethod
+    def _hardware(cls, value: Any) -> Any:
+        return _spec(HardwareSpec, value)
 
     @field_validator("policy", mode="before")
     @classmethod
@@ -204,8 +263,8 @@ class ScenarioConfig(_Frozen):
         "per-tensor scales): 1-byte weights, GEMMs at the GPU's FP8 rate. None: as the model spec says.",
     )
     parallelism: ParallelismConfig = Field(default_factory=ParallelismConfig, description="Model split.")
-    max_model_len: int | None = Field(
-        None, ge=1, description="Longest sequence (prompt + output) served; None: the model's max context."
+    max_model_len: Tokens | None = Field(
+        None, description="Longest sequence (prompt + output) served; None: the model's max context."
     )
     policy: SerializeAsAny[BaseModel] = Field(
         default_factory=VllmParams, description="Batch policy: {kind: NAME, ...its parameters}."
@@ -216,7 +275,7 @@ class ScenarioConfig(_Frozen):
         "the roofline for hardware without shipped tables).",
     )
     kv_cache: KvCacheConfig = Field(default_factory=KvCacheConfig, description="Paged KV cache.")
-    replicas: int = Field(1, ge=1, description="Identical replicas behind the router (or give groups).")
+    replicas: Replicas = Field(1, description="Identical replicas behind the router (or give groups).")
     groups: list[ReplicaGroupConfig] | None = Field(
         None, min_length=1, description="Replica groups (heterogeneous, or prefill and decode pools)."
     )
@@ -230,6 +289,16 @@ class ScenarioConfig(_Frozen):
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig, description="Requests to simulate.")
     slo: SloConfig = Field(default_factory=SloConfig, description="SLOs for goodput.")
     client: ClientConfig = Field(default_factory=ClientConfig, description="Client-side delays.")
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model(cls, value: Any) -> Any:
+        return _spec(ModelSpec, value)
+
+    @field_validator("hardware", mode="before")
+    @classmethod
+    def _hardware(cls, value: Any) -> Any:
+        return _spec(HardwareSpec, value)
 
     @field_validator("policy", mode="before")
     @classmethod

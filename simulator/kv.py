@@ -172,10 +172,19 @@ def plan_memory(
     num_blocks = int(kv_bytes // block_bytes) if kv_bytes > 0 else 0
     if num_blocks < 1:
         gib = 2**30
+        where = f"{model.name} on {hardware.name} with tp={tp}, pp={pp}"
+        budget = (
+            f"weights take {weights / gib:,.1f} GiB per GPU and the reserve {reserve / gib:,.1f} GiB, of "
+            f"{usable / gib:,.1f} GiB usable (memory x gpu_memory_utilization)"
+        )
+        if kv_bytes <= 0:
+            raise ValueError(
+                f"{model.name} does not fit on {hardware.name} with tp={tp}, pp={pp}: {budget}, which leaves "
+                "nothing for the KV cache; use a larger tp or pp, or a device with more memory"
+            )
         raise ValueError(
-            f"{model.name} does not fit on {hardware.name} with tp={tp}, pp={pp}: weights take "
-            f"{weights / gib:.1f} GiB per GPU and the reserve {reserve / gib:.1f} GiB, of "
-            f"{usable / gib:.1f} GiB usable (memory x gpu_memory_utilization); use a larger tp or "
-            "pp, or a device with more memory"
+            f"{where}: one KV block of {block_size:,} tokens takes {block_bytes / gib:,.3g} GiB per GPU, more than "
+            f"the {kv_bytes / gib:,.3g} GiB left for the KV cache ({budget}); use a smaller kv_cache.block_size "
+            "(vLLM's default is 16)"
         )
     return MemoryPlan(usable, weights, reserve, kv_bytes, block_bytes, num_blocks)

@@ -14,6 +14,35 @@ import pandas as pd
 from simulator.files import read_json_object
 
 TableFormat = Literal["parquet", "csv"]
+TABLE_FORMATS: tuple[TableFormat, ...] = ("parquet", "csv")
+TABLE_NAMES = ("requests", "steps", "itl", "replicas")
+
+# The columns every run folder servesim wrote has held (later columns are optional to readers).
+REQUIRED_COLUMNS = {
+    "requests": (
+        "request_id",
+        "replica_id",
+        "num_prompt_tokens",
+        "num_output_tokens",
+        "num_generated_tokens",
+        "num_preemptions",
+        "arrival_s",
+        "first_token_s",
+        "finished_s",
+        "status",
+    ),
+    "steps": (
+        "replica_id",
+        "start_s",
+        "duration_s",
+        "num_running",
+        "num_waiting",
+        "num_prefill_tokens",
+        "num_decode_tokens",
+        "num_kv_blocks_used",
+    ),
+    "itl": ("itl_s", "count"),
+}
 
 
 def json_safe(value: Any) -> Any:
@@ -42,9 +71,17 @@ class RunResult:
     replicas: pd.DataFrame | None = None  # one row per replica: group, role, KV usage, cached share, swaps
 
     def write(self, out_dir: Path | str, table_format: TableFormat = "parquet") -> Path:
-        """Write summary.json, config.json and the tables into ``out_dir`` (created if needed)."""
+        """Write summary.json, config.json and the tables into ``out_dir`` (created if needed).
+
+        A table an earlier run left in the folder in the other format (or a replicas table this
+        run does not have) is removed, so the folder never holds two runs' tables.
+        """
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
+        for name in TABLE_NAMES:
+            for fmt in TABLE_FORMATS:
+                if fmt != table_format or (name == "replicas" and self.replicas is None):
+                    (out / f"{name}.{fmt}").unlink(missing_ok=True)
         summary = json_safe(self.summary)
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         (out / "config.json").write_text(json.dumps(self.config, indent=2, default=str) + "\n")
@@ -66,12 +103,31 @@ class RunResult:
         if not (d / "summary.json").is_file():
             raise ValueError(f"{d}: not a run folder (no summary.json)")
 
+        for name in TABLE_NAMES:
+            if all((d / f"{name}.{fmt}").is_file() for fmt in TABLE_FORMATS):
+                raise ValueError(
+                    f"{d}: holds both {name}.parquet and {name}.csv (tables of two runs?); remove the stale one"
+                )
+
         def table(name: str) -> pd.DataFrame:
-            if (d / f"{name}.parquet").is_file():
-                return pd.read_parquet(d / f"{name}.parquet")
-            if (d / f"{name}.csv").is_file():
-                return pd.read_csv(d / f"{name}.csv", keep_default_na=False, na_values=[""])
-            raise ValueError(f"{d}: missing {name}.parquet or {name}.csv")
+            for fmt in TABLE_FORMATS:
+                path = d / f"{name}.{fmt}"
+                if path.is_file():
+                    break
+            else:
+                raise ValueError(f"{d}: missing {name}.parquet or {name}.csv")
+            try:
+                if fmt == "parquet":
+                    frame = pd.read_parquet(path)
+                else:
+                    frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+            except Exception as exc:  # pyarrow's and pandas' many error types for a damaged file
+                detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+                raise ValueError(f"{path}: corrupted {name} table ({detail})") from None
+            missing = [c for c in REQUIRED_COLUMNS.get(name, ()) if c not in frame.columns]
+            if missing:
+                raise ValueError(f"{path}: corrupted {name} table, no column {missing[0]!r}")
+            return frame
 
         itl = table("itl")
         has_replicas = (d / "replicas.parquet").is_file() or (d / "replicas.csv").is_file()

@@ -2,15 +2,58 @@
 
 Both are frozen pydantic models; their derived figures (parameter count, KV bytes per
 token, weight bytes) are computed from the fields, never stored.
+
+Every figure is finite, and bounded on the side where an absurd value breaks the
+arithmetic: shapes at most 2**24 (their products stay exact in int64 and float64), a
+context at most ``MAX_TOKENS``; device memory at most 1 PiB (block counts stay countable);
+compute and bandwidths at least a floor below any real device (step and transfer times
+stay finite and within the simulated year); latencies at most a second.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
-PositiveInt = Annotated[int, Field(ge=1)]
+from workloads.validators import FINITE, MAX_TOKENS, TOKEN_LIMIT, at_least, at_most
+
+# The widest shape accepted: 64 times the largest vocabulary of a served model today (Gemma's 262,144).
+MAX_DIM = 2**24
+MAX_MEMORY_BYTES = float(2**50)
+MIN_FLOPS_PER_S = 1e9
+MIN_MEMORY_BANDWIDTH_BYTES_PER_S = 1e9
+MIN_LINK_BANDWIDTH_BYTES_PER_S = 1e6
+MAX_LATENCY_S = 1.0
+
+PositiveInt = Annotated[
+    int, Field(ge=1), at_most(MAX_DIM, f"must be at most {MAX_DIM:,} (2**24, 64 times today's widest shapes)")
+]
+ContextTokens = Annotated[
+    int, Field(ge=1), at_most(MAX_TOKENS, f"must be at most {MAX_TOKENS:,} tokens ({TOKEN_LIMIT})")
+]
+MemoryBytes = Annotated[
+    float,
+    at_most(MAX_MEMORY_BYTES, "must be at most 2**50 bytes (1 PiB, thousands of times any device's memory)"),
+]
+FlopsPerS = Annotated[
+    float,
+    Field(gt=0),
+    at_least(MIN_FLOPS_PER_S, "must be at least 1e9 FLOP/s (1 GFLOP/s, below any CPU core)"),
+]
+MemoryBandwidth = Annotated[
+    float,
+    Field(gt=0),
+    at_least(MIN_MEMORY_BANDWIDTH_BYTES_PER_S, "must be at least 1e9 bytes/s (1 GB/s, below any DRAM)"),
+]
+LinkBandwidth = Annotated[
+    float,
+    Field(gt=0),
+    at_least(MIN_LINK_BANDWIDTH_BYTES_PER_S, "must be at least 1e6 bytes/s (1 MB/s, below any network link)"),
+]
+LatencyS = Annotated[
+    float, Field(ge=0), at_most(MAX_LATENCY_S, "must be at most 1 s (a link's latency is microseconds)")
+]
 
 # Bytes per weight of the layers FP8 quantization leaves in the 16-bit model dtype: the
 # embedding and the LM head (vLLM quantizes the decoder's linear layers only).
@@ -20,7 +63,7 @@ UNQUANTIZED_WEIGHT_BYTES = 2.0
 class ModelSpec(BaseModel):
     """A decoder-only transformer's shapes, enough to count FLOPs, bytes and KV memory."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = FINITE
 
     name: str = Field(description="Label used in reports and tables.")
     num_layers: PositiveInt = Field(description="Decoder layers.")
@@ -35,14 +78,14 @@ class ModelSpec(BaseModel):
     vocab_size: PositiveInt = Field(description="Vocabulary size (embedding and LM head rows).")
     tie_word_embeddings: bool = Field(False, description="LM head shares the embedding matrix.")
     qkv_bias: bool = Field(False, description="Q/K/V projections carry a bias (Qwen2).")
-    weight_bytes: float = Field(2.0, gt=0, description="Bytes per weight (2 for bf16/fp16, 1 for fp8).")
+    weight_bytes: float = Field(2.0, gt=0, le=8, description="Bytes per weight (2 for bf16/fp16, 1 for fp8).")
     quantization: Literal["fp8"] | None = Field(
         None,
         description="fp8: the linear layers' weights and activations in FP8 (vLLM's --quantization fp8), "
         "GEMMs at the FP8 rate where the GPU has FP8 tensor cores; needs weight_bytes 1. None: unquantized.",
     )
-    kv_cache_bytes: float = Field(2.0, gt=0, description="Bytes per cached K or V element.")
-    max_context_tokens: PositiveInt = Field(description="Maximum sequence length (prompt plus output).")
+    kv_cache_bytes: float = Field(2.0, gt=0, le=8, description="Bytes per cached K or V element.")
+    max_context_tokens: ContextTokens = Field(description="Maximum sequence length (prompt plus output).")
 
     @model_validator(mode="after")
     def _check_shapes(self) -> ModelSpec:
@@ -153,26 +196,25 @@ class ModelSpec(BaseModel):
 class HardwareSpec(BaseModel):
     """One accelerator's datasheet figures (dense, no sparsity), in SI units."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = FINITE
 
     name: str = Field(description="Label used in reports and tables.")
-    flops_per_s: float = Field(gt=0, description="Dense bf16/fp16 tensor FLOP/s at peak.")
-    fp8_flops_per_s: float | None = Field(
+    flops_per_s: FlopsPerS = Field(description="Dense bf16/fp16 tensor FLOP/s at peak.")
+    fp8_flops_per_s: FlopsPerS | None = Field(
         None,
-        gt=0,
         description="Dense FP8 tensor FLOP/s at peak; None: no FP8 tensor cores (FP8 weights run "
         "as weight-only kernels at the bf16 rate).",
     )
-    memory_bytes: float = Field(gt=0, description="Device memory in bytes.")
-    memory_bandwidth_bytes_per_s: float = Field(gt=0, description="Peak device-memory bandwidth.")
-    interconnect_bandwidth_bytes_per_s: float = Field(
-        gt=0, description="Intra-node GPU-to-GPU bandwidth per direction (NVLink, Infinity Fabric or PCIe)."
+    memory_bytes: MemoryBytes = Field(gt=0, description="Device memory in bytes.")
+    memory_bandwidth_bytes_per_s: MemoryBandwidth = Field(description="Peak device-memory bandwidth.")
+    interconnect_bandwidth_bytes_per_s: LinkBandwidth = Field(
+        description="Intra-node GPU-to-GPU bandwidth per direction (NVLink, Infinity Fabric or PCIe)."
     )
-    interconnect_latency_s: float = Field(ge=0, description="Latency of one interconnect hop.")
-    host_link_bandwidth_bytes_per_s: float = Field(
-        gt=0, description="Device-to-host bandwidth per direction (PCIe), used for swapping."
+    interconnect_latency_s: LatencyS = Field(description="Latency of one interconnect hop.")
+    host_link_bandwidth_bytes_per_s: LinkBandwidth = Field(
+        description="Device-to-host bandwidth per direction (PCIe), used for swapping."
     )
-    host_link_latency_s: float = Field(ge=0, description="Latency of one host-link transfer.")
+    host_link_latency_s: LatencyS = Field(description="Latency of one host-link transfer.")
     price_per_hour_usd: float | None = Field(
         None, ge=0, description="Rental price of one device per hour, for cost figures."
     )

@@ -12,12 +12,14 @@ def format_validation_error(
 ) -> str:
     """One line per problem: ``source: field.path: message (got value)``.
 
-    ``names`` renames field paths (a command's flags for the fields they set); with it, a
-    problem of the whole object is its message alone.
+    ``names`` renames field paths (a command's flags for the fields they set): a renamed
+    problem is ``flag: message (got value)``, without the source. With ``names``, a problem
+    of the whole object is its message alone.
     """
     lines = []
     for err in exc.errors():
         loc = ".".join(str(part) for part in err["loc"])
+        renamed = names is not None and loc in names
         if names is not None:
             loc = names.get(loc, loc)
         elif not loc:
@@ -29,6 +31,6 @@ def format_validation_error(
         if err["type"] not in ("missing", "extra_forbidden", "value_error") and "input" in err:
             shown = repr(err["input"])
             got = f" (got {shown[:60]})"
-        prefix = f"{source}: " if source else ""
+        prefix = f"{source}: " if source and not renamed else ""
         lines.append(f"{prefix}{loc}: {msg}{got}" if loc else f"{prefix}{msg}")
     return "\n".join(lines)

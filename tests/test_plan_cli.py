@@ -165,7 +165,7 @@ def test_plan_default_scenario_is_the_only_candidate(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ((), "give at least one SLO: --slo-ttft-p99-ms and/or --slo-tpot-p99-ms"),
+        ((), "give at least one SLO: a slo: block in the scenario (ttft_ms, tpot_ms, e2el_ms) or --slo-ttft-ms"),
         (("--slo-ttft-p99-ms", "-5"), "--slo-ttft-p99-ms: Input should be greater than 0"),
         (("--slo-ttft-p99-ms", "100", "--price", "h100-sxm"), "--price 'h100-sxm': expected HARDWARE=USD"),
         (("--slo-ttft-p99-ms", "100", "--price", "h100-sxm=inf"), "--price 'h100-sxm=inf': expected HARDWARE=USD"),

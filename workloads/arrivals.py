@@ -21,25 +21,43 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
+
+from workloads.validators import (
+    FINITE,
+    HORIZON,
+    MAX_NUM_REQUESTS,
+    MAX_SECONDS,
+    REQUEST_LIMIT,
+    PositiveSeconds,
+    RateOrZeroPerS,
+    RatePerS,
+    field_error,
+)
+
+# Gamma shapes (burstiness) servesim accepts: coefficients of variation from 10 down to 0.001.
+# Below, a growing share of the gaps underflows to exactly 0 (half of them at 0.001); above,
+# rate x burstiness can overflow, and the process is constant arrivals anyway (kind constant).
+MIN_BURSTINESS = 0.01
+MAX_BURSTINESS = 1e6
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = FINITE
 
 
 class ConstantArrivals(_Frozen):
     """One request every 1 / ``rate_per_s`` seconds; the first at 1 / rate (as if after one gap)."""
 
     kind: Literal["constant"] = "constant"
-    rate_per_s: float = Field(gt=0, description="Requests per second.")
+    rate_per_s: RatePerS = Field(description="Requests per second.")
 
 
 class PoissonArrivals(_Frozen):
     """Exponential inter-arrival times at ``rate_per_s`` (vLLM's ``--burstiness 1``)."""
 
     kind: Literal["poisson"] = "poisson"
-    rate_per_s: float = Field(gt=0, description="Mean requests per second.")
+    rate_per_s: RatePerS = Field(description="Mean requests per second.")
     normalize: bool = Field(
         True,
         description="Rescale a fixed number of arrivals so the last lands at N / rate, as "
@@ -56,16 +74,22 @@ class GammaArrivals(_Frozen):
     """
 
     kind: Literal["gamma"] = "gamma"
-    rate_per_s: float = Field(gt=0, description="Mean requests per second.")
-    burstiness: float = Field(1.0, gt=0, description="Gamma shape; 1 is Poisson, smaller is burstier.")
+    rate_per_s: RatePerS = Field(description="Mean requests per second.")
+    burstiness: float = Field(
+        1.0,
+        ge=MIN_BURSTINESS,
+        le=MAX_BURSTINESS,
+        description="Gamma shape; 1 is Poisson, smaller is burstier (0.01 to 1e6: coefficients of variation "
+        "10 to 0.001).",
+    )
     normalize: bool = Field(True, description="As for poisson.")
 
 
 class RateSegment(_Frozen):
     """A stretch of time with a constant arrival rate."""
 
-    duration_s: float = Field(gt=0, description="Length of the segment, seconds.")
-    rate_per_s: float = Field(ge=0, description="Mean requests per second during the segment (0: none).")
+    duration_s: PositiveSeconds = Field(description="Length of the segment, seconds.")
+    rate_per_s: RateOrZeroPerS = Field(description="Mean requests per second during the segment (0: none).")
 
 
 class PiecewiseArrivals(_Frozen):
@@ -76,13 +100,24 @@ class PiecewiseArrivals(_Frozen):
     """
 
     kind: Literal["piecewise"] = "piecewise"
-    segments: tuple[RateSegment, ...] = Field(min_length=1, description="Consecutive (duration_s, rate_per_s) pieces.")
+    # At least one segment, checked below: a Field(min_length=1) would add a second error when a segment is bad.
+    segments: tuple[RateSegment, ...] = Field(description="Consecutive (duration_s, rate_per_s) pieces.")
     repeat: bool = Field(False, description="Repeat the schedule after its last segment.")
 
     @model_validator(mode="after")
     def _some_traffic(self) -> PiecewiseArrivals:
+        if not self.segments:
+            raise field_error("PiecewiseArrivals", ("segments",), "give at least one segment", [])
         if all(s.rate_per_s == 0 for s in self.segments):
             raise ValueError("every segment has rate_per_s 0: no request would ever arrive")
+        total = sum(s.duration_s for s in self.segments)
+        if total > MAX_SECONDS:
+            raise field_error(
+                "PiecewiseArrivals",
+                ("segments",),
+                f"the segments last {total:,.0f} s in all; at most {MAX_SECONDS:,.0f} s ({HORIZON})",
+                [s.duration_s for s in self.segments],
+            )
         return self
 
 
@@ -94,16 +129,112 @@ class PeriodicArrivals(_Frozen):
     """
 
     kind: Literal["periodic"] = "periodic"
-    rate_per_s: float = Field(gt=0, description="Mean requests per second over a period.")
+    rate_per_s: RatePerS = Field(description="Mean requests per second over a period.")
     amplitude: float = Field(ge=0, le=1, description="Relative swing of the rate around its mean, 0 to 1.")
-    period_s: float = Field(86400.0, gt=0, description="Length of one cycle, seconds (86400: a day).")
-    phase_s: float = Field(0.0, description="Time at which the rate crosses its mean going up, seconds.")
+    period_s: PositiveSeconds = Field(
+        86400.0,
+        ge=1e-3,
+        description="Length of one cycle, seconds (86400: a day); at least 1 ms (t / period_s stays finite).",
+    )
+    phase_s: float = Field(
+        0.0,
+        ge=-MAX_SECONDS,
+        le=MAX_SECONDS,
+        description="Time at which the rate crosses its mean going up, seconds (within a year either way).",
+    )
 
 
 ArrivalConfig = Annotated[
     ConstantArrivals | PoissonArrivals | GammaArrivals | PiecewiseArrivals | PeriodicArrivals,
     Field(discriminator="kind"),
 ]
+
+
+def _schedule(cfg: PiecewiseArrivals) -> tuple[float, float, float]:
+    """(period seconds, arrivals expected per period, rate after the last segment)."""
+    period_s = sum(s.duration_s for s in cfg.segments)
+    mass = sum(s.duration_s * s.rate_per_s for s in cfg.segments)
+    return period_s, mass, cfg.segments[-1].rate_per_s
+
+
+def expected_arrivals(cfg: ArrivalConfig, duration_s: float) -> float:
+    """How many arrivals ``cfg`` makes, on average, by ``duration_s``."""
+    if not isinstance(cfg, PiecewiseArrivals):
+        return cfg.rate_per_s * duration_s
+    period_s, mass, tail_rate = _schedule(cfg)
+    cycles, rest = divmod(duration_s, period_s)
+    if not cfg.repeat:
+        cycles, rest = (0.0, duration_s) if duration_s <= period_s else (1.0, 0.0)
+    within = 0.0
+    start = 0.0
+    for s in cfg.segments:
+        within += s.rate_per_s * min(max(rest - start, 0.0), s.duration_s)
+        start += s.duration_s
+    beyond = max(duration_s - period_s, 0.0) * tail_rate if not cfg.repeat else 0.0
+    return cycles * mass + within + beyond
+
+
+def expected_span_s(cfg: ArrivalConfig, num_requests: int) -> float:
+    """About when the last of ``num_requests`` arrivals of ``cfg`` lands, seconds (inf: never)."""
+    if not isinstance(cfg, PiecewiseArrivals):
+        return num_requests / cfg.rate_per_s
+    period_s, mass, tail_rate = _schedule(cfg)
+    if cfg.repeat:
+        return num_requests / mass * period_s
+    if num_requests <= mass:
+        return period_s
+    return period_s + (num_requests - mass) / tail_rate if tail_rate > 0 else float("inf")
+
+
+def _rate_text(cfg: ArrivalConfig) -> str:
+    if isinstance(cfg, PiecewiseArrivals):
+        return "the piecewise schedule's rates"
+    return f"{cfg.rate_per_s:.3g}/s"
+
+
+def check_schedule(
+    model: str,
+    cfg: ArrivalConfig,
+    count_field: str,
+    given_count: int | None,
+    count: int | None,
+    duration_s: float | None,
+    what: str,
+) -> None:
+    """Refuse arrivals that would number more than a run can hold or span more than a year.
+
+    For a model validator of a workload that gives ``count`` arrivals (``given_count`` as
+    written, None for the default) or every arrival before ``duration_s``; the error names
+    ``duration_s``, ``count_field``, or the rate when the count is the default.
+    """
+    if duration_s is not None:
+        n = expected_arrivals(cfg, duration_s)
+        if n > MAX_NUM_REQUESTS:
+            raise field_error(
+                model,
+                ("duration_s",),
+                f"{duration_s:,.6g} s at {_rate_text(cfg)} is about {n:.3g} {what}, more than the "
+                f"{MAX_NUM_REQUESTS:,} a run can hold ({REQUEST_LIMIT}); shorten duration_s or lower the rate",
+                duration_s,
+            )
+        return
+    if count is None:
+        return
+    span = expected_span_s(cfg, count)
+    if MAX_SECONDS < span < float("inf"):  # inf: a schedule that ends, refused when arrivals are drawn
+        if given_count is not None or isinstance(cfg, PiecewiseArrivals):
+            loc: tuple[str, ...] = (count_field,) if given_count is not None else ("arrival",)
+            value: object = count
+        else:
+            loc, value = ("arrival", cfg.kind, "rate_per_s"), cfg.rate_per_s
+        default = "" if given_count is not None else " (the default)"
+        raise field_error(
+            model,
+            loc,
+            f"{count:,} {what}{default} at {_rate_text(cfg)} arrive over about {span:.3g} s, more than "
+            f"{MAX_SECONDS:,.0f} s ({HORIZON}); raise the rate or send fewer {what}",
+            value,
+        )
 
 
 def arrival_times(

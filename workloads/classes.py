@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from workloads.validators import FINITE, MAX_WEIGHT
+
+# Priorities are stored in int64 columns and compared and aged arithmetically: int32's range is plenty.
+MAX_PRIORITY = 2**31 - 1
 
 
 class RequestClass(BaseModel):
     """One class of requests and its share of the workload."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = FINITE
 
-    weight: float = Field(1.0, gt=0, description="Relative share of requests (or sessions) in this class.")
-    priority: int = Field(0, description="Scheduling priority; lower is more important.")
+    weight: float = Field(
+        1.0, gt=0, le=MAX_WEIGHT, description="Relative share of requests (or sessions) in this class."
+    )
+    priority: int = Field(
+        0, ge=-MAX_PRIORITY, le=MAX_PRIORITY, description="Scheduling priority; lower is more important."
+    )
     slo_class: str | None = Field(None, min_length=1, description="SLO class label, e.g. interactive or batch.")
     tenant: str | None = Field(None, min_length=1, description="Tenant (customer) label.")
 

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from workloads.classes import RequestClass, assign_classes, check_classes
 from workloads.durations import FixedSeconds, TimeDistribution, draw_seconds
 from workloads.lengths import DatasetLengths, LengthConfig, draw_lengths
 from workloads.rng import Stream, rng_for
 from workloads.stream import RequestStream
+from workloads.validators import FINITE, NumRequests, Seconds
 
 DEFAULT_NUM_REQUESTS = 1000
 
@@ -26,17 +27,17 @@ DEFAULT_NUM_REQUESTS = 1000
 class ClosedLoopWorkload(BaseModel):
     """``concurrency`` users sending ``num_requests`` requests in all, one at a time each."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = FINITE
 
     kind: Literal["closed_loop"] = "closed_loop"
-    concurrency: int = Field(ge=1, description="Number of users (the most requests in the system at once).")
-    num_requests: int = Field(DEFAULT_NUM_REQUESTS, ge=1, description="Requests sent by all users together.")
+    concurrency: NumRequests = Field(description="Number of users (the most requests in the system at once).")
+    num_requests: NumRequests = Field(DEFAULT_NUM_REQUESTS, description="Requests sent by all users together.")
     think_s: TimeDistribution = Field(
         default_factory=lambda: FixedSeconds(seconds=0.0),
         description="Time between a request completing and its user's next request, seconds.",
     )
     lengths: LengthConfig = Field(default_factory=DatasetLengths, description="Prompt and output lengths.")
-    ramp_s: float = Field(0.0, ge=0, description="Users start evenly spread over this time (0: all at once).")
+    ramp_s: Seconds = Field(0.0, description="Users start evenly spread over this time (0: all at once).")
     classes: tuple[RequestClass, ...] | None = Field(
         None, description="Request classes, drawn per user by weight (None: unlabelled)."
     )

@@ -15,13 +15,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator, model_validator
 
-from workloads.arrivals import ArrivalConfig, PoissonArrivals
+from workloads.arrivals import ArrivalConfig, PoissonArrivals, check_schedule
 from workloads.classes import RequestClass, check_classes
 from workloads.closed_loop import ClosedLoopWorkload
 from workloads.lengths import DatasetLengths, LengthConfig
 from workloads.replay import TraceWorkload
 from workloads.sessions import SessionWorkload
-from workloads.validators import one_stop_rule
+from workloads.validators import FINITE, NumRequests, PositiveSeconds, one_stop_rule, refuse_non_finite
 
 DEFAULT_NUM_REQUESTS = 1000
 # Llama-3.1-8B on one H100 with ShareGPT lengths saturates near 6.7 requests/s under the
@@ -36,11 +36,11 @@ class SyntheticWorkload(BaseModel):
     with neither, ``num_requests`` is 1000.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = FINITE
 
     kind: Literal["synthetic"] = "synthetic"
-    num_requests: int | None = Field(None, ge=1, description="How many requests arrive.")
-    duration_s: float | None = Field(None, gt=0, description="Arrivals stop at this time, seconds.")
+    num_requests: NumRequests | None = Field(None, description="How many requests arrive.")
+    duration_s: PositiveSeconds | None = Field(None, description="Arrivals stop at this time, seconds.")
     arrival: ArrivalConfig = Field(
         default_factory=lambda: PoissonArrivals(rate_per_s=DEFAULT_RATE_PER_S), description="The arrival process."
     )
@@ -58,6 +58,19 @@ class SyntheticWorkload(BaseModel):
     @classmethod
     def _classes(cls, value: tuple[RequestClass, ...] | None) -> tuple[RequestClass, ...] | None:
         return check_classes(value)
+
+    @model_validator(mode="after")
+    def _schedule(self) -> SyntheticWorkload:
+        check_schedule(
+            "SyntheticWorkload",
+            self.arrival,
+            "num_requests",
+            self.num_requests,
+            self.resolved_num_requests,
+            self.duration_s,
+            "requests",
+        )
+        return self
 
     @property
     def resolved_num_requests(self) -> int | None:
@@ -99,6 +112,8 @@ class WorkloadConfig(RootModel[WorkloadKind]):
         model = WORKLOAD_KINDS.get(kind) if isinstance(kind, str) else None
         if model is None:
             raise ValueError(f"unknown workload kind {kind!r}; known: {', '.join(WORKLOAD_KINDS)}")
+        if model.model_config.get("allow_inf_nan", True):  # a kind whose model does not refuse inf and nan itself
+            refuse_non_finite(model.__name__, value)
         # The model's own ValidationError propagates with locations relative to the workload.
         return model.model_validate(value)  # type: ignore[return-value]
 

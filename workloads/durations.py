@@ -1,30 +1,44 @@
-"""Time distributions for think and tool times, in seconds (each draw >= 0)."""
+"""Time distributions for think and tool times, in seconds (each draw >= 0).
+
+Every time is at most a year (``workloads.validators.MAX_SECONDS``); an exponential or a
+lognormal must keep its 1-in-10^15 tail (34.5 means; median x e^(8 sigma)) within it.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
+
+from workloads.validators import (
+    FINITE,
+    MAX_SECONDS,
+    TAIL_MEANS,
+    PositiveSeconds,
+    Seconds,
+    lognormal_tail,
+    tail_beyond,
+)
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = FINITE
 
 
 class FixedSeconds(_Frozen):
     """Always the same time."""
 
     kind: Literal["fixed"] = "fixed"
-    seconds: float = Field(ge=0, description="The time, seconds.")
+    seconds: Seconds = Field(description="The time, seconds.")
 
 
 class UniformSeconds(_Frozen):
     """Uniform on [min_s, max_s]."""
 
     kind: Literal["uniform"] = "uniform"
-    min_s: float = Field(ge=0, description="Shortest time, seconds.")
-    max_s: float = Field(ge=0, description="Longest time, seconds.")
+    min_s: Seconds = Field(description="Shortest time, seconds.")
+    max_s: Seconds = Field(description="Longest time, seconds.")
 
     @model_validator(mode="after")
     def _ordered(self) -> UniformSeconds:
@@ -37,15 +51,45 @@ class ExponentialSeconds(_Frozen):
     """Exponential with mean ``mean_s`` (memoryless: a user who may come back at any moment)."""
 
     kind: Literal["exponential"] = "exponential"
-    mean_s: float = Field(gt=0, description="Mean time, seconds.")
+    mean_s: PositiveSeconds = Field(description="Mean time, seconds.")
+
+    @model_validator(mode="after")
+    def _tail(self) -> ExponentialSeconds:
+        tail = TAIL_MEANS * self.mean_s
+        tail_beyond(
+            "ExponentialSeconds",
+            ("mean_s",),
+            self.mean_s,
+            tail,
+            MAX_SECONDS,
+            " s",
+            "exponential times",
+            "give a smaller mean_s",
+        )
+        return self
 
 
 class LognormalSeconds(_Frozen):
     """Lognormal with median ``median_s`` and log-space standard deviation ``sigma`` (heavy right tail)."""
 
     kind: Literal["lognormal"] = "lognormal"
-    median_s: float = Field(gt=0, description="Median time, seconds.")
+    median_s: PositiveSeconds = Field(description="Median time, seconds.")
     sigma: float = Field(ge=0, description="Standard deviation of the log time.")
+
+    @model_validator(mode="after")
+    def _tail(self) -> LognormalSeconds:
+        tail = lognormal_tail(self.median_s, self.sigma)
+        tail_beyond(
+            "LognormalSeconds",
+            ("sigma",),
+            self.sigma,
+            tail,
+            MAX_SECONDS,
+            " s",
+            "lognormal times",
+            "give a smaller sigma or median_s",
+        )
+        return self
 
 
 TimeDistribution = Annotated[

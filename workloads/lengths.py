@@ -5,6 +5,11 @@ A ``TokenDistribution`` draws one kind of length (positive integers): ``fixed``,
 of a file). A ``LengthConfig`` draws (prompt, output) pairs: ``independent`` (one
 distribution each), or jointly from a file's rows (``dataset`` for a shipped trace name,
 ``empirical`` for any trace name or path), which keeps their correlation.
+
+Every length is at most ``MAX_TOKENS`` (10**9, see ``workloads.validators``). A ``normal``
+or ``lognormal`` without ``max_tokens`` must keep its 1-in-10^15 tail (mean + 8 std; median
+x e^(8 sigma)) within that limit, or it is refused (give ``max_tokens`` to cut the tail);
+the one draw in more than 10^15 that could still land beyond is cut to the limit.
 """
 
 from __future__ import annotations
@@ -13,31 +18,32 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from workloads.datasets import load_length_dataset
 from workloads.traces import FormatName, read_length_column, read_trace
+from workloads.validators import FINITE, MAX_TOKENS, TAIL_SIGMAS, MeanTokens, Tokens, lognormal_tail, tail_beyond
 
 MAX_ZIPF_SUPPORT = 10_000_000
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = FINITE
 
 
 class FixedTokens(_Frozen):
     """Every request gets the same length."""
 
     kind: Literal["fixed"] = "fixed"
-    tokens: int = Field(ge=1, description="The length, in tokens.")
+    tokens: Tokens = Field(description="The length, in tokens.")
 
 
 class UniformTokens(_Frozen):
     """Integer lengths uniform on [min_tokens, max_tokens]."""
 
     kind: Literal["uniform"] = "uniform"
-    min_tokens: int = Field(ge=1, description="Smallest length, inclusive.")
-    max_tokens: int = Field(ge=1, description="Largest length, inclusive.")
+    min_tokens: Tokens = Field(description="Smallest length, inclusive.")
+    max_tokens: Tokens = Field(description="Largest length, inclusive.")
 
     @model_validator(mode="after")
     def _ordered(self) -> UniformTokens:
@@ -47,17 +53,35 @@ class UniformTokens(_Frozen):
 
 
 class _Clipped(_Frozen):
-    min_tokens: int = Field(1, ge=1, description="Lengths below are raised to this.")
-    max_tokens: int | None = Field(None, ge=1, description="Lengths above are cut to this.")
+    min_tokens: Tokens = Field(1, description="Lengths below are raised to this.")
+    max_tokens: Tokens | None = Field(
+        None, description="Lengths above are cut to this (None: the tail must stay within 10**9 tokens)."
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> _Clipped:
         if self.max_tokens is not None and self.min_tokens > self.max_tokens:
             raise ValueError(f"min_tokens ({self.min_tokens}) exceeds max_tokens ({self.max_tokens})")
+        if self.max_tokens is None:
+            field, value, tail = self._tail()
+            tail_beyond(
+                type(self).__name__,
+                (field,),
+                value,
+                tail,
+                MAX_TOKENS,
+                " tokens",
+                f"{self.kind} lengths",  # type: ignore[attr-defined]
+                f"give max_tokens to cut them, or a smaller {field}",
+            )
         return self
 
+    def _tail(self) -> tuple[str, float, float]:
+        """(the spread's field, its value, the 1-in-10^15 tail length)."""
+        raise NotImplementedError
+
     def clip(self, values: np.ndarray) -> np.ndarray:
-        upper = self.max_tokens if self.max_tokens is not None else np.inf
+        upper = self.max_tokens if self.max_tokens is not None else MAX_TOKENS
         return np.clip(np.rint(values), self.min_tokens, upper).astype(np.int64)
 
 
@@ -69,8 +93,11 @@ class NormalTokens(_Clipped):
     """
 
     kind: Literal["normal"] = "normal"
-    mean_tokens: float = Field(gt=0, description="Mean length, in tokens.")
+    mean_tokens: MeanTokens = Field(description="Mean length, in tokens.")
     std_tokens: float = Field(ge=0, description="Standard deviation, in tokens.")
+
+    def _tail(self) -> tuple[str, float, float]:
+        return "std_tokens", self.std_tokens, self.mean_tokens + TAIL_SIGMAS * self.std_tokens
 
 
 class LognormalTokens(_Clipped):
@@ -80,8 +107,11 @@ class LognormalTokens(_Clipped):
     """
 
     kind: Literal["lognormal"] = "lognormal"
-    median_tokens: float = Field(gt=0, description="Median length, in tokens.")
+    median_tokens: MeanTokens = Field(description="Median length, in tokens.")
     sigma: float = Field(ge=0, description="Standard deviation of the log length.")
+
+    def _tail(self) -> tuple[str, float, float]:
+        return "sigma", self.sigma, lognormal_tail(self.median_tokens, self.sigma)
 
 
 class ZipfTokens(_Frozen):
@@ -89,8 +119,8 @@ class ZipfTokens(_Frozen):
 
     kind: Literal["zipf"] = "zipf"
     exponent: float = Field(gt=0, description="Power-law exponent; larger makes short lengths more likely.")
-    min_tokens: int = Field(1, ge=1, description="Smallest length, inclusive.")
-    max_tokens: int = Field(ge=1, description="Largest length, inclusive.")
+    min_tokens: Tokens = Field(1, description="Smallest length, inclusive.")
+    max_tokens: Tokens = Field(description="Largest length, inclusive.")
 
     @model_validator(mode="after")
     def _bounded(self) -> ZipfTokens:
@@ -104,6 +134,8 @@ class ZipfTokens(_Frozen):
         """(support, probabilities)."""
         support = np.arange(self.min_tokens, self.max_tokens + 1, dtype=np.int64)
         weights = support.astype(np.float64) ** -self.exponent
+        if not weights.sum() > 0:  # every weight underflowed (a steep exponent): relative to the first
+            weights = (support / self.min_tokens) ** -self.exponent
         return support, weights / weights.sum()
 
 
@@ -148,7 +180,7 @@ class EmpiricalLengths(_Frozen):
     kind: Literal["empirical"] = "empirical"
     source: str = Field(description="A shipped trace name or a trace file path.")
     format: FormatName = Field("auto", description="The file's trace format (auto: recognised from its header).")
-    max_total_tokens: int | None = Field(
+    max_total_tokens: Tokens | None = Field(
         None,
         ge=2,
         description="Cut each row to at most this many tokens in all: the prompt to max_total_tokens - 1, then "

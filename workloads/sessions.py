@@ -27,40 +27,53 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from workloads import hashing
-from workloads.arrivals import ArrivalConfig, PoissonArrivals, arrival_times
+from workloads.arrivals import ArrivalConfig, PoissonArrivals, arrival_times, check_schedule, expected_arrivals
 from workloads.classes import RequestClass, assign_classes, check_classes
 from workloads.durations import FixedSeconds, TimeDistribution, draw_seconds
 from workloads.lengths import TokenDistribution, draw_tokens
 from workloads.rng import Stream, rng_for
 from workloads.stream import RequestStream
+from workloads.validators import (
+    FINITE,
+    MAX_NUM_REQUESTS,
+    REQUEST_LIMIT,
+    Count,
+    NumRequests,
+    PositiveSeconds,
+    Tokens,
+    TokensOrZero,
+    field_error,
+)
 
 DEFAULT_NUM_SESSIONS = 100
 DEFAULT_HASH_BLOCK_TOKENS = 16
 _HASH_CHUNK_BLOCKS = 1 << 18  # measured fastest: the temporaries stay in cache
 _SYSTEM_NAMESPACE = hashing.text_key("servesim sessions: system prompt")
 _SESSION_NAMESPACE = hashing.text_key("servesim sessions: session")
+# The most prefix-block hashes a session workload may make (8 bytes each: 8 GB).
+MAX_HASH_BLOCKS = 1_000_000_000
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = FINITE
 
 
 class FixedCount(_Frozen):
     """Always the same count."""
 
     kind: Literal["fixed"] = "fixed"
-    count: int = Field(ge=0, description="The count.")
+    count: Count = Field(description="The count.")
 
 
 class UniformCount(_Frozen):
     """Integers uniform on [min_count, max_count]."""
 
     kind: Literal["uniform"] = "uniform"
-    min_count: int = Field(ge=0, description="Smallest count, inclusive.")
-    max_count: int = Field(ge=0, description="Largest count, inclusive.")
+    min_count: Count = Field(description="Smallest count, inclusive.")
+    max_count: Count = Field(description="Largest count, inclusive.")
 
     @model_validator(mode="after")
     def _ordered(self) -> UniformCount:
@@ -77,8 +90,8 @@ class GeometricCount(_Frozen):
     """
 
     kind: Literal["geometric"] = "geometric"
-    mean_count: float = Field(gt=0, description="Mean count.")
-    min_count: int = Field(1, ge=0, description="Smallest count.")
+    mean_count: float = Field(gt=0, le=MAX_NUM_REQUESTS, description="Mean count.")
+    min_count: Count = Field(1, description="Smallest count.")
 
     @model_validator(mode="after")
     def _mean_above_min(self) -> GeometricCount:
@@ -97,6 +110,15 @@ def count_bounds(dist: CountDistribution) -> tuple[int, float]:
     if isinstance(dist, UniformCount):
         return dist.min_count, dist.max_count
     return dist.min_count, (np.inf if dist.mean_count > dist.min_count else dist.min_count)
+
+
+def count_mean(dist: CountDistribution) -> float:
+    """The mean of ``dist``."""
+    if isinstance(dist, FixedCount):
+        return dist.count
+    if isinstance(dist, UniformCount):
+        return (dist.min_count + dist.max_count) / 2
+    return dist.mean_count
 
 
 def draw_counts(dist: CountDistribution, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -120,8 +142,8 @@ class SessionWorkload(_Frozen):
     """
 
     kind: Literal["sessions"] = "sessions"
-    num_sessions: int | None = Field(None, ge=1, description="How many sessions start.")
-    duration_s: float | None = Field(None, gt=0, description="Sessions start before this time, seconds.")
+    num_sessions: NumRequests | None = Field(None, description="How many sessions start.")
+    duration_s: PositiveSeconds | None = Field(None, description="Sessions start before this time, seconds.")
     arrival: ArrivalConfig = Field(
         default_factory=lambda: PoissonArrivals(rate_per_s=1.0), description="When sessions start."
     )
@@ -132,9 +154,9 @@ class SessionWorkload(_Frozen):
         default_factory=lambda: FixedSeconds(seconds=0.0),
         description="User time between an answer and the next user message, seconds.",
     )
-    system_prompt_tokens: int = Field(0, ge=0, description="Tokens of the system prompt every session starts with.")
-    num_system_prompts: int = Field(
-        1, ge=1, description="Distinct system prompts; each session uses one, picked uniformly."
+    system_prompt_tokens: TokensOrZero = Field(0, description="Tokens of the system prompt every session starts with.")
+    num_system_prompts: NumRequests = Field(
+        1, description="Distinct system prompts; each session uses one, picked uniformly."
     )
     tool_calls: CountDistribution = Field(
         default_factory=lambda: FixedCount(count=0),
@@ -146,14 +168,13 @@ class SessionWorkload(_Frozen):
     tool_s: TimeDistribution = Field(
         default_factory=lambda: FixedSeconds(seconds=0.0), description="Time a tool runs, seconds."
     )
-    max_context_tokens: int | None = Field(
+    max_context_tokens: Tokens | None = Field(
         None,
-        ge=1,
         description="A session ends before a call whose prompt plus output would exceed this "
         "(None: sessions run all their turns).",
     )
-    hash_block_tokens: int = Field(
-        DEFAULT_HASH_BLOCK_TOKENS, ge=1, description="Tokens per prefix block (the prefix cache's granularity)."
+    hash_block_tokens: Tokens = Field(
+        DEFAULT_HASH_BLOCK_TOKENS, description="Tokens per prefix block (the prefix cache's granularity)."
     )
     classes: tuple[RequestClass, ...] | None = Field(
         None, description="Request classes, drawn per session by weight (None: unlabelled)."
@@ -184,6 +205,34 @@ class SessionWorkload(_Frozen):
             raise ValueError("tool_calls can be above 0, so give tool_tokens (the tool results' length)")
         return self
 
+    @model_validator(mode="after")
+    def _size(self) -> SessionWorkload:
+        check_schedule(
+            "SessionWorkload",
+            self.arrival,
+            "num_sessions",
+            self.num_sessions,
+            self.resolved_num_sessions,
+            self.duration_s,
+            "sessions",
+        )
+        sessions = (
+            expected_arrivals(self.arrival, self.duration_s)
+            if self.duration_s is not None
+            else self.resolved_num_sessions or 0
+        )
+        calls = sessions * count_mean(self.turns) * (1 + count_mean(self.tool_calls))
+        if calls > MAX_NUM_REQUESTS:
+            raise field_error(
+                "SessionWorkload",
+                ("turns",),
+                f"about {sessions:,.0f} sessions of {count_mean(self.turns):,.3g} turns and "
+                f"{count_mean(self.tool_calls):,.3g} tool calls a turn make about {calls:.3g} LLM calls, more "
+                f"than the {MAX_NUM_REQUESTS:,} requests a run can hold ({REQUEST_LIMIT})",
+                self.turns.model_dump(),
+            )
+        return self
+
     @property
     def resolved_num_sessions(self) -> int | None:
         """The session count, or None when bounded by duration."""
@@ -209,7 +258,9 @@ def generate_sessions(cfg: SessionWorkload, seed: int, base_dir: Path | None = N
     turns = draw_counts(cfg.turns, num_sessions, srng)
     system = srng.integers(0, cfg.num_system_prompts, size=num_sessions)
     num_turns = int(turns.sum())
+    _check_drawn(num_turns, "user turns")
     calls_per_turn = 1 + draw_counts(cfg.tool_calls, num_turns, srng)
+    _check_drawn(int(calls_per_turn.sum()), "LLM calls")
     turn_session = np.repeat(np.arange(num_sessions), turns)
     call_session = np.repeat(turn_session, calls_per_turn)
     num_calls = len(call_session)
@@ -283,6 +334,16 @@ def generate_sessions(cfg: SessionWorkload, seed: int, base_dir: Path | None = N
     )
 
 
+def _check_drawn(num: int, what: str) -> None:
+    """ValueError when the drawn sessions hold more requests than a run can (only a draw far above the
+    mean that the config check allows gets here)."""
+    if num > MAX_NUM_REQUESTS:
+        raise ValueError(
+            f"workload: the sessions drawn hold {num:,} {what}, more than the {MAX_NUM_REQUESTS:,} requests a run "
+            f"can hold ({REQUEST_LIMIT}); give fewer sessions, turns or tool calls"
+        )
+
+
 def _session_starts(cfg: SessionWorkload, seed: int) -> np.ndarray:
     return arrival_times(cfg.arrival, rng_for(seed, Stream.ARRIVALS), cfg.resolved_num_sessions, cfg.duration_s)
 
@@ -305,6 +366,12 @@ def session_hashes(
     """
     counts = hashing.num_blocks(prompt, block_tokens)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    if offsets[-1] > MAX_HASH_BLOCKS:
+        raise ValueError(
+            f"workload: the sessions' prompts hold {int(offsets[-1]):,} prefix blocks of {block_tokens} tokens in all, "
+            f"more than the {MAX_HASH_BLOCKS:,} servesim hashes (8 bytes each); set max_context_tokens, give fewer "
+            "or shorter turns, or a larger hash_block_tokens"
+        )
     # Owners per request (two candidates each), pre-mixed; one mix per block after that.
     salt = hashing.mix64(np.array([seed], dtype=np.uint64))
     system_owner = hashing.mix64(

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from simulator.config import ScenarioConfig
 from simulator.cost.profile import load_profile
 from simulator.planning.overrides import apply_overrides, lookup
-from simulator.scenario import read_scenario_dict, validate_scenario
+from simulator.scenario import read_scenario_dict
+from simulator.validation import format_validation_error
 from workloads.traces import SHIPPED_TRACES
 
 # Values of --quantization and --kv-cache-dtype (checked here so that a bad one is one error line).
@@ -109,6 +117,7 @@ def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path |
         base_dir = args.scenario.parent
     if args.trace is not None:
         _use_trace(data, args.trace)
+    check_workload_flags(data.get("workload"), rate=args.rate, num_requests=args.num_requests, duration=args.duration)
     overrides: dict[str, Any] = {
         "model": args.model,
         "hardware": args.hardware,
@@ -140,6 +149,7 @@ def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path |
             workload.pop("duration_s", None)
         if args.duration is not None:
             workload.pop("num_requests", None)
+            workload.pop("num_sessions", None)  # a session workload counts sessions instead
     if args.rate is not None and _kind_of(lookup(data, "workload.arrival")) is None:
         overrides["workload.arrival.kind"] = "poisson"
     try:
@@ -148,7 +158,65 @@ def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path |
         raise ValueError(f"{source}: {exc}") from None
     if getattr(args, "profile", None) is not None:
         _apply_profile(data, args.profile)
-    return validate_scenario(data, source=source), base_dir
+    given = {path for path, value in overrides.items() if value is not None}
+    names = {loc: f"{flag}: {loc}" for loc, (flag, path) in _FLAG_LOCS.items() if path in given}
+    try:
+        return ScenarioConfig.model_validate(data), base_dir
+    except ValidationError as exc:  # a field a flag set is named by the flag, then the field
+        raise ValueError(format_validation_error(exc, source=source, names=names)) from None
+
+
+# Error locations of the fields the scenario flags set: location -> (flag, override path).
+_FLAG_LOCS: dict[str, tuple[str, str]] = {
+    "parallelism.tp": ("--tp", "parallelism.tp"),
+    "parallelism.pp": ("--pp", "parallelism.pp"),
+    "replicas": ("--replicas", "replicas"),
+    "workload.num_requests": ("--num-requests", "workload.num_requests"),
+    "workload.duration_s": ("--duration", "workload.duration_s"),
+    "seed": ("--seed", "seed"),
+    "slo.ttft_ms": ("--slo-ttft-ms", "slo.ttft_ms"),
+    "slo.tpot_ms": ("--slo-tpot-ms", "slo.tpot_ms"),
+    "slo.e2el_ms": ("--slo-e2el-ms", "slo.e2el_ms"),
+    **{
+        f"workload.arrival.{kind}.rate_per_s": ("--rate", "workload.arrival.rate_per_s")
+        for kind in ("constant", "poisson", "gamma", "periodic")
+    },
+}
+
+
+def check_workload_flags(
+    workload: Any, rate: Any = None, num_requests: Any = None, duration: Any = None, rate_flag: str = "--rate"
+) -> None:
+    """ValueError naming the flag when --rate, --num-requests or --duration does not apply to the
+    scenario's workload (its raw mapping): a closed loop has no arrival rate and no duration,
+    sessions are counted in sessions, a piecewise schedule has a rate per segment."""
+    if workload is not None and not isinstance(workload, dict):
+        return  # not a mapping: validation says so
+    workload = workload or {}
+    kind = workload.get("kind", "synthetic")
+    if kind == "closed_loop":
+        users = workload.get("concurrency")
+        if rate is not None:
+            raise ValueError(
+                f"{rate_flag}: the scenario's workload is a closed loop ({users} users), which has no arrival rate: "
+                "each user sends its next request when its previous one ends; set workload.concurrency (or "
+                "workload.think_s) instead"
+            )
+        if duration is not None:
+            raise ValueError(
+                "--duration: the scenario's workload is a closed loop, which ends after its requests "
+                "(--num-requests), not at a time"
+            )
+    if kind == "sessions" and num_requests is not None:
+        raise ValueError(
+            "--num-requests: the scenario's workload is sessions, counted by workload.num_sessions (each session "
+            "sends several requests); set that instead, or bound the sessions with --duration"
+        )
+    if rate is not None and _kind_of(workload.get("arrival")) == "piecewise":
+        raise ValueError(
+            f"{rate_flag}: the scenario's arrival process is piecewise, whose rate is set per segment "
+            "(workload.arrival.segments); change the segments instead"
+        )
 
 
 def _apply_profile(data: dict[str, Any], path: Path) -> None:
@@ -162,8 +230,13 @@ def _apply_profile(data: dict[str, Any], path: Path) -> None:
 
 
 def timestamped_out_dir(command: str) -> Path:
-    """``runs/<command>-YYYYmmdd-HHMMSS``: a new folder for each invocation."""
-    return Path("runs") / dt.datetime.now().strftime(f"{command}-%Y%m%d-%H%M%S")
+    """``runs/<command>-YYYYmmdd-HHMMSS`` (``-2``, ``-3``... when taken): a new folder for each invocation."""
+    base = Path("runs") / dt.datetime.now().strftime(f"{command}-%Y%m%d-%H%M%S")
+    path, n = base, 1
+    while path.exists() or path.is_symlink():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
 
 
 def check_writable_out(path: Path, is_file: bool = False) -> None:
@@ -171,7 +244,217 @@ def check_writable_out(path: Path, is_file: bool = False) -> None:
     folder = path.parent if is_file else path
     try:
         folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ValueError(f"--out {path}: cannot create {folder} (a file of that name exists)") from None
     except OSError as exc:
         raise ValueError(f"--out {path}: cannot create {folder} ({exc.strerror})") from None
     if is_file and path.is_dir():
-        raise ValueError(f"--out {path}: is a folder, not a file")
+        shown = "'' (or .)" if path == Path() else str(path)  # argparse made an empty --out the working folder
+        raise ValueError(f"--out {shown}: is a folder, not a file")
+
+
+# -- the --out folder of a command ---------------------------------------------------------
+
+OVERWRITE_HELP = (
+    "replace an earlier servesim output in --out (removes only the files servesim writes; refused if the "
+    "folder holds others)"
+)
+# Files servesim writes into an output folder (runs, comparisons, plans, sweeps, validations)...
+_OWN_FILES = frozenset(
+    {
+        "summary.json",
+        "config.json",
+        "comparison.json",
+        "report.html",
+        "plan.json",
+        "sweep.json",
+        "measured_summary.json",
+        "predicted_summary.json",
+        "validation.json",
+    }
+)
+# ...and its tables, each as .parquet or .csv.
+_OWN_TABLES = frozenset(
+    {
+        "requests",
+        "steps",
+        "itl",
+        "replicas",
+        "candidates",
+        "points",
+        "sweep",
+        "measured_requests",
+        "predicted_requests",
+        "engine_steps",
+    }
+)
+_ASIDE_PREFIX = ".servesim-old-"  # an earlier run's files while the new run is being written
+
+
+def add_out_args(parser: argparse.ArgumentParser, help: str, overwrite_help: str = OVERWRITE_HELP) -> None:
+    """``--out FOLDER`` (kept a string, so that an empty one can be refused) and ``--overwrite``."""
+    parser.add_argument("--out", metavar="FOLDER", help=help)
+    parser.add_argument("--overwrite", action="store_true", help=overwrite_help)
+
+
+def out_dir_arg(value: str | Path | None, command: str) -> Path:
+    """The folder ``--out`` names, or ``runs/<command>-<time>`` without it; ValueError for an empty one."""
+    if value is None:
+        return timestamped_out_dir(command)
+    if not str(value).strip():
+        raise ValueError(f"--out {str(value)!r}: empty folder name (without --out: a new runs/{command}-... folder)")
+    return Path(value)
+
+
+def _is_own(entry: Path, depth: int = 0) -> bool:
+    """Whether ``entry`` is something servesim writes into an output folder (never follows a link)."""
+    if entry.is_symlink():
+        return False
+    name = entry.name
+    if entry.is_file():
+        stem, _, ext = name.rpartition(".")
+        return (
+            name in _OWN_FILES
+            or (ext in ("parquet", "csv") and stem in _OWN_TABLES)
+            or (name.startswith("plotly-") and name.endswith(".min.js"))  # --plotlyjs beside
+            or (name.startswith(".") and name.endswith(".tmp"))  # an atomic write that was interrupted
+        )
+    if not entry.is_dir() or depth >= 3:
+        return False
+    children = list(entry.iterdir())
+    if name.startswith(_ASIDE_PREFIX):  # left by a run that was killed
+        return all(_is_own(c, depth + 1) for c in children)
+    if name.endswith("_figures"):  # --static images
+        return all(c.is_file() and not c.is_symlink() and c.suffix in (".png", ".svg") for c in children)
+    if name == "points":  # a sweep's finished points
+        return all(c.is_file() and not c.is_symlink() and c.suffix in (".json", ".tmp") for c in children)
+    # a compare variant's run folder, or its per-rate run folders
+    return bool(children) and all(_is_own(c, depth + 1) for c in children)
+
+
+def _remove(entry: Path) -> None:
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry)
+    else:
+        entry.unlink()
+
+
+def _restore(path: Path, aside: Path) -> None:
+    """Move the earlier run's files back from ``aside`` into ``path``."""
+    with contextlib.suppress(OSError):
+        for entry in aside.iterdir():
+            os.replace(entry, path / entry.name)
+        aside.rmdir()
+
+
+def _entries(path: Path) -> list[Path]:
+    try:
+        return sorted(path.iterdir())
+    except OSError as exc:
+        raise ValueError(f"--out {path}: cannot read the folder ({exc.strerror or exc})") from None
+
+
+def _check_reusable(path: Path, entries: list[Path], overwrite: bool, what: str = "") -> None:
+    """ValueError unless the non-empty folder may be cleared: --overwrite given and only servesim's files."""
+    if not overwrite:
+        more = f" and {len(entries) - 1} more" if len(entries) > 1 else ""
+        raise ValueError(
+            f"--out {path}: folder not empty{what} (holds {entries[0].name}{more}); add --overwrite to replace "
+            "an earlier servesim output there, or choose a new folder"
+        )
+    foreign = [e for e in entries if not _is_own(e)]
+    if foreign:
+        raise ValueError(
+            f"--out {path}: holds {foreign[0].name!r}, which servesim does not write; --overwrite replaces only "
+            "servesim's own files, so move it away or choose another folder"
+        )
+
+
+def _create(path: Path) -> Path:
+    """Make ``path`` and its missing parents; the topmost folder made."""
+    top = path
+    for parent in path.parents:
+        if parent.exists() or parent.is_symlink():
+            break
+        top = parent
+    try:
+        path.mkdir(parents=True)
+    except OSError as exc:
+        raise ValueError(f"--out {path}: cannot create the folder ({exc.strerror or exc})") from None
+    return top
+
+
+@contextlib.contextmanager
+def output_folder(value: str | Path | None, command: str, overwrite: bool = False) -> Iterator[Path]:
+    """The --out folder of a command that writes one, made ready before long work; yields its path.
+
+    Refused (ValueError naming --out): an empty name, a file, a folder that cannot be made or
+    read, and a folder that is not empty, unless ``overwrite`` is given and everything in it
+    is servesim's own output (an earlier run's files, never anything else). The earlier files
+    are moved aside into a hidden folder inside it while the command runs; when the command
+    fails or is interrupted, what it wrote is removed and the earlier files come back (a
+    folder it made is removed whole), so a failed command leaves no half-written folder.
+    """
+    path = out_dir_arg(value, command)
+    created: Path | None = None
+    aside: Path | None = None
+    if path.exists() or path.is_symlink():
+        if not path.is_dir():
+            raise ValueError(f"--out {path}: {'is a file' if path.is_file() else 'exists'}, not a folder")
+        entries = _entries(path)
+        if entries:
+            _check_reusable(path, entries, overwrite)
+        try:
+            aside = Path(tempfile.mkdtemp(prefix=_ASIDE_PREFIX, dir=path))  # also proves the folder writable
+            for entry in entries:
+                os.replace(entry, aside / entry.name)
+        except OSError as exc:
+            if aside is not None:
+                _restore(path, aside)
+            raise ValueError(f"--out {path}: cannot write into the folder ({exc.strerror or exc})") from None
+        if not entries:
+            aside.rmdir()
+            aside = None
+    else:
+        created = _create(path)
+    try:
+        yield path
+    except BaseException:
+        with contextlib.suppress(OSError):
+            if created is not None:
+                shutil.rmtree(created)
+            else:
+                for entry in path.iterdir():
+                    if entry != aside:
+                        _remove(entry)
+                if aside is not None:
+                    _restore(path, aside)
+        raise
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def sweep_folder(value: str | Path | None, default: Path, overwrite: bool = False) -> Path:
+    """The --out folder of a sweep, which is meant to be reused: a sweep folder there resumes.
+
+    Refused: an empty name, a file, and a non-empty folder that is not a sweep folder (no
+    sweep.json or points/), unless ``overwrite``. With ``overwrite`` a folder of servesim's
+    own files (a sweep's included) is emptied first, so the sweep starts afresh; nothing is
+    undone when a sweep fails, its finished points are kept for the resume.
+    """
+    path = default if value is None else out_dir_arg(value, "sweep")
+    if path.exists() or path.is_symlink():
+        if not path.is_dir():
+            raise ValueError(f"--out {path}: {'is a file' if path.is_file() else 'exists'}, not a folder")
+        entries = _entries(path)
+        is_sweep = (path / "sweep.json").is_file() or (path / "points").is_dir()
+        if entries and (overwrite or not is_sweep):
+            _check_reusable(path, entries, overwrite, "" if is_sweep else " and not a sweep folder")
+            try:
+                for entry in entries:
+                    _remove(entry)
+            except OSError as exc:
+                raise ValueError(f"--out {path}: cannot clear the folder ({exc.strerror or exc})") from None
+    else:
+        _create(path)
+    return path

@@ -10,10 +10,17 @@ from rich.table import Table
 
 import policies
 from servesim import display
-from servesim.commands.common import add_scenario_args, scenario_from_args, timestamped_out_dir
+from servesim.commands.common import (
+    add_out_args,
+    add_scenario_args,
+    check_workload_flags,
+    output_folder,
+    scenario_from_args,
+)
 from servesim.commands.report import add_report_args, check_report_args
 from simulator.compare import expand_variants, run_comparison
 from simulator.results import json_safe
+from workloads.validators import MAX_RATE_PER_S, MIN_RATE_PER_S
 
 DEFAULT_POLICIES = "static,dynamic,continuous,vllm,sarathi"
 
@@ -40,7 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--rates", help="comma-separated arrival rates, requests/s (latency-versus-load curves)")
     p.add_argument("--workers", type=int, help="parallel processes (default: one per CPU)")
-    p.add_argument("--out", type=Path, help="output folder (default: runs/compare-YYYYmmdd-HHMMSS)")
+    add_out_args(p, "output folder (default: runs/compare-YYYYmmdd-HHMMSS)")
     p.add_argument("--format", choices=("parquet", "csv"), default="parquet", help="table format")
     p.add_argument("--json", action="store_true", help="print comparison.json instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -57,6 +64,12 @@ def _rates(text: str | None) -> list[float] | None:
         raise ValueError(f"--rates {text!r}: expected comma-separated numbers") from None
     if not rates or any(r <= 0 for r in rates):
         raise ValueError(f"--rates {text!r}: rates must be positive")
+    for r in rates:
+        if not MIN_RATE_PER_S <= r <= MAX_RATE_PER_S:  # also inf and nan
+            raise ValueError(
+                f"--rates {text!r}: {r:g} requests/s is outside {MIN_RATE_PER_S:.3g} (one a year) to "
+                f"{MAX_RATE_PER_S:g} (one a nanosecond), the rates the simulator's clock resolves"
+            )
     return rates
 
 
@@ -78,33 +91,37 @@ def main(args: argparse.Namespace) -> int:
     check_report_args(args)
     cfg, base_dir = scenario_from_args(args)
     names = [n.strip() for n in args.policies.split(",") if n.strip()]
+    if not names:
+        raise ValueError(f"--policies {args.policies!r}: no policy names; give one or more, comma-separated")
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers must be at least 1 (got {args.workers})")
     for name in names:
         policies.BATCH_POLICIES.entry(name)  # unknown names list the known ones
     base = cfg.model_dump(mode="json")
     variants = expand_variants(names, args.sets, base["policy"])
-    out = args.out or timestamped_out_dir("compare")
     rates = _rates(args.rates)
-    with display.progress_bar("comparing", enabled=not args.quiet) as progress:
-        rows = run_comparison(base, variants, out, rates, base_dir, args.workers, args.format, progress)
-    out.mkdir(parents=True, exist_ok=True)
-    doc = {
-        "rates_per_s": rates,
-        "variants": [v.label for v in variants],
-        "rows": [r | {"summary": json_safe(r["summary"])} for r in rows],
-    }
-    (out / "comparison.json").write_text(json.dumps(doc, indent=2) + "\n")
-    if not args.no_report:
-        import reports  # plotly is imported only when a report is written
+    check_workload_flags(base["workload"], rate=rates, rate_flag="--rates")
+    with output_folder(args.out, "compare", args.overwrite) as out:  # refused before the runs; undone if they fail
+        with display.progress_bar("comparing", enabled=not args.quiet) as progress:
+            rows = run_comparison(base, variants, out, rates, base_dir, args.workers, args.format, progress)
+        doc = {
+            "rates_per_s": rates,
+            "variants": [v.label for v in variants],
+            "rows": [r | {"summary": json_safe(r["summary"])} for r in rows],
+        }
+        (out / "comparison.json").write_text(json.dumps(doc, indent=2) + "\n")
+        if not args.no_report:
+            import reports  # plotly is imported only when a report is written
 
-        with display.step_progress("writing report", enabled=not args.quiet) as progress:
-            reports.write_comparison_report(
-                [Path(r["run_dir"]) for r in rows],
-                [r["variant"] for r in rows],
-                out / "report.html",
-                static=args.static,
-                plotlyjs=args.plotlyjs,
-                progress=progress,
-            )
+            with display.step_progress("writing report", enabled=not args.quiet) as progress:
+                reports.write_comparison_report(
+                    [Path(r["run_dir"]) for r in rows],
+                    [r["variant"] for r in rows],
+                    out / "report.html",
+                    static=args.static,
+                    plotlyjs=args.plotlyjs,
+                    progress=progress,
+                )
     if args.json:
         print(json.dumps(doc))
         return 0

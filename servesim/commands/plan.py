@@ -12,13 +12,13 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from servesim import display
-from servesim.commands.common import timestamped_out_dir
+from servesim.commands.common import add_out_args, output_folder
 from servesim.commands.report import add_report_args, check_report_args
 from servesim.commands.sweep import add_executor_args
 from simulator.planning.candidates import load_candidates, scenario_only
-from simulator.planning.executors import make_executor
-from simulator.planning.figures import CANDIDATE_COLUMNS, OPERATING_POINT_COLUMNS, candidate_figure_cells
-from simulator.planning.plan import execute_plan, prepare_plan
+from simulator.planning.executors import check_executor_options, make_executor
+from simulator.planning.figures import OPERATING_POINT_COLUMNS, candidate_columns, candidate_figure_cells
+from simulator.planning.plan import execute_plan, prepare_plan, scenario_slo
 from simulator.planning.prices import parse_price, read_prices
 from simulator.planning.settings import PlanRequest
 from simulator.scenario import read_scenario_dict
@@ -26,8 +26,9 @@ from simulator.validation import format_validation_error
 
 # PlanRequest field -> the flag that sets it, so validation errors name what the user typed
 FLAGS = {
-    "slo_ttft_p99_ms": "--slo-ttft-p99-ms",
-    "slo_tpot_p99_ms": "--slo-tpot-p99-ms",
+    "slo_ttft_p99_ms": "--slo-ttft-ms/--slo-ttft-p99-ms",
+    "slo_tpot_p99_ms": "--slo-tpot-ms/--slo-tpot-p99-ms",
+    "slo_e2el_p99_ms": "--slo-e2el-ms/--slo-e2el-p99-ms",
     "attainment": "--attainment",
     "target_rate_per_s": "--target-rate",
     "replicates": "--replicates",
@@ -55,10 +56,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("scenario", nargs="?", type=Path, help="scenario YAML file (default: the embedded default)")
     g = p.add_argument_group("question")
-    g.add_argument("--slo-ttft-p99-ms", type=float, help="bound on the p99 time to first token, ms")
-    g.add_argument("--slo-tpot-p99-ms", type=float, help="bound on the p99 time per output token, ms")
+    for name, what in (
+        ("ttft", "time to first token"),
+        ("tpot", "time per output token"),
+        ("e2el", "end-to-end latency"),
+    ):
+        g.add_argument(
+            f"--slo-{name}-ms",
+            f"--slo-{name}-p99-ms",
+            dest=f"slo_{name}_ms",
+            type=float,
+            help=f"bound on the p99 {what}, ms (default: the scenario's slo.{name}_ms)",
+        )
     g.add_argument("--attainment", type=float, default=0.9, help="SLO attainment for per-GPU goodput (0.9)")
-    g.add_argument("--target-rate", type=float, help="requests/s to provision for (default: the scenario's rate)")
+    g.add_argument(
+        "--target-rate",
+        type=float,
+        help="load to provision for, in the workload's unit: req/s (synthetic, trace), sessions/s (sessions), "
+        "users (closed_loop); default: the scenario's own",
+    )
     g.add_argument("--candidates", type=Path, help="CANDIDATES file (default: the scenario's own configuration)")
     g.add_argument("--price", action="append", default=[], metavar="HW=USD", help="USD per GPU-hour of HW")
     g.add_argument("--prices", type=Path, help="YAML file of hardware: USD per GPU-hour")
@@ -72,37 +88,47 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--cooldown-fraction", type=float, default=0.1, help="last arrivals left out of statistics")
     s.add_argument("--max-growth", type=float, default=0.05, help="queue growth (fraction of rate) still stable")
     s.add_argument("--rel-tol", type=float, default=0.02, help="relative width at which bisection stops")
-    s.add_argument("--start-rate", type=float, help="first rate tried (default: the target rate)")
+    s.add_argument("--start-rate", type=float, help="first load tried, in the target's unit (default: the target)")
     s.add_argument("--curve-points", type=int, default=8, help="extra rates per candidate for capacity curves")
     add_executor_args(p)
-    p.add_argument("--out", type=Path, help="output folder (default: runs/plan-YYYYmmdd-HHMMSS)")
+    add_out_args(p, "output folder (default: runs/plan-YYYYmmdd-HHMMSS)")
     p.add_argument("--json", action="store_true", help="print plan.json instead of tables")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     add_report_args(p)
     p.set_defaults(func=main)
 
 
-def plan_request(args: argparse.Namespace) -> PlanRequest:
-    """The validated question; ValueError naming the flag."""
-    data: dict[str, Any] = {
-        "slo_ttft_p99_ms": args.slo_ttft_p99_ms,
-        "slo_tpot_p99_ms": args.slo_tpot_p99_ms,
-        "attainment": args.attainment,
-        "target_rate_per_s": args.target_rate,
-        "replicates": args.replicates,
-        "confidence": args.confidence,
-        "ci_method": args.ci_method,
-        "pareto_latency": args.pareto_latency,
-        "search": {
-            "requests_per_point": args.requests_per_point,
-            "warmup_fraction": args.warmup_fraction,
-            "cooldown_fraction": args.cooldown_fraction,
-            "max_growth_fraction": args.max_growth,
-            "rel_tol": args.rel_tol,
-            "start_rate_per_s": args.start_rate,
-            "curve_points": args.curve_points,
-        },
+def plan_request(args: argparse.Namespace, slo: dict[str, float] | None = None) -> PlanRequest:
+    """The validated question; ValueError naming the flag.
+
+    ``slo`` holds the scenario's bounds (``scenario_slo``); a flag given replaces its bound.
+    """
+    flags = {
+        "slo_ttft_p99_ms": args.slo_ttft_ms,
+        "slo_tpot_p99_ms": args.slo_tpot_ms,
+        "slo_e2el_p99_ms": args.slo_e2el_ms,
     }
+    data: dict[str, Any] = (
+        (slo or {})
+        | {k: v for k, v in flags.items() if v is not None}
+        | {
+            "attainment": args.attainment,
+            "target_rate_per_s": args.target_rate,
+            "replicates": args.replicates,
+            "confidence": args.confidence,
+            "ci_method": args.ci_method,
+            "pareto_latency": args.pareto_latency,
+            "search": {
+                "requests_per_point": args.requests_per_point,
+                "warmup_fraction": args.warmup_fraction,
+                "cooldown_fraction": args.cooldown_fraction,
+                "max_growth_fraction": args.max_growth,
+                "rel_tol": args.rel_tol,
+                "start_rate_per_s": args.start_rate,
+                "curve_points": args.curve_points,
+            },
+        }
+    )
     try:
         return PlanRequest.model_validate(data)
     except ValidationError as exc:
@@ -117,13 +143,19 @@ def _prices(args: argparse.Namespace) -> dict[str, float]:
     return prices
 
 
+def slo_text(slo: dict[str, Any]) -> str:
+    """``TTFT 500 ms, TPOT 50 ms``: the p99 bounds a plan.json's ``slo`` sets."""
+    bounds = [(name.upper(), slo.get(f"{name}_p99_ms")) for name in ("ttft", "tpot", "e2el")]
+    return ", ".join(f"{name} {value:g} ms" for name, value in bounds if value is not None)
+
+
 def plan_table(plan: dict[str, Any]) -> Table:
+    unit = (plan.get("load") or {}).get("unit", "req/s")
     t = Table(
-        title=f"plan for {plan['target_rate_per_s']:g} req/s (p99 SLOs: TTFT {plan['slo']['ttft_p99_ms']} ms, "
-        f"TPOT {plan['slo']['tpot_p99_ms']} ms)",
+        title=f"plan for {plan['target_rate_per_s']:g} {unit} (p99 SLOs: {slo_text(plan['slo'])})",
         title_justify="left",
     )
-    headers = ["rank", "candidate", *(h for h, _, _ in CANDIDATE_COLUMNS + OPERATING_POINT_COLUMNS), "Pareto"]
+    headers = ["rank", "candidate", *(h for h, _, _ in candidate_columns(unit) + OPERATING_POINT_COLUMNS), "Pareto"]
     for h in headers:
         t.add_column(h, justify="left" if h == "candidate" else "right")
     order = {name: i for i, name in enumerate(plan["ranking"])}
@@ -139,25 +171,27 @@ def plan_table(plan: dict[str, Any]) -> Table:
 
 def main(args: argparse.Namespace) -> int:
     check_report_args(args)
-    request = plan_request(args)
-    prices = _prices(args)
+    check_executor_options(args.executor, args.workers, args.address)
     if args.scenario is not None:
         base, base_dir, label = read_scenario_dict(args.scenario), args.scenario.parent, str(args.scenario)
     else:
         base, base_dir, label = {}, None, "default scenario"
+    request = plan_request(args, scenario_slo(base, label))
+    prices = _prices(args)
     cset = load_candidates(args.candidates) if args.candidates is not None else scenario_only()
     inputs = prepare_plan(base, base_dir, label, cset, request, prices)  # every input checked before Ray starts
-    executor = make_executor(args.executor, args.workers, args.address)
-    stage = functools.partial(display.progress_bar, enabled=not args.quiet)
-    try:
-        result = execute_plan(inputs, request, executor, stage)
-    finally:
-        executor.close()
-    out = result.write(args.out or timestamped_out_dir("plan"))
-    if not args.no_report:
-        import reports  # plotly is imported only when a report is written
+    with output_folder(args.out, "plan", args.overwrite) as out:  # refused before Ray starts; undone if it fails
+        executor = make_executor(args.executor, args.workers, args.address)
+        stage = functools.partial(display.progress_bar, enabled=not args.quiet)
+        try:
+            result = execute_plan(inputs, request, executor, stage)
+        finally:
+            executor.close()
+        result.write(out)
+        if not args.no_report:
+            import reports  # plotly is imported only when a report is written
 
-        reports.write_plan_report(out, out / "report.html", static=args.static, plotlyjs=args.plotlyjs)
+            reports.write_plan_report(out, out / "report.html", static=args.static, plotlyjs=args.plotlyjs)
     if args.json:
         print(json.dumps(result.plan))
         return 0

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from servesim import display
+from servesim.commands.common import check_writable_out
 
 STATIC_FORMATS = ("png", "svg")
 
@@ -55,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--out",
-        type=Path,
+        metavar="FILE",
         help="report file (default: RUN_DIR/report.html for one run, ./comparison.html for several)",
     )
     p.add_argument("--labels", help="comma-separated variant label per run (default: the policy names)")
@@ -72,9 +73,13 @@ def main(args: argparse.Namespace) -> int:
             raise ValueError(f"--labels: give one non-empty label per run folder ({len(args.runs)})")
     import reports  # plotly is imported only when a report is written
 
-    out = args.out
-    if out is None:
+    if args.out is None:
         out = args.runs[0] / "report.html" if len(args.runs) == 1 else Path("comparison.html")
+    elif not args.out.strip():
+        raise ValueError(f"--out {args.out!r}: empty file name")
+    else:
+        out = Path(args.out)
+        check_writable_out(out, is_file=True)
     folder = args.runs[0]
     if len(args.runs) == 1 and (folder / "plan.json").is_file():
         path = reports.write_plan_report(folder, out, static=args.static, plotlyjs=args.plotlyjs)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
+import sys
 
 from servesim import display
-from servesim.commands.common import add_scenario_args, scenario_from_args, timestamped_out_dir
+from servesim.commands.common import add_out_args, add_scenario_args, output_folder, scenario_from_args
 from servesim.commands.report import add_report_args, check_report_args
 from simulator.build import build
+from simulator.cost.profiled import simulation_profile_warnings
 from simulator.results import describe_deployment
 
 
@@ -21,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "and per-step tables and an interactive report.html to a run folder.",
     )
     add_scenario_args(p)
-    p.add_argument("--out", type=Path, help="run folder (default: runs/run-YYYYmmdd-HHMMSS)")
+    add_out_args(p, "run folder (default: runs/run-YYYYmmdd-HHMMSS)")
     p.add_argument("--format", choices=("parquet", "csv"), default="parquet", help="table format")
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -42,18 +43,21 @@ def main(args: argparse.Namespace) -> int:
     skipped = sim.stream.meta.get("num_skipped_rows")
     if skipped:
         display.stderr.print(f"workload: skipped {skipped:,} bad trace rows")
-    with display.progress_bar("simulating", enabled=not args.quiet) as progress:
-        result = sim.run(progress=progress)
-    out = result.write(args.out or timestamped_out_dir("run"), args.format)
-    if not args.no_report:
-        import reports  # plotly is imported only when a report is written
+    for i, line in enumerate(simulation_profile_warnings(sim.engines)):  # a calibration profile's own warning
+        print(("warning: " if i == 0 else "         ") + line, file=sys.stderr)
+    with output_folder(args.out, "run", args.overwrite) as out:  # refused before the simulation; undone if it fails
+        with display.progress_bar("simulating", enabled=not args.quiet) as progress:
+            result = sim.run(progress=progress)
+        result.write(out, args.format)
+        if not args.no_report:
+            import reports  # plotly is imported only when a report is written
 
-        data = reports.load_run(result)
-        data.source = out
-        with display.step_progress("writing report", enabled=not args.quiet) as progress:
-            reports.write_run_report(
-                data, out / "report.html", static=args.static, plotlyjs=args.plotlyjs, progress=progress
-            )
+            data = reports.load_run(result)
+            data.source = out
+            with display.step_progress("writing report", enabled=not args.quiet) as progress:
+                reports.write_run_report(
+                    data, out / "report.html", static=args.static, plotlyjs=args.plotlyjs, progress=progress
+                )
     if args.json:
         print(json.dumps(json.loads((out / "summary.json").read_text())))
         return 0

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 from servesim import display
+from servesim.commands.common import add_out_args, sweep_folder
 from servesim.commands.report import add_report_args, check_report_args
-from simulator.planning.executors import EXECUTOR_KINDS, make_executor
-from simulator.planning.grid import load_grid
+from simulator.planning.executors import EXECUTOR_KINDS, check_executor_options, make_executor
+from simulator.planning.grid import MAX_REPLICATES, load_grid
 from simulator.planning.sweep import SHOWN_METRICS, TABLE_NAME, resolve_points, run_sweep
 
 SHOWN_ROWS = 40
@@ -40,26 +42,36 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("grid", type=Path, help="GRID file (YAML): base, grid, points, replicates")
     add_executor_args(p)
     p.add_argument("--replicates", type=int, help="independent seeds per point (overrides the grid file)")
-    p.add_argument("--out", type=Path, help="output folder (default: runs/sweep-<grid name>)")
+    add_out_args(
+        p,
+        "output folder (default: runs/sweep-<grid name>); a sweep folder there is resumed",
+        "start afresh: empty --out of an earlier sweep (or other servesim output) first; refused if it holds "
+        "files servesim does not write",
+    )
     p.add_argument("--json", action="store_true", help="print the outcome as one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_report_args(p)
     p.set_defaults(func=main)
 
 
+def _warn(line: str) -> None:
+    print(f"servesim sweep: warning: {line}", file=sys.stderr)
+
+
 def main(args: argparse.Namespace) -> int:
     check_report_args(args)
+    check_executor_options(args.executor, args.workers, args.address)  # before any folder is made
     spec = load_grid(args.grid)
     if args.replicates is not None:
-        if args.replicates < 1:
-            raise ValueError(f"--replicates must be at least 1 (got {args.replicates})")
+        if not 1 <= args.replicates <= MAX_REPLICATES:
+            raise ValueError(f"--replicates {args.replicates}: must be between 1 and {MAX_REPLICATES}")
         spec = dataclasses.replace(spec, replicates=args.replicates)
-    out = args.out or default_out_dir(args.grid)
     points = resolve_points(spec)  # every point checked before workers or Ray start
+    out = sweep_folder(args.out, default_out_dir(args.grid), args.overwrite)  # a sweep folder there resumes
     executor = make_executor(args.executor, args.workers, args.address)
     try:
         with display.progress_bar("sweep points", enabled=not args.quiet, eta=True) as progress:
-            outcome = run_sweep(spec, out, executor, progress, points=points)
+            outcome = run_sweep(spec, out, executor, progress, points=points, warn=_warn)
     finally:
         executor.close()
     if not args.no_report:

@@ -79,7 +79,7 @@ def candidates_from(file: CandidatesFile, source: str) -> CandidateSet:
     """Explicit candidates, then the grid's; ValueError for an empty set or a repeated name."""
     specs = [CandidateSpec(c.name or describe(c.overrides), dict(c.overrides)) for c in file.candidates]
     if file.grid:
-        specs += [CandidateSpec(describe(o), o) for o in expand(file.grid, [])]
+        specs += [CandidateSpec(describe(o), o) for o in expand(file.grid, [], source)]
     if not specs:
         raise ValueError(f"{source}: no candidates (give candidates: or grid:)")
     seen: set[str] = set()

@@ -170,8 +170,19 @@ class RayExecutor:
             self._started_here = False
 
 
+def check_executor_options(kind: str = "local", workers: int | None = None, address: str | None = None) -> None:
+    """ValueError for what ``make_executor`` would refuse, without starting anything (no pool, no Ray)."""
+    if kind not in EXECUTOR_KINDS:
+        raise ValueError(f"unknown executor {kind!r}; known: {', '.join(EXECUTOR_KINDS)}")
+    if kind == "local" and address is not None:
+        raise ValueError("--address applies to --executor ray only")
+    if workers is not None and workers < 1:
+        raise ValueError(f"--workers must be at least 1 (got {workers})")
+
+
 def make_executor(kind: str = "local", workers: int | None = None, address: str | None = None) -> Executor:
     """The executor named ``kind``; ValueError for an unknown kind or inconsistent options."""
+    check_executor_options(kind, workers, address)
     if kind == "local":
         if address is not None:
             raise ValueError("--address applies to --executor ray only")

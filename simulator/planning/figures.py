@@ -125,11 +125,8 @@ def operating_figures(
         [cost_per_million_tokens_usd(cost, _times(r["output_throughput"], factor)) for r in rows]
     )
     figures.operating = op
-    checks = [
-        (op["growth_fraction"], request.search.max_growth_fraction),
-        (op["p99_ttft_ms"], request.slo_ttft_p99_ms),
-        (op["p99_tpot_ms"], request.slo_tpot_p99_ms),
-    ]
+    checks = [(op["growth_fraction"], request.search.max_growth_fraction)]
+    checks += [(op[f"p99_{name}_ms"], bound) for name, bound in request.slo_bounds.items()]
     # a value of None is a figure no request defines (TPOT when every output is one token)
     figures.operating_meets_slo = all(
         bound is None or iv.value is None or iv.value <= bound * (1 + SLO_SLACK) for iv, bound in checks
@@ -144,7 +141,8 @@ def _times(value: float | None, factor: float) -> float | None:
 def straddled(figures: CandidateFigures, request: PlanRequest) -> list[str]:
     """Figures whose interval contains the bound they are judged against."""
     out = []
-    for name, bound in (("p99_ttft_ms", request.slo_ttft_p99_ms), ("p99_tpot_ms", request.slo_tpot_p99_ms)):
+    for latency, bound in request.slo_bounds.items():
+        name = f"p99_{latency}_ms"
         if bound is not None and name in figures.operating and figures.operating[name].contains(bound):
             out.append(name)
     r = figures.replicas
@@ -179,6 +177,18 @@ def figure_text(figure: dict[str, Any] | None, digits: int = 2) -> str:
         high = "inf" if figure.get("high") is None else f"{figure['high']:,.{digits}f}"
         text += f" [{figure['low']:,.{digits}f}, {high}]"
     return text
+
+
+def candidate_columns(unit: str = "req/s") -> tuple[tuple[str, str, int], ...]:
+    """``CANDIDATE_COLUMNS`` with the load figures' headers in ``unit`` (a plan.json's ``load.unit``)."""
+    if unit == "req/s":
+        return CANDIDATE_COLUMNS
+    (_, max_key, max_digits), (_, goodput_key, goodput_digits), *rest = CANDIDATE_COLUMNS
+    return (
+        (f"max {unit} per replica", max_key, max_digits),
+        (f"goodput/GPU {unit}", goodput_key, goodput_digits),
+        *rest,
+    )
 
 
 def candidate_figure_cells(candidate: dict[str, Any]) -> list[tuple[str, str]]:

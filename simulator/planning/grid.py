@@ -18,6 +18,7 @@ With neither ``grid`` nor ``points`` the sweep is the base scenario alone.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,10 @@ from simulator.scenario import read_scenario_dict
 from simulator.validation import format_validation_error
 
 Overrides = dict[str, Any]
+# the most points one grid may expand to: each is validated, keyed and kept in memory before
+# anything runs (about 0.3 ms and a few kB each), so a larger grid is refused before it is built
+MAX_POINTS = 100_000
+MAX_REPLICATES = 1000
 
 
 def check_grid(grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
@@ -48,8 +53,29 @@ def check_points(points: list[Overrides]) -> list[Overrides]:
     return points
 
 
-def expand(grid: dict[str, list[Any]], points: list[Overrides]) -> list[Overrides]:
-    """The cartesian product of ``grid`` (last path fastest), then ``points``; one empty point if both are empty."""
+def check_size(grid: dict[str, list[Any]], points: list[Overrides], source: str = "grid", what: str = "points") -> int:
+    """The number of points ``grid`` and ``points`` expand to; ValueError naming the axes above ``MAX_POINTS``.
+
+    Computed from the axis lengths alone, before anything is built.
+    """
+    product = math.prod(len(v) for v in grid.values()) if grid else 0
+    total = product + len(points)
+    if total > MAX_POINTS:
+        axes = " x ".join(f"{path} ({len(values):,})" for path, values in grid.items())
+        extra = f" + {len(points):,} explicit" if points else ""
+        raise ValueError(
+            f"{source}: grid: {axes or 'no axes'}{extra} = {total:,} {what}, above the limit of {MAX_POINTS:,}; "
+            "narrow an axis or split the sweep"
+        )
+    return total
+
+
+def expand(grid: dict[str, list[Any]], points: list[Overrides], source: str = "grid") -> list[Overrides]:
+    """The cartesian product of ``grid`` (last path fastest), then ``points``; one empty point if both are empty.
+
+    ValueError (``check_size``) when that is more than ``MAX_POINTS``.
+    """
+    check_size(grid, points, source)
     out: list[Overrides] = []
     if grid:
         paths = list(grid)
@@ -72,7 +98,7 @@ class GridFile(BaseModel):
     points: list[dict[str, Any]] = Field(
         default_factory=list, description="Explicit points (dotted path -> value), run after the product."
     )
-    replicates: int = Field(1, ge=1, le=1000, description="Independent seeds per point.")
+    replicates: int = Field(1, ge=1, le=MAX_REPLICATES, description="Independent seeds per point.")
 
     @field_validator("grid")
     @classmethod
@@ -114,5 +140,6 @@ def load_grid(path: Path | str) -> SweepSpec:
         grid = GridFile.model_validate(data)
     except ValidationError as exc:
         raise ValueError(format_validation_error(exc, source=str(p))) from None
+    check_size(grid.grid, grid.points, str(p))  # before the base is read
     base, base_dir, _ = resolve_base(grid.base, p.parent)
-    return SweepSpec(str(p), base, base_dir, expand(grid.grid, grid.points), grid.replicates)
+    return SweepSpec(str(p), base, base_dir, expand(grid.grid, grid.points, str(p)), grid.replicates)

@@ -4,7 +4,9 @@ A sweep skips a point whose key is already in its output folder, so the key must
 whenever anything that affects the point's result changes, and only then. It hashes the
 validated config with every default spelled out and the model and hardware references
 replaced by the specs they resolve to (so editing a spec file or a preset changes the
-key), plus the caller's extra inputs (replicate count, row format version).
+key), the contents of any calibration profile and of the workload's data files (a trace
+replayed, an empirical length file; shipped traces are fixed and go by name), plus the
+caller's extra inputs (replicate count, row format version).
 """
 
 from __future__ import annotations
@@ -20,13 +22,54 @@ from simulator.config import ScenarioConfig
 from simulator.planning.overrides import apply_overrides
 from simulator.presets import resolve_hardware, resolve_model
 from simulator.scenario import validate_scenario
+from workloads.traces import SHIPPED_TRACES
 
 KEY_HEX_CHARS = 20
 
 
-def resolved_config(cfg: ScenarioConfig, base_dir: Path | None = None) -> dict[str, Any]:
+def _data_sources(node: Any) -> list[str]:
+    """Every ``source`` a workload mapping names (a trace's, an empirical length distribution's), in order."""
+    if isinstance(node, dict):
+        own = [node["source"]] if isinstance(node.get("source"), str) else []
+        return own + [s for key, value in node.items() if key != "source" for s in _data_sources(value)]
+    if isinstance(node, list):
+        return [s for value in node for s in _data_sources(value)]
+    return []
+
+
+def data_files_sha256(
+    workload: dict[str, Any], base_dir: Path | None, cache: dict[Path, str] | None = None
+) -> dict[str, str]:
+    """source -> SHA-256 of the file, for each data file of ``workload`` that exists (shipped names left out).
+
+    A missing file is left for the run to report. ``cache`` (path -> digest) saves hashing
+    one file again for every point of a sweep.
+    """
+    out = {}
+    for source in _data_sources(workload):
+        if source in SHIPPED_TRACES:
+            continue
+        path = Path(source).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        if not path.is_file():
+            continue
+        if cache is None or path not in cache:
+            digest = _file_sha256(path, "data file")
+            if cache is None:
+                out[source] = digest
+                continue
+            cache[path] = digest
+        out[source] = cache[path]
+    return out
+
+
+def resolved_config(
+    cfg: ScenarioConfig, base_dir: Path | None = None, file_hashes: dict[Path, str] | None = None
+) -> dict[str, Any]:
     """``cfg`` as plain JSON data with the model and hardware specs spelled out.
 
+    A workload that reads data files gets ``workload_data_sha256`` (their contents' digests).
     Raises ValueError for an unknown preset or an unreadable spec file.
     """
     model, hardware = resolve_specs(cfg, base_dir)
@@ -50,18 +93,22 @@ def resolved_config(cfg: ScenarioConfig, base_dir: Path | None = None) -> dict[s
                 "profile_sha256": _file_sha256(profile) if profile is not None else None,
             }
         )
-    return cfg.model_dump(mode="json") | {
+    out = cfg.model_dump(mode="json") | {
         "model": model.model_dump(mode="json"),
         "hardware": hardware.model_dump(mode="json"),
         "deployment": deployment,
     }
+    data = data_files_sha256(out["workload"], base_dir, file_hashes)
+    if data:  # only then, so the keys of workloads without files stay what they were
+        out["workload_data_sha256"] = data
+    return out
 
 
-def _file_sha256(path: Path) -> str:
+def _file_sha256(path: Path, what: str = "calibration profile") -> str:
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError as exc:
-        raise ValueError(f"{path}: cannot read the calibration profile ({exc.strerror or exc})") from None
+        raise ValueError(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
 
 
 def resolve_variant(
@@ -70,17 +117,19 @@ def resolve_variant(
     base_dir: Path | None,
     source: str,
     check: Callable[[dict[str, Any], ScenarioConfig], None] | None = None,
+    file_hashes: dict[Path, str] | None = None,
 ) -> tuple[dict[str, Any], ScenarioConfig, dict[str, Any]]:
     """(raw mapping, validated config, resolved config) of ``base`` with ``overrides`` applied.
 
-    ``check(raw, cfg)`` adds a caller's own rule. Every ValueError names ``source`` once.
+    ``check(raw, cfg)`` adds a caller's own rule; ``file_hashes`` is ``resolved_config``'s
+    cache. Every ValueError names ``source`` once.
     """
     try:
         config = apply_overrides(base, overrides)
         cfg = validate_scenario(config, source)
         if check is not None:
             check(config, cfg)
-        return config, cfg, resolved_config(cfg, base_dir)
+        return config, cfg, resolved_config(cfg, base_dir, file_hashes)
     except ValueError as exc:
         text = str(exc)
         raise ValueError(text if text.startswith(source) else f"{source}: {text}") from None

@@ -3,7 +3,8 @@
 Stages (each a batch of independent tasks on the executor):
 
 1. search: per (candidate, replicate), the maximum rate meeting the p99 SLOs and the one
-   meeting the attainment target (``evaluate.search_task``);
+   meeting the attainment target (``evaluate.search_task``); a "rate" is the workload's
+   load in its unit (``load``: requests/s, sessions/s, or closed-loop users);
 2. operating points: per (candidate, replicate), one replica at target / replicas, plus
    ``curve_points`` evenly spaced rates for capacity curves (the same rates for every
    replicate, so curves get intervals). A candidate whose operating point misses an SLO
@@ -46,6 +47,7 @@ from simulator.planning.figures import (
     set_replicas,
 )
 from simulator.planning.keys import resolve_variant
+from simulator.planning.load import Load, check_load, load_kind, own_load, plan_load, search_range, users_at
 from simulator.planning.overrides import apply_overrides, scalar
 from simulator.planning.pareto import pareto_front
 from simulator.planning.prices import price_per_gpu_hour
@@ -55,6 +57,7 @@ from simulator.planning.steady import SloTargets
 from simulator.planning.store import write_json_atomic, write_table_atomic
 from simulator.results import json_safe
 from simulator.scenario import validate_scenario
+from workloads import generate
 
 PLAN_SCHEMA = "servesim.plan/1"
 MAX_EXTRA_REPLICAS = 3
@@ -76,6 +79,7 @@ class Candidate:
     hardware_ref: str
     price_per_gpu_hour_usd: float
     gpus_per_replica: int
+    load: Load  # how its load points are configured (at its first replicate's seed)
 
 
 @dataclass(slots=True)
@@ -95,18 +99,74 @@ def _no_progress(_: str) -> Iterator[ProgressFn]:
     yield lambda done, total: None
 
 
-def _has_rate(cfg: ScenarioConfig) -> bool:
-    return "rate_per_s" in type(cfg.workload.arrival).model_fields
+SLO_FIELDS = (("ttft_ms", "slo_ttft_p99_ms"), ("tpot_ms", "slo_tpot_p99_ms"), ("e2el_ms", "slo_e2el_p99_ms"))
 
 
-def target_rate(base: dict[str, Any], source: str, request: PlanRequest) -> float:
-    """The load to provision for: the request's, else the scenario's arrival rate."""
+def scenario_slo(base: dict[str, Any], source: str) -> dict[str, float]:
+    """The bounds of the scenario's ``slo:`` block as PlanRequest fields (``slo_ttft_p99_ms``, ...), set ones only.
+
+    A plan judges the p99 of each latency against the bound the scenario gives for a single
+    request (``servesim run``'s goodput bound), and SLO attainment against the same bounds.
+    """
+    slo = validate_scenario(base, source).slo
+    out = {}
+    for name, key in SLO_FIELDS:
+        value = getattr(slo, name)
+        if value is not None:
+            if not math.isfinite(value):
+                raise ValueError(f"{source}: slo.{name}: must be a finite number of ms (got {value})")
+            out[key] = float(value)
+    return out
+
+
+def target_rate(base: dict[str, Any], base_dir: Path | None, source: str, request: PlanRequest) -> float:
+    """The load to provision for: the request's, else the scenario's own (``load.own_load``)."""
     if request.target_rate_per_s is not None:
         return request.target_rate_per_s
     cfg = validate_scenario(base, source)
-    if not _has_rate(cfg):
-        raise ValueError(f"{source}: the arrival process has no rate; give --target-rate")
-    return float(cfg.workload.arrival.rate_per_s)  # type: ignore[union-attr]
+    try:
+        return own_load(cfg, base_dir)
+    except ValueError as exc:
+        raise ValueError(f"{source}: {exc}; give --target-rate") from None
+
+
+def _check_overrides(load: Load, overrides: dict[str, Any]) -> None:
+    """ValueError for a candidate override the plan would silently replace."""
+    if load.path in overrides:
+        raise ValueError(f"{load.path} is the load the plan searches; remove it from the candidate's overrides")
+    if any(path == "slo" or path.startswith("slo.") for path in overrides):
+        raise ValueError("the SLOs are the plan's, not a candidate's: set them in the scenario or with --slo-* flags")
+
+
+def check_search_flags(load: Load, request: PlanRequest, target: float, target_source: str) -> None:
+    """ValueError naming the flag when the target or the start is not a load the search can use.
+
+    Both must be loads a point can be simulated at (``Load.bounds``), and the start must lie
+    in the search range around the target (``search_range``), where every claim of the
+    search holds: doubling from a start far below the target would stop short of it, halving
+    from one far above would call a feasible candidate infeasible.
+    """
+    check_load(load, target, target_source)
+    s = request.search
+    if s.start_rate_per_s is None:
+        return
+    check_load(load, s.start_rate_per_s, "--start-rate")
+    floor, ceiling = search_range(load, target, s.max_doublings, s.max_halvings)
+    if not floor <= s.start_rate_per_s <= ceiling:
+        raise ValueError(
+            f"--start-rate {s.start_rate_per_s:g}: outside the search range [{floor:.3g}, {ceiling:.3g}] {load.unit} "
+            f"(the target {target:g} / 2^{s.max_halvings} to x 2^{s.max_doublings}): the search only tries loads "
+            "inside it, so start there"
+        )
+
+
+def _generate_at(config: dict[str, Any], overrides: dict[str, Any], base_dir: Path | None, source: str) -> None:
+    """Generate the workload of ``config`` with ``overrides``; ValueError prefixed by ``source`` if it cannot be."""
+    cfg = validate_scenario(apply_overrides(config, overrides), source)
+    try:
+        generate(cfg.workload, cfg.seed, base_dir)
+    except ValueError as exc:
+        raise ValueError(f"{source}: {exc}") from None
 
 
 def prepare_candidates(
@@ -114,21 +174,44 @@ def prepare_candidates(
     base_dir: Path | None,
     cset: CandidateSet,
     prices: dict[str, float],
-    start_rate_per_s: float,
+    request: PlanRequest,
+    target_rate_per_s: float,
+    scenario_label: str = "scenario",
 ) -> list[Candidate]:
-    """Validate, resolve and price every candidate before anything runs; ValueError naming the candidate."""
-    out = []
-    for i, spec in enumerate(cset.candidates):
-        source = f"{cset.source}: candidate {spec.name!r}"
+    """Validate, resolve and price every candidate before anything runs; ValueError naming the candidate.
 
-        def searchable(config: dict[str, Any], cfg: ScenarioConfig, source: str = source) -> None:
-            if not _has_rate(cfg):
-                raise ValueError(f"{source}: arrival kind {cfg.workload.arrival.kind!r} has no rate to search over")
-            # the config as the search will run it (rate, request count), checked once here
-            at_start = {"workload.arrival.rate_per_s": start_rate_per_s, "workload.duration_s": None}
-            validate_scenario(apply_overrides(config, at_start), source)
+    Each candidate's workload is generated once as the search will run it (a trace read,
+    sessions drawn), so a trace that cannot be replayed stops the plan here. An error in a
+    flag names the flag (and the candidate, with a candidates file).
+    """
+    out = []
+    unit: tuple[str, str] | None = None
+    own = cset.source == "scenario"  # the scenario's own configuration only
+    target_source = "--target-rate" if request.target_rate_per_s is not None else f"{scenario_label}: its own load"
+    for i, spec in enumerate(cset.candidates):
+        source = scenario_label if own else f"{cset.source}: candidate {spec.name!r}"
+        loads: list[Load] = []
+
+        def searchable(config: dict[str, Any], cfg: ScenarioConfig, loads: list[Load] = loads, spec=spec) -> None:
+            load = plan_load(cfg, cfg.seed, base_dir, request.search.requests_per_point)
+            _check_overrides(load, spec.overrides)
+            loads.append(load)
 
         config, cfg, resolved = resolve_variant(base, spec.overrides, base_dir, source, searchable)
+        (load,) = loads
+        try:
+            check_search_flags(load, request, target_rate_per_s, target_source)
+        except ValueError as exc:
+            raise ValueError(str(exc) if own else f"{exc} (candidate {spec.name!r})") from None
+        # the config as the search will run it (load, request count), generated once here
+        at_start = load.overrides(request.search.start_rate_per_s or target_rate_per_s)
+        _generate_at(config, at_start, base_dir, source)
+        if unit is not None and unit != (load_kind(cfg), load.unit):
+            raise ValueError(
+                f"{source}: its workload's load is {load_kind(cfg)} in {load.unit}, the first candidate's "
+                f"{unit[0]} in {unit[1]}: one plan provisions one kind of load"
+            )
+        unit = (load_kind(cfg), load.unit)
         missing: list[str] = []
 
         def price_of(hw_ref: str, spec: dict, missing: list[str] = missing) -> float | None:
@@ -144,19 +227,18 @@ def prepare_candidates(
                 f"{source}: no price for hardware {missing[0]}; give --price {missing[0]}=USD_PER_GPU_HOUR"
             )
         price = cost / gpus_per_replica(resolved)  # per GPU-hour, averaged over the scenario's GPUs
-        out.append(
-            Candidate(i, spec.name, spec.overrides, config, resolved, cfg.seed, ref, price, gpus_per_replica(resolved))
-        )
+        gpus = gpus_per_replica(resolved)
+        out.append(Candidate(i, spec.name, spec.overrides, config, resolved, cfg.seed, ref, price, gpus, load))
     return out
 
 
 def _run(c: Candidate, replicate: int, base_dir: Path | None, request: PlanRequest) -> CandidateRun:
-    slo = SloTargets(request.slo_ttft_p99_ms, request.slo_tpot_p99_ms, request.attainment)
+    slo = SloTargets(request.slo_ttft_p99_ms, request.slo_tpot_p99_ms, request.attainment, request.slo_e2el_p99_ms)
     return CandidateRun(
         c.index,
         replicate,
         c.config,
-        None if base_dir is None else str(base_dir),
+        None if base_dir is None else str(base_dir.resolve()),  # absolute: a Ray worker runs in another folder
         replicate_seed(c.seed, replicate),
         slo,
         request.search,
@@ -201,6 +283,11 @@ class PlanInputs:
     start_rate_per_s: float
     candidates: list[Candidate]
 
+    @property
+    def load(self) -> Load:
+        """The first candidate's load (every candidate has the same kind and unit)."""
+        return self.candidates[0].load
+
 
 def prepare_plan(
     base: dict[str, Any],
@@ -215,9 +302,9 @@ def prepare_plan(
     ``prices`` (USD per GPU-hour by hardware reference or spec name) override the
     candidate file's, which override the specs'.
     """
-    target = target_rate(base, scenario_label, request)
+    target = target_rate(base, base_dir, scenario_label, request)
     start = request.search.start_rate_per_s or target
-    candidates = prepare_candidates(base, base_dir, cset, cset.prices | (prices or {}), start)
+    candidates = prepare_candidates(base, base_dir, cset, cset.prices | (prices or {}), request, target, scenario_label)
     return PlanInputs(scenario_label, cset.source, base_dir, target, start, candidates)
 
 
@@ -262,8 +349,10 @@ def _search_stage(
     scaling: ReplicaScaling,
 ) -> list[dict[str, Any]]:
     """Search every (candidate, replicate); set each outcome's capacity figures. Returns the simulated points."""
-    k, start, s = request.replicates, inputs.start_rate_per_s, request.search
-    tasks = [SearchTask(_run(o.candidate, r, inputs.base_dir, request), start) for o in outcomes for r in range(k)]
+    k, start, target = request.replicates, inputs.start_rate_per_s, inputs.target_rate_per_s
+    tasks = [
+        SearchTask(_run(o.candidate, r, inputs.base_dir, request), start, target) for o in outcomes for r in range(k)
+    ]
     searched = _map(executor, search_task, tasks, stage, "searching max rates")
     for j, o in enumerate(outcomes):
         results = searched[j * k : (j + 1) * k]
@@ -275,10 +364,15 @@ def _search_stage(
         o.figures = capacity_figures(
             results, request, c.gpus_per_replica, c.price_per_gpu_hour_usd, inputs.target_rate_per_s, scaling
         )
+        unit, noun = c.load.unit, "concurrency" if c.load.integer else "rate"
         if o.figures.unbounded:
-            o.notes.append(f"no rate up to {start * 2**s.max_doublings:g}/s missed the SLOs")
+            ceiling = min(r["ceiling_rate_per_s"] for r in results)
+            o.notes.append(
+                f"no {noun} up to {ceiling:.3g} {unit} (the search's ceiling) missed the SLOs: the max is at least that"
+            )
         if o.figures.replicas is None:
-            o.reason = f"no rate down to {start / 2**s.max_halvings:.3g}/s meets the SLOs"
+            floor = max(r["floor_rate_per_s"] for r in results)
+            o.reason = f"no {noun} down to {floor:.3g} {unit} (the search's floor) meets the SLOs"
     return [row for res in searched for row in res["points"]]
 
 
@@ -301,11 +395,16 @@ def _operating_stage(
             f = o.figures
             assert f is not None and f.rate_per_replica_s is not None
             assert f.replicas is not None and f.replicas.value is not None
-            rates = [("operating", f.rate_per_replica_s, scaling.operating_overrides(int(f.replicas.value)))]
+            integer = o.candidate.load.integer
+            operating = float(users_at(f.rate_per_replica_s)) if integer else f.rate_per_replica_s
+            rates = [("operating", operating, scaling.operating_overrides(int(f.replicas.value)))]
             n = request.search.curve_points
             if round_ == 0 and n:
                 top = CURVE_SPAN * max(f.max_rate_per_s.value or 0.0, f.max_goodput_rate_per_s.value or 0.0)
-                rates += [("curve", top * (j + 1) / n, {}) for j in range(n)]
+                curve = [top * (j + 1) / n for j in range(n)]
+                if integer:  # whole users, each once
+                    curve = sorted({float(users_at(x)) for x in curve})
+                rates += [("curve", x, {}) for x in curve]
             tasks += [RatesTask(_run(o.candidate, r, inputs.base_dir, request), rates) for r in range(k)]
         label = "operating points" if round_ == 0 else f"operating points, {round_} extra replica(s)"
         rows_by_task = _map(executor, rates_task, tasks, stage, label)
@@ -362,7 +461,7 @@ def _notes(o: CandidateOutcome, request: PlanRequest) -> list[str]:
         return notes
     if o.extra_replicas:
         notes.append(f"{name}: {o.extra_replicas} replica(s) added: the operating point missed an SLO without them")
-    bounds = {"p99_ttft_ms": request.slo_ttft_p99_ms, "p99_tpot_ms": request.slo_tpot_p99_ms}
+    bounds = {f"p99_{name}_ms": bound for name, bound in request.slo_bounds.items()}
     for metric in f.straddles:
         if metric == "replicas":
             r = f.replicas
@@ -469,6 +568,7 @@ def _candidate_row(o: CandidateOutcome, request: PlanRequest, target: float) -> 
         "target_rate_per_s": target,
         "slo_ttft_p99_ms": request.slo_ttft_p99_ms,
         "slo_tpot_p99_ms": request.slo_tpot_p99_ms,
+        "slo_e2el_p99_ms": request.slo_e2el_p99_ms,
         "attainment_target": request.attainment,
         "replicates": request.replicates,
     }
@@ -486,6 +586,7 @@ def _result(
         | {
             "slo_ttft_p99_ms": request.slo_ttft_p99_ms,
             "slo_tpot_p99_ms": request.slo_tpot_p99_ms,
+            "slo_e2el_p99_ms": request.slo_e2el_p99_ms,
             "attainment_target": request.attainment,
         }
         for p in points
@@ -497,8 +598,10 @@ def _result(
         "slo": {
             "ttft_p99_ms": request.slo_ttft_p99_ms,
             "tpot_p99_ms": request.slo_tpot_p99_ms,
+            "e2el_p99_ms": request.slo_e2el_p99_ms,
             "attainment": request.attainment,
         },
+        "load": {"kind": inputs.load.kind, "unit": inputs.load.unit, "field": inputs.load.path},
         "target_rate_per_s": target,
         "replicates": request.replicates,
         "confidence": request.confidence,

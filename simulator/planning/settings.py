@@ -1,4 +1,8 @@
-"""What a plan is asked: SLOs, target, replicates, and how each rate point is simulated."""
+"""What a plan is asked: SLOs, target, replicates, and how each rate point is simulated.
+
+Every float is finite (``allow_inf_nan=False``): an infinite target or SLO is refused, never
+carried into a search.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +10,22 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+MAX_REQUESTS_PER_POINT = 10_000_000
+MIN_REL_TOL = 1e-6
+
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class SearchSettings(_Frozen):
     """How the maximum rate is searched and how long each rate point is simulated."""
 
     requests_per_point: int = Field(
-        2000, ge=20, description="Requests simulated at each rate (arrivals at the rate, then drained)."
+        2000,
+        ge=20,
+        le=MAX_REQUESTS_PER_POINT,
+        description="Requests simulated at each rate (arrivals at the rate, then drained).",
     )
     warmup_fraction: float = Field(
         0.2, ge=0, lt=0.9, description="Earliest-arriving fraction of requests left out of the statistics."
@@ -29,12 +39,25 @@ class SearchSettings(_Frozen):
         lt=1,
         description="Largest growth of the number in system, as a fraction of the arrival rate, still called stable.",
     )
-    rel_tol: float = Field(0.02, gt=0, lt=1, description="Bisection stops when (hi - lo) <= rel_tol x lo.")
-    start_rate_per_s: float | None = Field(
-        None, gt=0, description="First rate tried; None: the target rate (requests/s)."
+    rel_tol: float = Field(
+        0.02,
+        ge=MIN_REL_TOL,
+        lt=1,
+        description="Bisection stops when (hi - lo) <= rel_tol x lo (finer than 1e-6 resolves nothing a rate "
+        "point can tell apart).",
     )
-    max_doublings: int = Field(16, ge=0, le=60, description="Doublings before a rate is called unbounded.")
-    max_halvings: int = Field(16, ge=0, le=60, description="Halvings before a candidate is called infeasible.")
+    start_rate_per_s: float | None = Field(
+        None,
+        gt=0,
+        description="First load tried, in the workload's load unit; None: the target. It must lie in the search "
+        "range (simulator.planning.load.search_range).",
+    )
+    max_doublings: int = Field(
+        16, ge=0, le=60, description="The search's ceiling is the target x 2^max_doublings (then: unbounded)."
+    )
+    max_halvings: int = Field(
+        16, ge=0, le=60, description="The search's floor is the target / 2^max_halvings (then: infeasible)."
+    )
     curve_points: int = Field(
         8, ge=0, le=200, description="Evenly spaced rates per candidate, up to 1.25x its max rate, for capacity curves."
     )
@@ -51,11 +74,15 @@ class PlanRequest(_Frozen):
 
     slo_ttft_p99_ms: float | None = Field(None, gt=0, description="Bound on the p99 time to first token, ms.")
     slo_tpot_p99_ms: float | None = Field(None, gt=0, description="Bound on the p99 time per output token, ms.")
+    slo_e2el_p99_ms: float | None = Field(None, gt=0, description="Bound on the p99 end-to-end latency, ms.")
     attainment: float = Field(
         0.9, gt=0, le=1, description="SLO attainment for DistServe-style goodput: the fraction meeting every bound."
     )
     target_rate_per_s: float | None = Field(
-        None, gt=0, description="Load to provision for, requests/s; None: the scenario's own arrival rate."
+        None,
+        gt=0,
+        description="Load to provision for, in the workload's load unit (req/s, sessions/s, users); None: the "
+        "scenario's own load.",
     )
     replicates: int = Field(1, ge=1, le=1000, description="Independent seeds; intervals need at least 2.")
     confidence: float = Field(0.95, gt=0, lt=1, description="Confidence level of the intervals.")
@@ -67,6 +94,14 @@ class PlanRequest(_Frozen):
 
     @model_validator(mode="after")
     def _some_slo(self) -> PlanRequest:
-        if self.slo_ttft_p99_ms is None and self.slo_tpot_p99_ms is None:
-            raise ValueError("give at least one SLO: --slo-ttft-p99-ms and/or --slo-tpot-p99-ms")
+        if self.slo_ttft_p99_ms is None and self.slo_tpot_p99_ms is None and self.slo_e2el_p99_ms is None:
+            raise ValueError(
+                "give at least one SLO: a slo: block in the scenario (ttft_ms, tpot_ms, e2el_ms) or "
+                "--slo-ttft-ms / --slo-tpot-ms / --slo-e2el-ms"
+            )
         return self
+
+    @property
+    def slo_bounds(self) -> dict[str, float | None]:
+        """The p99 bounds by latency name (ttft, tpot, e2el), None where not constrained."""
+        return {"ttft": self.slo_ttft_p99_ms, "tpot": self.slo_tpot_p99_ms, "e2el": self.slo_e2el_p99_ms}

@@ -36,6 +36,7 @@ class SloTargets:
     ttft_p99_ms: float | None
     tpot_p99_ms: float | None
     attainment: float
+    e2el_p99_ms: float | None = None
 
 
 def percentile_inf(values: np.ndarray, q: float) -> float:
@@ -88,7 +89,7 @@ def steady_stats(
     tpot = np.where(finished, tpot_raw, np.inf)
     tpot_defined = tpot[~np.isnan(tpot)]  # one-token outputs have no TPOT
 
-    good = finished & meets_slo(ttft, tpot, e2el, slo.ttft_p99_ms, slo.tpot_p99_ms)
+    good = finished & meets_slo(ttft, tpot, e2el, slo.ttft_p99_ms, slo.tpot_p99_ms, slo.e2el_p99_ms)
     attainment = float(good.mean())
 
     arrival = req["arrival_s"].to_numpy()
@@ -113,6 +114,8 @@ def steady_stats(
     if slo.tpot_p99_ms is not None:
         p99_tpot = out["p99_tpot_ms"]
         p99_ok &= math.isnan(p99_tpot) or p99_tpot <= slo.tpot_p99_ms * (1 + SLO_SLACK)
+    if slo.e2el_p99_ms is not None:
+        p99_ok &= out["p99_e2el_ms"] <= slo.e2el_p99_ms * (1 + SLO_SLACK)
     out |= {
         "slo_attainment": attainment,
         "growth_fraction": growth,

@@ -11,12 +11,20 @@ Layout of a sweep folder::
 Every file is written to a temporary name in the same folder and renamed over the final
 name (``os.replace`` is atomic on POSIX and Windows), so a sweep killed at any moment
 leaves each file either complete or absent, never torn.
+
+A point file read back is checked (``PointStore.load_point``) before a resumed sweep
+trusts it: a JSON object whose ``key`` is its file name's and whose ``config_json`` is the
+point's resolved config, a ``status`` of ``ok`` (with every ``REQUIRED_METRICS`` present
+and every number finite) or ``error`` (with its message). A file that fails is not a
+finished point: the sweep says so in one line naming the file and runs the point again,
+overwriting it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterable
@@ -28,6 +36,22 @@ import pandas as pd
 from simulator.results import json_safe
 
 POINTS_DIR = "points"
+# summary fields every finished run has, each a finite number (``simulator.summary.summarize``)
+REQUIRED_METRICS = (
+    "num_requests",
+    "completed",
+    "rejected",
+    "duration",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+)
+# the text fields of a stored row; every other field is null, a bool or a finite number
+TEXT_FIELDS = frozenset(
+    {"key", "status", "error", "config_json", "model_name", "hardware_name", "policy_kind", "workload_kind"}
+)
 
 
 @contextlib.contextmanager
@@ -91,5 +115,45 @@ class PointStore:
         except (OSError, json.JSONDecodeError) as exc:
             raise ValueError(f"{p}: unreadable sweep point ({exc}); delete it to run the point again") from None
         if not isinstance(data, dict):
-            raise ValueError(f"{p}: not a sweep point; delete it to run the point again")
+            raise ValueError(f"{p}: not a sweep point (a JSON object)")
         return data
+
+    def load_point(self, key: str, config_json: str) -> dict[str, Any]:
+        """The stored row of ``key`` if it is a finished point of the config ``config_json``.
+
+        ValueError naming the file and the first problem otherwise (see the module docstring).
+        """
+        row = self.load(key)
+        problem = point_problem(row, key, config_json)
+        if problem is not None:
+            raise ValueError(f"{self.path(key)}: not a finished sweep point ({problem})")
+        return row
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def point_problem(row: dict[str, Any], key: str, config_json: str) -> str | None:
+    """What is wrong with a stored row of point ``key`` (resolved config ``config_json``), or None."""
+    if row.get("key") != key:
+        return f"its key {row.get('key')!r} is not its file name's {key!r}"
+    if row.get("config_json") != config_json:
+        return "its config_json is not the configuration of the point with this key"
+    status = row.get("status")
+    if status == "error":
+        if not isinstance(row.get("error"), str) or not row["error"]:
+            return "status error without an error message"
+    elif status != "ok":
+        return f"status {status!r} (expected ok or error)"
+    for name, value in row.items():
+        if name in TEXT_FIELDS:
+            if value is not None and not isinstance(value, str):
+                return f"{name} is {value!r}, not text"
+        elif not (value is None or isinstance(value, bool) or (_is_number(value) and math.isfinite(value))):
+            return f"{name} is {value!r}, not a finite number"
+    if status == "ok":
+        missing = [m for m in REQUIRED_METRICS if not _is_number(row.get(m))]
+        if missing:
+            return f"status ok without {', '.join(missing)}"
+    return None

@@ -9,7 +9,13 @@ Contract of ``run_sweep``:
   divide the heads) is not an error of the sweep: its row has ``status = "error"`` and the
   message in ``error``;
 - points whose key is already in ``<out>/points/`` are skipped; points with the same
-  resolved config run once;
+  resolved config run once; a stored point that fails its check on read
+  (``PointStore.load_point``: tampered, truncated, another config's) is run again, and
+  ``warn`` gets one line naming its file;
+- any workload kind runs (synthetic, trace, sessions, closed loop); every row says what
+  load it offered: ``workload_kind``, ``rate_per_s`` (the arrival process's rate: requests,
+  or session starts for sessions; None for a timed trace and a closed loop),
+  ``time_scale`` (trace) and ``concurrency`` (closed loop);
 - the table has one row per point, in grid order, and depends only on the grid and its
   seeds: not on the executor, the worker count, the order tasks finish or on resuming.
 """
@@ -49,6 +55,7 @@ SHOWN_METRICS = (
     ("cost_per_million_output_tokens_usd", "USD per M out tok", 2),
 )
 ProgressFn = Callable[[int, int], None]
+WarnFn = Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +91,7 @@ class SweepOutcome:
     num_run: int
     num_errors: int
     wall_s: float
+    bad_points: tuple[str, ...] = ()  # one line per stored point that failed its check and ran again
 
 
 def run_point(task: PointTask) -> dict[str, Any]:
@@ -100,7 +108,7 @@ def run_point(task: PointTask) -> dict[str, Any]:
         try:
             result = build(cfg, base_dir=base_dir, record_steps=False).run()
         except ValueError as exc:
-            return {"status": "error", "error": str(exc)}
+            return {"status": "error", "error": str(exc) or type(exc).__name__}
         summaries.append(result.summary)
     if task.replicates == 1:
         metrics: dict[str, Any] = dict(summaries[0])
@@ -109,6 +117,18 @@ def run_point(task: PointTask) -> dict[str, Any]:
         for name in summaries[0]:
             metrics.update(interval([s.get(name) for s in summaries], floor=0.0).columns(name))
     return {"status": "ok", "error": None, **json_safe(metrics)}
+
+
+def load_columns(workload: dict[str, Any]) -> dict[str, Any]:
+    """The load a point's (resolved) workload offers, whatever its kind; None where a kind has no such knob."""
+    kind = workload.get("kind", "synthetic")
+    arrival = workload.get("arrival")
+    return {
+        "workload_kind": kind,
+        "rate_per_s": arrival.get("rate_per_s") if isinstance(arrival, dict) else None,
+        "time_scale": workload.get("time_scale") if kind == "trace" else None,
+        "concurrency": workload.get("concurrency") if kind == "closed_loop" else None,
+    }
 
 
 def derived_columns(resolved: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
@@ -122,7 +142,7 @@ def derived_columns(resolved: dict[str, Any], metrics: dict[str, Any]) -> dict[s
         "tp": resolved["parallelism"]["tp"],
         "num_gpus": gpus,
         "policy_kind": resolved["policy"]["kind"],
-        "rate_per_s": resolved["workload"]["arrival"].get("rate_per_s"),
+        **load_columns(resolved["workload"]),
         "seed": resolved["seed"],
         "price_per_gpu_hour_usd": price,
         "cost_per_hour_usd": cost,
@@ -133,10 +153,11 @@ def derived_columns(resolved: dict[str, Any], metrics: dict[str, Any]) -> dict[s
 def resolve_points(spec: SweepSpec) -> list[Point]:
     """Validate and key every point of ``spec``; ValueError naming the grid file, point and field."""
     points = []
+    file_hashes: dict[Path, str] = {}  # each data file hashed once for the whole grid
     for i, overrides in enumerate(spec.points):
         label = describe(overrides)
         source = f"{spec.source}: point {i} ({label})"
-        config, cfg, resolved = resolve_variant(spec.base, overrides, spec.base_dir, source)
+        config, cfg, resolved = resolve_variant(spec.base, overrides, spec.base_dir, source, file_hashes=file_hashes)
         key = point_key(resolved, {"replicates": spec.replicates, "row_version": ROW_VERSION})
         points.append(Point(i, label, overrides, config, cfg.model_dump(mode="json"), resolved, key))
     return points
@@ -150,14 +171,29 @@ def parameter_paths(spec: SweepSpec) -> list[str]:
     return list(seen)
 
 
+def point_row(p: Point, metrics: dict[str, Any]) -> dict[str, Any]:
+    """A point's stored row: its key, the derived columns, its status and metrics, its resolved config."""
+    return {"key": p.key, **derived_columns(p.resolved, metrics), **metrics, "config_json": _config_json(p)}
+
+
+def _config_json(p: Point) -> str:
+    return canonical_json(json_safe(p.resolved))
+
+
 def table_rows(points: list[Point], paths: list[str], stored: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows of the points whose key is in ``stored``, in grid order."""
+    """Rows of the points whose key is in ``stored``, in grid order.
+
+    The derived columns are computed again from the point's config (a row stored by an
+    older servesim gets the columns added since), the status and metrics are the stored ones.
+    """
     rows = []
     for p in points:
         if p.key not in stored:
             continue
         params = {path: scalar(lookup(p.validated, path)) for path in paths}
-        rows.append({"point": p.index, "label": p.label, **params, **stored[p.key]})
+        derived = derived_columns(p.resolved, stored[p.key])
+        metrics = {k: v for k, v in stored[p.key].items() if k not in derived and k not in ("key", "config_json")}
+        rows.append({"point": p.index, "label": p.label, **params, **point_row(p, metrics)})
     return rows
 
 
@@ -168,10 +204,12 @@ def run_sweep(
     progress: ProgressFn | None = None,
     flush_every_s: float = 10.0,
     points: list[Point] | None = None,
+    warn: WarnFn | None = None,
 ) -> SweepOutcome:
     """Run the points of ``spec`` not yet in ``out_dir`` and write the table; see the module contract.
 
-    ``points`` are ``resolve_points(spec)`` when the caller already has them.
+    ``points`` are ``resolve_points(spec)`` when the caller already has them; ``warn`` gets
+    one line per stored point that fails its check (it is run again).
     """
     start = time.perf_counter()
     points = points if points is not None else resolve_points(spec)
@@ -179,11 +217,21 @@ def run_sweep(
     store = PointStore(out_dir)
     done_keys = store.keys()
     by_key = {p.key: p for p in points}
-    stored = {key: store.load(key) for key in by_key if key in done_keys}
+    stored: dict[str, dict[str, Any]] = {}
+    bad: list[str] = []
+    for key, p in by_key.items():
+        if key not in done_keys:
+            continue
+        try:
+            stored[key] = store.load_point(key, _config_json(p))
+        except ValueError as exc:
+            bad.append(f"{exc}; running the point again")
+            if warn is not None:
+                warn(bad[-1])
     todo = [p for key, p in by_key.items() if key not in stored]
-    tasks = [
-        PointTask(p.key, p.config, None if spec.base_dir is None else str(spec.base_dir), spec.replicates) for p in todo
-    ]
+    # absolute, so a worker started in another folder (a Ray node) finds the base's relative files
+    base_dir = None if spec.base_dir is None else str(Path(spec.base_dir).resolve())
+    tasks = [PointTask(p.key, p.config, base_dir, spec.replicates) for p in todo]
     table_path, meta_path = out_dir / TABLE_NAME, out_dir / META_NAME
 
     def meta(complete: bool) -> dict[str, Any]:
@@ -196,6 +244,7 @@ def run_sweep(
             "num_unique_configs": len(by_key),
             "num_skipped": len(by_key) - len(todo),
             "num_run": len(stored) - (len(by_key) - len(todo)),
+            "num_rerun_bad": len(bad),
             "num_errors": sum(1 for row in stored.values() if row.get("status") == "error"),
             "complete": complete,
             "executor": executor.kind,
@@ -211,14 +260,8 @@ def run_sweep(
         progress(0, len(tasks))
     for n_done, (i, metrics) in enumerate(executor.map_unordered(run_point, tasks), start=1):
         p = todo[i]
-        row = {
-            "key": p.key,
-            **derived_columns(p.resolved, metrics),
-            **metrics,
-            "config_json": canonical_json(json_safe(p.resolved)),
-        }
-        store.save(p.key, row)
-        stored[p.key] = store.load(p.key)  # exactly what a resumed sweep would read back
+        store.save(p.key, point_row(p, metrics))
+        stored[p.key] = store.load_point(p.key, _config_json(p))  # exactly what a resumed sweep would read back
         if progress is not None:
             progress(n_done, len(tasks))
         if time.perf_counter() - last_flush >= flush_every_s:
@@ -237,4 +280,5 @@ def run_sweep(
         info["num_run"],
         info["num_errors"],
         info["wall_s"],
+        tuple(bad),
     )

@@ -67,7 +67,7 @@ def detect_format(source: TextSource) -> str:
     if source.is_jsonl or first.lstrip().startswith("{"):
         try:
             keys = set(json.loads(first))
-        except (json.JSONDecodeError, TypeError):
+        except (ValueError, TypeError, RecursionError):  # not JSON, not an object, nested too deeply
             raise ValueError(f"{source.name}: line 1: not a JSON object; cannot tell the trace format") from None
         if {"input_length", "output_length", "hash_ids"} <= keys:
             return "mooncake"

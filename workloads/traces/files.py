@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -58,7 +59,7 @@ def _decode(raw: bytes, name: str) -> str:
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError
             raise ValueError(f"{name}: not a valid gzip file ({exc})") from None
     try:
         return raw.decode("utf-8-sig")
@@ -138,6 +139,8 @@ def read_csv_table(source: TextSource) -> RawTable:
         header = next(reader)
     except StopIteration:
         raise ValueError(f"{source.name}: line 1: empty file (expected a header line)") from None
+    except csv.Error as exc:  # e.g. a field over the csv module's size limit
+        raise ValueError(f"{source.name}: line {reader.line_num}: not a CSV header ({exc})") from None
     header = [h.strip() for h in header]
     if not any(header):
         raise ValueError(f"{source.name}: line 1: the header line is blank")
@@ -145,7 +148,10 @@ def read_csv_table(source: TextSource) -> RawTable:
     if dupes:
         raise ValueError(f"{source.name}: line 1: duplicate column {dupes[0]!r}")
     width = len(header)
-    rows = list(reader)
+    try:
+        rows = list(reader)
+    except csv.Error:  # the walk below names the line
+        rows = []
     if len(rows) == len(text_lines) - 1 and all(len(row) == width for row in rows):
         # The common case, one record per line and every record whole: transpose at once.
         transposed = zip(*rows, strict=True) if rows else ([] for _ in header)
@@ -157,11 +163,19 @@ def read_csv_table(source: TextSource) -> RawTable:
     columns = {h: [] for h in header}
     lines: list[int] = []
     broken: dict[int, str] = {}
-    for row in reader:
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # a field over the size limit; the reader goes on at the next line
+            row, problem = None, f"not a CSV record ({exc})"
         i = len(lines)
         lines.append(reader.line_num)
-        if len(row) != width:
-            broken[i] = "blank line" if not row else f"expected {width} fields, found {len(row)}"
+        if row is None or len(row) != width:
+            if row is not None:
+                problem = "blank line" if not row else f"expected {width} fields, found {len(row)}"
+            broken[i] = problem
             for values in columns.values():
                 values.append(None)
             continue
@@ -181,7 +195,7 @@ def read_jsonl_table(source: TextSource, keys: Sequence[str] | None = None) -> R
         text_lines.pop()  # the newline that ends the last line
     try:  # one decoder call for the whole file; any oddity falls back to the line-by-line walk
         records = json.loads("[" + ",".join(text_lines) + "]")
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # JSONDecodeError, an over-long integer, nesting too deep
         records = None
     if records is not None and len(records) == len(text_lines) and all(type(r) is dict for r in records):
         # The common case, every line an object: build the columns at once.
@@ -203,6 +217,10 @@ def read_jsonl_table(source: TextSource, keys: Sequence[str] | None = None) -> R
                 record = json.loads(text)
             except json.JSONDecodeError as exc:
                 broken[i] = f"not valid JSON ({exc.msg} at column {exc.colno})"
+            except RecursionError:
+                broken[i] = "not valid JSON (nested too deeply)"
+            except ValueError as exc:  # an integer of more digits than Python converts
+                broken[i] = f"not valid JSON ({exc})"
             else:
                 if not isinstance(record, dict):
                     broken[i] = f"expected a JSON object, found {type(record).__name__}"
