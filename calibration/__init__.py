@@ -5,4 +5,4 @@ installs and runs without it. It writes profiles in the simulator's format
 (``simulator.cost.profile``) and compares the simulator with a real engine run.
 """
 
-HARNESS_VERSION = "2.0"
+HARNESS_VERSION = "1.0"

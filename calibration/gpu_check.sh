@@ -1,8 +1,6 @@
 #!/usr/bin/env bash
-# Calibrate Llama-3.1-8B in bf16 on a CUDA GPU (--grid quick, with transformers' engine's whole steps
-# fitted into the profile: --engine hf) and validate the simulator against transformers' continuous
-# batching (held out: the profile's engine fit) and servesim's builtin engine (held out: the op times
-# and the harness's decode-loop overhead, --no-engine-fit) there, in one call.
+# Calibrate Llama-3.1-8B in bf16 on a CUDA GPU (--grid quick) and validate the simulator against
+# transformers' continuous batching and servesim's builtin engine there, in one call.
 #
 #   bash calibration/gpu_check.sh prepare   # here, with pip: servesim's pure-Python deps as wheels in runs/gpu-wheels/
 #   bash calibration/gpu_check.sh run       # on the GPU machine (its python3 has torch and transformers)
@@ -11,10 +9,8 @@
 # in *.json), and logs. runs/ is git-ignored, so nothing here needs an exclude entry. The device
 # tool's `run` call for it, from the repository root:
 #   command: bash calibration/gpu_check.sh run    carry: ["runs/gpu-wheels"]    timeout_s: 600
-# Budget: calibration about 3-4 minutes on an H200 (the op grid, then the engine's designed batches),
-# each validation about 1-2 minutes. A noisy or badly fitted profile is written with a warning in
-# calibrate.log (STRICT=1 adds --strict: refused, exit 2).
-# MODEL, DEVICE, DTYPE, REQUESTS and CAL_ENGINE (hf, builtin or none) override the defaults (a CPU rehearsal:
+# Budget: calibration about 2-3 minutes on an H200, each validation about 1-2 minutes.
+# MODEL, DEVICE, DTYPE and REQUESTS override the defaults (a CPU rehearsal:
 #   SKIP_WHEELS=1 MODEL=tests/data/tiny_llama_config.json DEVICE=cpu DTYPE=fp32 REQUESTS=16 bash calibration/gpu_check.sh run,
 # with servesim installed; SKIP_WHEELS keeps the CPython 3.12 wheels off another Python).
 set -euo pipefail
@@ -47,20 +43,12 @@ python3 -c "import torch, transformers; print('torch', torch.__version__, 'cuda'
 'transformers', transformers.__version__)" | tee -a "$out/gpu.txt"
 
 model="${MODEL:-llama-3.1-8b}" device="${DEVICE:-cuda}" dtype="${DTYPE:-bf16}" requests="${REQUESTS:-100}"
-cal_engine="${CAL_ENGINE:-hf}"
 profile="$out/profile-$device-$dtype.json"
-cal_args=()
-[[ "$cal_engine" != none ]] && cal_args+=(--engine "$cal_engine")
-[[ -n "${STRICT:-}" ]] && cal_args+=(--strict)
-timeout 420 "${servesim[@]}" calibrate --model "$model" --device "$device" --dtype "$dtype" --grid quick \
-    ${cal_args[@]+"${cal_args[@]}"} --out "$profile" --quiet 2>&1 | tee "$out/calibrate.log"
+timeout 300 "${servesim[@]}" calibrate --model "$model" --device "$device" --dtype "$dtype" --grid quick \
+    --out "$profile" --quiet 2>&1 | tee "$out/calibrate.log"
 for engine in hf builtin; do
-    # held out: transformers' engine through the profile's engine fit (when it describes it), the builtin
-    # engine, the harness's own, through the op times and decode-loop overhead alone
-    val_args=()
-    [[ "$engine" == builtin || "$cal_engine" != hf ]] && val_args+=(--no-engine-fit)
     timeout 200 "${servesim[@]}" validate --profile "$profile" --engine "$engine" --requests "$requests" --json --quiet \
-        ${val_args[@]+"${val_args[@]}"} --out "$out/validate-$engine" > "$out/validate-$engine.json" 2> "$out/validate-$engine.log" \
+        --out "$out/validate-$engine" > "$out/validate-$engine.json" 2> "$out/validate-$engine.log" \
         || echo "validate --engine $engine failed: see validate-$engine.log" | tee -a "$out/gpu.txt"
     cat "$out/validate-$engine.json" || true
 done

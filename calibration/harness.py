@@ -11,17 +11,6 @@
 4. Measure the device's peak matmul rate and copy bandwidths (the fallback roofline's
    hardware), choose per op the interpolation space that reproduces the held-out points
    best, and record the fit errors.
-5. With ``engine`` ("hf" or "builtin"): run that real engine over designed batches and fit
-   its whole steps against the op times (``calibration.engine_fit``): the profile's engine
-   section, which the profiled cost model then uses.
-
-Timings are only as good as the machine is quiet. Every point is measured in at least
-``MIN_PASSES`` interleaved passes, and in more (up to ``MAX_PASSES``) while the spread of
-its pooled repeats (iqr / median) exceeds ``NOISE_REL_SPREAD``; a point still above it is
-marked noisy. Meanwhile ``calibration.load.LoadMonitor`` records how many CPUs other
-processes kept busy. Both go into the profile (``quality``), and
-``simulator.cost.profiled.quality_warnings`` turns them, and the held-out errors, into a
-warning.
 """
 
 from __future__ import annotations
@@ -52,20 +41,17 @@ from calibration.device import (
 )
 from calibration.engine import BuiltinEngine, StepRecord, make_requests
 from calibration.grid import grid_spec, held_out_pairs, held_out_values
-from calibration.load import LoadMonitor
 from calibration.model import TorchModel
 from calibration.timing import Timing, make_timer, pooled
 from policies.batching.hf_fifo import HfFifoParams, HfFifoPolicy
 from simulator.cost.profile import (
     COUNT_OPS,
     MODEL_SCOPE_OPS,
-    NOISE_REL_SPREAD,
     OP_AXES,
     PROFILE_SCHEMA_VERSION,
     CalibrationProfile,
     DeviceInfo,
     GridSpec,
-    MeasurementQuality,
     MemoryProfile,
     OpFitError,
     OpTable,
@@ -77,8 +63,7 @@ from simulator.kv import ceil_div
 from simulator.specs import HardwareSpec, ModelSpec
 
 BLOCK_SIZE = 16
-MIN_PASSES = 3  # interleaved passes over each op's grid, every point
-MAX_PASSES = 6  # passes at most, for points whose spread stays above NOISE_REL_SPREAD
+PASSES = 3  # interleaved passes over each op's grid
 ProgressFn = Callable[[int, int], None]
 
 
@@ -222,42 +207,8 @@ class _OpBench:
 
 def _point(at: tuple[int, ...], t: Timing) -> ProfilePoint:
     return ProfilePoint(
-        at=at,
-        median_s=max(t.median_s, 1e-9),
-        iqr_s=t.iqr_s,
-        num_repeats=t.num_repeats,
-        kernel_s=t.kernel_s,
-        noisy=t.rel_spread > NOISE_REL_SPREAD,
+        at=at, median_s=max(t.median_s, 1e-9), iqr_s=t.iqr_s, num_repeats=t.num_repeats, kernel_s=t.kernel_s
     )
-
-
-def measure_points(
-    calls: dict[tuple[int, ...], Callable[[], Any]],
-    timer: Any,
-    tick: Callable[[int], None] | None = None,
-    min_passes: int = MIN_PASSES,
-    max_passes: int = MAX_PASSES,
-    bound: float = NOISE_REL_SPREAD,
-) -> dict[tuple[int, ...], Timing]:
-    """Pooled timings of every call: ``min_passes`` interleaved passes over all, then more passes over
-    those whose pooled spread exceeds ``bound``, up to ``max_passes`` (see timing.pooled).
-
-    ``tick(n)`` is told how many more timings the next pass adds beyond the first ``min_passes``.
-    """
-    timings: dict[tuple[int, ...], list[Timing]] = {at: [] for at in calls}
-    active = list(calls)
-    for pass_index in range(max_passes):
-        for at in active:
-            timings[at].append(timer.time(calls[at], profile=pass_index == 0))
-            if tick is not None:
-                tick(0)
-        if pass_index + 1 >= min_passes:
-            active = [at for at in active if pooled(timings[at]).rel_spread > bound]
-            if not active:
-                break
-            if tick is not None and pass_index + 1 < max_passes:
-                tick(len(active))
-    return {at: pooled(ts) for at, ts in timings.items()}
 
 
 # -- fits -----------------------------------------------------------------------------------
@@ -389,49 +340,10 @@ def calibrate(
     num_threads: int | None = None,
     progress: ProgressFn | None = None,
     seed: int = 0,
-    engine: str | None = None,
-    timer: Any = None,
 ) -> CalibrationProfile:
-    """Measure ``spec`` on the device and return its profile (see the module docstring).
-
-    ``num_threads``: torch's intra-op threads (None: torch's default, which is what an engine
-    started here uses); ``engine``: also fit that real engine's whole steps; ``timer``:
-    replaces the device's timer (tests).
-    """
-    started = time.perf_counter()
-    device = resolve_device(device_kind, num_threads)
-    monitor = LoadMonitor(device.num_threads)
-    monitor.sample_before(0.5)
-    monitor.start()
-    try:
-        profile, section = _measure(spec, device, dtype, grid_name, progress, seed, engine, timer)
-    finally:
-        load = monitor.stop()
-    quality = MeasurementQuality(
-        noise_rel_spread=NOISE_REL_SPREAD, min_passes=MIN_PASSES, max_passes=MAX_PASSES, load=load
-    )
-    return CalibrationProfile.model_validate(
-        profile.model_dump()
-        | {
-            "quality": quality.model_dump(),
-            "engine": None if section is None else section.model_dump(),
-            "calibration_wall_s": time.perf_counter() - started,
-        }
-    )
-
-
-def _measure(
-    spec: ModelSpec,
-    device: Device,
-    dtype: str,
-    grid_name: str,
-    progress: ProgressFn | None,
-    seed: int,
-    engine_name: str | None,
-    timer: Any,
-) -> tuple[CalibrationProfile, Any]:
-    """Steps 1-5 of the module docstring: the profile and the engine section (or None)."""
+    """Measure ``spec`` on the device and return its profile (see the module docstring)."""
     torch = import_torch()
+    device = resolve_device(device_kind, num_threads)
     torch.manual_seed(seed)
     run_spec = spec_for_dtype(spec, dtype)
     grid = grid_spec(grid_name, device.kind, run_spec.max_context_tokens)
@@ -456,20 +368,15 @@ def _measure(
     # the whole model's weights: a bound, since the op model is freed before the whole model is built
     check_fits(run_spec, device, copies * layer_bytes + kv_bytes + act_bytes + 2 * vocab_copies * vocab_bytes)
 
-    if timer is None:
-        timer = make_timer(device, quick=grid_name == "quick", passes=MIN_PASSES)
+    timer = make_timer(device, quick=grid_name == "quick", passes=PASSES)
     points = _op_points(grid)
     overhead_runs = _overhead_runs(grid, run_spec.max_context_tokens)
-    engine_work = 40 if engine_name is not None else 0  # about the designed runs (engine_fit.design)
-    total_work = MIN_PASSES * sum(len(g) + len(h) for g, h in points.values()) + len(overhead_runs) + 2 + engine_work
+    total_work = PASSES * sum(len(g) + len(h) for g, h in points.values()) + len(overhead_runs) + 2
     done = 0
 
-    def tick(more: int = 0) -> None:
-        nonlocal done, total_work
-        if more:
-            total_work += more
-        else:
-            done += 1
+    def tick() -> None:
+        nonlocal done
+        done += 1
         if progress is not None:
             progress(done, total_work)
 
@@ -483,12 +390,16 @@ def _measure(
     with torch.inference_mode():
         for op, (grid_points, held_points) in points.items():
             calls = {at: bench.call(op, at) for at in [*grid_points, *held_points]}
-            timings = measure_points(calls, timer, tick)  # interleaved passes: see timing.pooled
+            timings: dict[tuple[int, ...], list[Timing]] = {at: [] for at in calls}
+            for pass_index in range(PASSES):  # interleaved passes: see timing.pooled
+                for at, call in calls.items():
+                    timings[at].append(timer.time(call, profile=pass_index == 0))
+                    tick()
             del calls
-            measured = [_point(at, timings[at]) for at in grid_points]
+            measured = [_point(at, pooled(timings[at])) for at in grid_points]
             scope = "model" if op in MODEL_SCOPE_OPS else "layer"
             tables[op] = OpTable(axes=OP_AXES[op], scope=scope, points=tuple(measured))
-            held_out[op] = tuple(_point(at, timings[at]) for at in held_points)
+            held_out[op] = tuple(_point(at, pooled(timings[at])) for at in held_points)
     del op_model, bench
     if device.is_cuda:
         torch.cuda.empty_cache()
@@ -509,7 +420,6 @@ def _measure(
             engine.run(make_requests([0.0] * b, [prompt] * b, [output] * b, run_spec.vocab_size, seed))
             steps += engine.steps[1:]  # the first step of a run pays one-off costs (allocator, caches)
             tick()
-    full = engine = None  # the whole model is not needed any more (the engine fit builds its own)
     memory_total = total_memory_bytes(device)
     hardware = measure_hardware(device, device.name, memory_total)
     tick()
@@ -551,26 +461,13 @@ def _measure(
     step_errors = [
         abs(p + step_s + per_seq_s * n - m) / m for m, p, n in zip(measured, predicted_ops, seqs, strict=True)
     ]
-    profile = CalibrationProfile.model_validate(
+    return CalibrationProfile.model_validate(
         draft.model_dump()
         | {
             "overhead": StepOverhead(step_s=step_s, per_seq_s=per_seq_s, num_steps=len(steps)).model_dump(),
             "step_fit_mean_rel_error": float(np.mean(step_errors)) if step_errors else None,
         }
     )
-    # 5. the real engine's whole steps
-    section = None
-    if engine_name is not None:
-        from calibration.engine_fit import calibrate_engine
-
-        base_done, base_total = done, total_work - engine_work
-
-        def engine_progress(i: int, n: int) -> None:
-            if progress is not None:
-                progress(base_done + i, base_total + n)
-
-        section = calibrate_engine(profile, engine_name, device, seed, engine_progress)
-    return profile, section
 
 
 def _activation_peak(model: TorchModel, device: Device, num_tokens: int) -> float:

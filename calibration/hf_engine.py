@@ -8,34 +8,24 @@ which ``policies.batching.hf_fifo`` mirrors. A client thread sends requests on t
 arrival schedule with ``add_request(record_timestamps=True)``; the engine's per-token
 timestamps (taken in its loop as each token is produced) are the measured token times.
 
-Its steps are recorded as the engine runs them: the manager's loop body (schedule, prepare
-inputs, forward, sample, update: one engine step) is timed from start to end, and the
-scheduler's plan for it (each request's query tokens and the tokens already in its cache)
-gives the step's shape (``StepRecord``). This wraps two methods of the manager and its
-scheduler instance (``_generation_loop_body``, ``schedule_batch``) of the pinned version;
-where they are missing, no steps are recorded (``records_steps`` False) and the token
-times alone remain.
-
 Pinned to the transformers version of the ``calibrate`` extra; other versions with the
 same API (5.x) are accepted, older ones are refused with the version to install.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from calibration.device import Device, import_torch, torch_dtype
-from calibration.engine import EngineRequest, StepRecord
+from calibration.engine import EngineRequest
 from calibration.model import RMS_EPS, ROPE_THETA
 from policies.batching.hf_fifo import HfFifoParams
 from simulator.specs import ModelSpec
 
 PINNED_TRANSFORMERS = "5.17.0"
 RESULT_TIMEOUT_S = 600.0
-STEP_FLUSH_TIMEOUT_S = 5.0
 
 
 def import_transformers() -> Any:
@@ -114,70 +104,12 @@ class HfEngine:
             cpu_offload_space=0.0,
         )
         self._manager: Any = None
-        self.records_steps = False
-        self._steps: list[StepRecord] = []
-        self._steps_lock = threading.Lock()
-        self._t0 = time.perf_counter()
-        self._last_end = 0.0  # perf_counter time the last recorded step ended
 
     def start(self) -> None:
         self._manager = self.model.init_continuous_batching(
             generation_config=self.generation_config, continuous_batching_config=self.cb_config
         )
-        self._install_step_recorder(self._manager)
         self._manager.start()
-
-    def _install_step_recorder(self, manager: Any) -> None:
-        """Time every loop body that ran a batch, with the scheduler's plan as its shape (module docstring)."""
-        body = getattr(manager, "_generation_loop_body", None)
-        if body is None:
-            return
-        planned: list[list[tuple[int, int, bool]]] = []
-
-        def wrap_scheduler(scheduler: Any) -> None:
-            schedule = scheduler.schedule_batch
-
-            def schedule_batch(*args: Any, **kwargs: Any) -> Any:
-                out = schedule(*args, **kwargs)
-                batch = out[0] if isinstance(out, tuple) else None
-                if batch:
-                    planned.append(
-                        [(int(f.query_length), int(f.state.position_offset), bool(f.has_new_token)) for f in batch]
-                    )
-                return out
-
-            scheduler.schedule_batch = schedule_batch
-            scheduler._servesim_records = True
-
-        def recorded_body(batch_processor: Any, *args: Any, **kwargs: Any) -> Any:
-            scheduler = getattr(batch_processor, "scheduler", None)
-            if scheduler is not None and not getattr(scheduler, "_servesim_records", False):
-                wrap_scheduler(scheduler)
-            planned.clear()
-            start = time.perf_counter()
-            result = body(batch_processor, *args, **kwargs)
-            end = time.perf_counter()
-            if planned:
-                record = _record(planned[-1], start - self._t0, end - self._t0)
-                with self._steps_lock:
-                    self._steps.append(record)
-                    self._last_end = end
-            return result
-
-        manager._generation_loop_body = recorded_body
-        self.records_steps = True
-
-    def take_steps(self, after_s: float) -> list[StepRecord]:
-        """The steps recorded since the last call, once the one ending at or after ``after_s`` (perf_counter) is in."""
-        deadline = time.perf_counter() + STEP_FLUSH_TIMEOUT_S
-        while self.records_steps and time.perf_counter() < deadline:
-            with self._steps_lock:
-                if self._last_end >= after_s:
-                    break
-            time.sleep(0.001)
-        with self._steps_lock:
-            steps, self._steps = self._steps, []
-        return steps
 
     @property
     def attention_layout(self) -> str:
@@ -198,19 +130,13 @@ class HfEngine:
         self,
         requests: Sequence[EngineRequest],
         progress: Callable[[int, int], None] | None = None,
-    ) -> list[StepRecord]:
-        """Send ``requests`` on their schedule, wait for all; stamps their times (seconds since the start).
-
-        Returns the engine's steps of the run (empty when ``records_steps`` is False).
-        """
+    ) -> None:
+        """Send ``requests`` on their schedule, wait for all; stamps their times (seconds since the start)."""
         assert self._manager is not None, "start() the engine first"
         manager = self._manager
         by_id = {str(r.request_id): r for r in requests}
         clock = time.perf_counter
-        self.take_steps(0.0)  # drop anything recorded between runs
         t0 = clock()
-        self._t0 = t0
-        last_token = t0
         for req in sorted(requests, key=lambda r: r.arrival_s):
             wait = t0 + req.arrival_s - clock()
             if wait > 0:
@@ -235,7 +161,6 @@ class HfEngine:
             if result.error is not None:
                 raise RuntimeError(f"transformers' engine failed request {result.request_id}: {result.error}")
             times = [t - t0 for t in (result.timestamps or [])]
-            last_token = max([last_token, *(result.timestamps or [])])
             req.token_times_s = times
             req.num_generated_tokens = len(result.generated_tokens)
             req.first_scheduled_s = result.lifespan[0] - t0
@@ -246,22 +171,3 @@ class HfEngine:
             num_done += 1
             if progress is not None:
                 progress(num_done, len(requests))
-        return self.take_steps(last_token)
-
-
-def _record(plan: list[tuple[int, int, bool]], start_s: float, end_s: float) -> StepRecord:
-    """A step's record from the scheduler's plan: (query tokens, tokens cached, samples a token) per request.
-
-    One query token over a non-empty cache is a decode (context: cache + 1), as in the builtin engine.
-    """
-    new, cached = [], []
-    decodes = context = sampled = 0
-    for query, past, samples in plan:
-        if query == 1 and past > 0:
-            decodes += 1
-            context += past + 1
-        else:
-            new.append(query)
-            cached.append(past)
-        sampled += samples
-    return StepRecord(start_s, end_s, tuple(new), tuple(cached), decodes, context, sampled, 0)

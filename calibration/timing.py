@@ -1,12 +1,7 @@
-"""Timing one op call: a wall-clock block timer on a CPU, CUDA events plus the profiler on a GPU.
+"""Timing one op call: torch's benchmark timer on a CPU, CUDA events plus the profiler on a GPU.
 
 Both return the median of repeats and their interquartile range, and the repeats, so that a
-grid measured in several interleaved passes can pool them (``pooled``); the harness adds
-passes to a point until the pooled spread (``rel_spread``: iqr / median) is within its
-bound or a cap is hit. On a CPU each repeat times a block of calls long enough that the
-clock's resolution does not matter (``CpuTimer``: like ``torch.utils.benchmark``'s
-``blocked_autorange``, but with at least ``min_repeats`` repeats per pass, so that even the
-slowest points get a spread, and with an injectable clock for tests). On CUDA each repeat
+grid measured in several interleaved passes can pool them (``pooled``). On CUDA each repeat
 brackets one call with events after a warm-up (what an engine without CUDA graphs pays,
 launches included), and the torch profiler adds the kernels' own device time per call,
 recorded beside the event time. Attribute names of the profiler's events changed across
@@ -15,8 +10,6 @@ torch releases (``self_cuda_time_total`` became ``self_device_time_total``); bot
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -36,11 +29,6 @@ class Timing:
     kernel_s: float | None = None
     samples_s: tuple[float, ...] = ()
 
-    @property
-    def rel_spread(self) -> float:
-        """Interquartile range over median (0 for a zero median)."""
-        return self.iqr_s / self.median_s if self.median_s > 0 else 0.0
-
 
 def pooled(timings: list[Timing]) -> Timing:
     """One Timing from several passes over the same call: median and IQR of all their repeats.
@@ -55,54 +43,20 @@ def pooled(timings: list[Timing]) -> Timing:
 
 
 class CpuTimer:
-    """Wall-clock repeats of blocks of calls, on torch's current threads.
+    """``torch.utils.benchmark.Timer`` with torch's current thread count (its default of one would mislead)."""
 
-    One untimed call first (the shape's first call allocates); then the block grows, doubling,
-    until one block of calls lasts ``block_s`` (so that a repeat averages out the jitter of
-    single short calls and the clock's resolution does not matter); then blocks until
-    ``min_run_time_s`` has passed and at least ``min_repeats`` were timed. A repeat is a
-    block's time per call. ``clock`` is ``time.perf_counter`` unless a test injects another.
-    """
+    label = "torch.utils.benchmark.Timer.blocked_autorange (wall clock)"
 
-    label = "wall clock, blocks of calls (median of repeats over interleaved passes)"
-
-    def __init__(
-        self,
-        min_run_time_s: float = 0.05,
-        min_repeats: int = 3,
-        block_s: float = 2e-3,
-        clock: Callable[[], float] = time.perf_counter,
-    ) -> None:
+    def __init__(self, min_run_time_s: float = 0.05) -> None:
         self.min_run_time_s = min_run_time_s
-        self.min_repeats = min_repeats
-        self.block_s = block_s
-        self.clock = clock
-
-    def _block(self, fn: Callable[[], Any], number: int) -> float:
-        clock = self.clock
-        start = clock()
-        for _ in range(number):
-            fn()
-        return clock() - start
 
     def time(self, fn: Callable[[], Any], profile: bool = True) -> Timing:
-        fn()
-        number, elapsed = 1, self._block(fn, 1)
-        samples: list[float] = []
-        spent = elapsed
-        while elapsed < self.block_s and number < 100_000:  # grow the block (the last one counts)
-            number = min(100_000, max(2 * number, math.ceil(number * self.block_s / max(elapsed, 1e-9))))
-            elapsed = self._block(fn, number)
-            spent += elapsed
-        samples.append(elapsed / number)
-        while len(samples) < self.min_repeats or spent < self.min_run_time_s:
-            elapsed = self._block(fn, number)
-            spent += elapsed
-            samples.append(elapsed / number)
-            if len(samples) >= 10_000:
-                break
-        q25, q50, q75 = np.percentile(samples, [25, 50, 75])
-        return Timing(float(q50), float(q75 - q25), len(samples), None, tuple(samples))
+        torch = import_torch()
+        from torch.utils import benchmark
+
+        timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+        m = timer.blocked_autorange(min_run_time=self.min_run_time_s)
+        return Timing(float(m.median), float(m.iqr), len(m.times), None, tuple(float(t) for t in m.times))
 
 
 def _kernel_seconds(prof: Any, calls: int) -> float | None:
@@ -169,4 +123,4 @@ def make_timer(device: Device, quick: bool, passes: int = 1) -> CpuTimer | CudaT
     """The device's timer, its repeats split over ``passes`` interleaved passes."""
     if device.is_cuda:
         return CudaTimer(device, repeats=max(3, (15 if quick else 40) // passes))
-    return CpuTimer(min_run_time_s=(0.036 if quick else 0.2) / passes, min_repeats=2 if quick else 3)
+    return CpuTimer(min_run_time_s=(0.036 if quick else 0.2) / passes)

@@ -2,25 +2,19 @@
 
 Both sides get the same requests (arrival times, prompt and output lengths), the same
 batch policy and limits (batch cap, token budget, block size, KV blocks, recompute
-preemption) and the same model. It is a held-out check: the simulator uses the profile as
-calibrated (its engine section, ``calibrate --engine``, when it has one: the engine's op
-time scale and its per-step, per-sequence, per-token and per-key overheads, and the ingest
-delay measured there; else the harness's op times and decode-loop overhead), and nothing is
-fitted to the compared run. The engine's attention layout (packed for transformers'
-``paged|sdpa``) is a fact about the engine run and always follows it.
+preemption) and the same model. Before and after the measured run the engine serves
+warm-up batches (one request alone, then a few together) that are not compared: their prefill
+and decode steps, against the ops' time the profile predicts, give the engine's time
+scale and own per-step overhead (step time = scale x ops + step_s + per_seq_s x
+sequences + per_kv_s x keys attended, a non-negative least-squares fit in which prefill
+and decode steps weigh the same in total: the scale absorbs an engine's kernels being
+faster or slower than the harness's, the overheads its scheduling, input preparation and
+the work it does per key read, such as gathering paged K/V, beyond the attention kernel),
+and the delay between sending a request to an idle engine and its scheduling gives the
+client ingest delay. Tokens are timed by the engine
+as it produces them, so the stream delay is zero on both sides.
 
-With ``fit_in_run`` (``--fit-in-run``) it does what it did before it was a held-out check:
-before and after the measured run the engine serves warm-up batches (one request alone,
-then a few together) that are not compared, and their prefill and decode steps fit the step
-model (``calibration.stepfit``) and the delay between sending a request to an idle engine and
-its scheduling gives the client ingest delay; the result is reported as fitted in-run.
-Tokens are timed by the engine as it produces them, so the stream delay is zero on both
-sides.
-
-Besides the latency metrics (mean, p50, p90, p99 of TTFT, TPOT, ITL, E2E; throughput), it
-compares every engine step the run recorded with the simulator's time for that shape, by
-step kind (prefill, decode, mixed). Metrics on both sides come from
-``simulator.summary.summarize`` (vLLM's definitions).
+Metrics on both sides come from ``simulator.summary.summarize`` (vLLM's definitions).
 """
 
 from __future__ import annotations
@@ -36,27 +30,25 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import nnls
 
-from calibration.device import import_torch, resolve_device
+from calibration.device import resolve_device
 from calibration.engine import BuiltinEngine, EngineRequest, StepRecord, make_requests
-from calibration.load import LoadMonitor
 from calibration.model import TorchModel
-from calibration.stepfit import fit_step_model, kind_errors, records_data, step_kind
 from policies import BATCH_POLICIES
 from policies.batching.hf_fifo import HfFifoParams
 from simulator.build import build
 from simulator.config import ScenarioConfig
-from simulator.cost.profile import CalibrationProfile, LoadReport, StepKindError
-from simulator.cost.profiled import ProfiledCostModel, ProfiledParams, quality_warnings
+from simulator.cost.profile import CalibrationProfile
+from simulator.cost.profiled import ProfiledCostModel, ProfiledParams
 from simulator.kv import ceil_div
 from simulator.scenario import validate_scenario
-from simulator.specs import ModelSpec
 from simulator.summary import summarize
 from workloads import RequestStream, generate
 
 ENGINES = ("hf", "builtin")
 COMPARED = (
-    *tuple(f"{stat}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el") for stat in ("mean", "median", "p90", "p99")),
+    *tuple(f"{stat}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el") for stat in ("mean", "median", "p90")),
     "request_throughput",
     "output_throughput",
 )
@@ -177,24 +169,14 @@ def with_default_rate(cfg: ScenarioConfig, cost_model: dict[str, Any]) -> Scenar
 class _Builtin:
     name = "builtin"
 
-    def __init__(
-        self,
-        spec: ModelSpec,
-        dtype: str,
-        device: Any,
-        policy: Any,
-        num_blocks: int,
-        block_size: int,
-        max_model_len: int,
-        seed: int,
-    ) -> None:
-        from calibration import HARNESS_VERSION
-
-        model = TorchModel(spec, device, dtype, num_blocks, block_size, seed=seed)
-        self.engine = BuiltinEngine(model, BATCH_POLICIES.get(policy.kind)(policy), max_model_len)
-        self.version = f"servesim builtin {HARNESS_VERSION}"
+    def __init__(self, profile: CalibrationProfile, cfg: ScenarioConfig, device: Any, seed: int) -> None:
+        kv = cfg.kv_cache
+        assert kv.num_blocks is not None
+        model = TorchModel(profile.model, device, profile.dtype, kv.num_blocks, kv.block_size, seed=seed)
+        policy = BATCH_POLICIES.get(cfg.policy.kind)(cfg.policy)
+        self.engine = BuiltinEngine(model, policy, cfg.max_model_len or profile.model.max_context_tokens)
+        self.version = "servesim builtin"
         self.attention = "per_sequence"
-        self.attn_implementation: str | None = None
 
     def start(self) -> None:
         pass
@@ -204,7 +186,8 @@ class _Builtin:
 
     def run(self, requests: Sequence[EngineRequest], progress: ProgressFn | None = None) -> list[StepRecord]:
         self.engine.steps = []
-        torch = import_torch()
+        import torch
+
         with torch.inference_mode():
             self.engine.run(requests, progress)
         return list(self.engine.steps)
@@ -213,58 +196,25 @@ class _Builtin:
 class _Hf:
     name = "hf"
 
-    def __init__(
-        self,
-        spec: ModelSpec,
-        dtype: str,
-        device: Any,
-        policy: Any,
-        num_blocks: int,
-        block_size: int,
-        max_model_len: int,
-        seed: int,
-    ) -> None:
+    def __init__(self, profile: CalibrationProfile, cfg: ScenarioConfig, device: Any, seed: int) -> None:
         from calibration.hf_engine import HfEngine
 
-        assert isinstance(policy, HfFifoParams)
-        self.engine = HfEngine(spec, device, dtype, policy, num_blocks, block_size, seed)
+        kv = cfg.kv_cache
+        assert kv.num_blocks is not None and isinstance(cfg.policy, HfFifoParams)
+        self.engine = HfEngine(profile.model, device, profile.dtype, cfg.policy, kv.num_blocks, kv.block_size, seed)
         self.version = f"transformers {self.engine.version}"
         self.attention = "packed"
-        self.attn_implementation = None
 
     def start(self) -> None:
         self.engine.start()
         self.attention = self.engine.attention_layout
-        self.attn_implementation = str(self.engine.model.config._attn_implementation)
 
     def stop(self) -> None:
         self.engine.stop()
 
     def run(self, requests: Sequence[EngineRequest], progress: ProgressFn | None = None) -> list[StepRecord]:
-        return self.engine.run(requests, progress)
-
-
-Engine = _Builtin | _Hf
-
-
-def make_engine(
-    name: str,
-    spec: ModelSpec,
-    dtype: str,
-    device: Any,
-    policy: Any,
-    num_blocks: int,
-    block_size: int,
-    max_model_len: int,
-    seed: int,
-) -> Engine:
-    """The engine ``name`` ("hf" or "builtin") over ``spec`` with the given policy and KV limits."""
-    if name not in ENGINES:
-        raise ValueError(f"unknown engine {name!r}; one of {', '.join(ENGINES)}")
-    if name == "hf" and not isinstance(policy, HfFifoParams):
-        raise ValueError("--engine hf runs transformers' FIFO scheduler: the policy must be hf_fifo")
-    cls = _Hf if name == "hf" else _Builtin
-    return cls(spec, dtype, device, policy, num_blocks, block_size, max_model_len, seed)
+        self.engine.run(requests, progress)
+        return []
 
 
 # -- warm-up: the engine's own overhead and ingest delay ------------------------------------
@@ -272,8 +222,7 @@ def make_engine(
 
 @dataclass(frozen=True, slots=True)
 class EngineFit:
-    """The step model the simulator ran with: time_scale x ops + step + per_seq x seqs + per_token x tokens
-    + per_kv x keys, and the client ingest delay; where it came from (``source``)."""
+    """What the warm-up measured: step time = time_scale x ops + step + per_seq x seqs + per_kv x keys."""
 
     time_scale: float
     step_overhead_s: float
@@ -281,13 +230,12 @@ class EngineFit:
     per_kv_token_overhead_s: float
     ingest_delay_s: float
     num_steps: int
-    mean_rel_error: float | None
+    mean_rel_error: float
     fitted: bool
-    per_token_overhead_s: float = 0.0
-    source: str = ""
 
 
 STEP_TOLERANCE_S = 5e-4  # tokens of one step are stamped within this of each other
+MIN_TIME_SCALE = 1e-3  # a fitted scale below this is degenerate (see fit_engine)
 
 
 def warmup_steps(requests: Sequence[EngineRequest]) -> list[StepRecord]:
@@ -341,7 +289,7 @@ def _warmup_runs(cfg: ScenarioConfig) -> list[tuple[int, int, int]]:
 
 
 def collect_warmup(
-    engine: Engine, profile: CalibrationProfile, cfg: ScenarioConfig, seed: int
+    engine: _Builtin | _Hf, profile: CalibrationProfile, cfg: ScenarioConfig, seed: int
 ) -> tuple[list[StepRecord], list[float]]:
     """Serve the warm-up batches; their reconstructed steps and the ingest delays of idle sends."""
     vocab = profile.model.vocab_size
@@ -356,73 +304,45 @@ def collect_warmup(
     return steps, ingest
 
 
-def profile_fit(profile: CalibrationProfile, attention: str, use_engine_fit: bool = True) -> EngineFit:
-    """The step model as the profile gives it (its engine section unless ``use_engine_fit`` is False)."""
-    params = ProfiledParams(attention=attention, engine_fit=use_engine_fit)  # type: ignore[arg-type]
-    m = ProfiledCostModel(params, profile.model, profile.hardware, 1, profile=profile)
-    engine = profile.engine if use_engine_fit else None
-    if engine is not None:
-        source = f"the profile's engine fit ({engine.engine_version}, calibrate --engine {engine.engine})"
-    elif use_engine_fit:
-        source = "the profile (no engine fit in it: the harness's op times and decode-loop overhead)"
-    else:
-        source = "the profile's op times and decode-loop overhead (its engine fit ignored)"
-    return EngineFit(
-        time_scale=m.time_scale,
-        step_overhead_s=m.step_overhead_s,
-        per_seq_overhead_s=m.per_seq_overhead_s,
-        per_kv_token_overhead_s=m.per_kv_token_overhead_s,
-        ingest_delay_s=engine.ingest_delay_s if engine is not None else 0.0,
-        num_steps=len(engine.steps) if engine is not None else 0,
-        mean_rel_error=engine.held_out_mean_rel_error if engine is not None else None,
-        fitted=False,
-        per_token_overhead_s=m.per_token_overhead_s,
-        source=source,
-    )
-
-
 def fit_engine(
     steps: list[StepRecord], ingest: list[float], attention: str, profile: CalibrationProfile, fit: bool = True
 ) -> EngineFit:
-    """The engine's step model and ingest delay from warm-up steps (``calibration.stepfit``, robust, >= 0).
+    """The engine's time scale, per-step overhead and ingest delay from warm-up steps (module docstring).
 
-    With ``fit=False``, or when the fit is degenerate (scale below ``stepfit.MIN_TIME_SCALE``:
-    the steps did not tell ops from overhead), the profile's parameters are taken as they are
-    (``fitted`` False) and only the ingest delay is measured.
+    With ``fit=False``, or when the fit is degenerate (scale below ``MIN_TIME_SCALE``), the
+    profile is taken as it is (scale 1, the harness's overhead; ``fitted`` False) and only
+    the ingest delay is measured.
     """
-    data = records_data(steps, profile, attention)
-    model = fit_step_model(data) if fit and len(data) else None
-    if model is not None and model.degenerate:
-        model = None
-    ingest_s = max(0.0, float(np.median(ingest))) if ingest else 0.0
-    if model is None:
-        base = profile_fit(profile, attention, use_engine_fit=False)
-        coef = np.array(
-            [
-                base.time_scale,
-                base.step_overhead_s,
-                base.per_seq_overhead_s,
-                base.per_token_overhead_s,
-                base.per_kv_token_overhead_s,
-            ]
-        )
-        source = "the profile (the in-run fit was degenerate)" if fit else base.source
-    else:
-        coef = model.coefficients
-        source = "fitted in-run on warm-up requests"
-    predicted = data.design() @ coef
-    error = float(np.mean(np.abs(predicted - data.measured_s) / data.measured_s)) if len(data) else None
+    params = ProfiledParams(step_overhead_s=0.0, per_seq_overhead_s=0.0, attention=attention)  # type: ignore[arg-type]
+    bare = ProfiledCostModel(params, profile.model, profile.hardware, 1, profile=profile)
+    measured = np.array([s.end_s - s.start_s for s in steps])
+    shapes = [s.shape() for s in steps]
+    ops = np.array([bare.step_time(shape).total_s for shape in shapes])
+    seqs = np.array([shape.num_seqs for shape in shapes], dtype=float)
+    keys = np.array([shape.num_kv_tokens for shape in shapes], dtype=float)
+    if fit:
+        # least squares with every coefficient >= 0 in relative terms; the few prefill steps weigh as
+        # much in total as the many decode steps (TTFT rests on the former, TPOT on the latter)
+        has_prefill = np.array([bool(s.prefill_new_tokens) for s in steps])
+        weight = np.where(has_prefill, 1.0 / max(1, has_prefill.sum()), 1.0 / max(1, (~has_prefill).sum()))
+        design = np.column_stack([ops, np.ones_like(ops), seqs, keys]) / measured[:, None]
+        root = np.sqrt(weight)[:, None]
+        (scale, step_s, per_seq_s, per_kv_s), _ = nnls(design * root, root[:, 0])
+        # an op time scale near zero says the warm-up steps did not tell ops from overhead
+        # (too few, or all alike): the profile is then taken as it is
+        fit = bool(scale >= MIN_TIME_SCALE)
+    if not fit:
+        scale, step_s, per_seq_s, per_kv_s = 1.0, profile.overhead.step_s, profile.overhead.per_seq_s, 0.0
+    predicted = scale * ops + step_s + per_seq_s * seqs + per_kv_s * keys
     return EngineFit(
-        time_scale=float(coef[0]),
-        step_overhead_s=float(coef[1]),
-        per_seq_overhead_s=float(coef[2]),
-        per_kv_token_overhead_s=float(coef[4]),
-        ingest_delay_s=ingest_s,
-        num_steps=len(data),
-        mean_rel_error=error,
-        fitted=model is not None,
-        per_token_overhead_s=float(coef[3]),
-        source=source,
+        time_scale=float(scale),
+        step_overhead_s=float(step_s),
+        per_seq_overhead_s=float(per_seq_s),
+        per_kv_token_overhead_s=float(per_kv_s),
+        ingest_delay_s=max(0.0, float(np.median(ingest))),
+        num_steps=len(steps),
+        mean_rel_error=float(np.mean(np.abs(predicted - measured) / measured)),
+        fitted=fit,
     )
 
 
@@ -432,32 +352,8 @@ def _cost_model(cfg: ScenarioConfig, attention: str, fit: EngineFit) -> dict[str
         "time_scale": fit.time_scale,
         "step_overhead_s": fit.step_overhead_s,
         "per_seq_overhead_s": fit.per_seq_overhead_s,
-        "per_token_overhead_s": fit.per_token_overhead_s,
         "per_kv_token_overhead_s": fit.per_kv_token_overhead_s,
     }
-
-
-def step_errors(
-    steps: Sequence[StepRecord], cost: ProfiledCostModel
-) -> tuple[dict[str, StepKindError], dict[str, dict[str, float | None]]]:
-    """The simulator's time of every recorded engine step against the engine's, by step kind.
-
-    Returns the errors per kind and comparison rows ``step_<kind>_ms`` (mean step time,
-    measured and predicted, and the relative error of the means).
-    """
-    if not steps:
-        return {}, {}
-    shapes = [s.shape() for s in steps]
-    predicted = np.array([cost.step_time(shape).total_s for shape in shapes])
-    measured = np.array([s.end_s - s.start_s for s in steps])
-    kinds = [step_kind(shape) for shape in shapes]
-    rows: dict[str, dict[str, float | None]] = {}
-    for kind in ("prefill", "decode", "mixed"):
-        mask = np.array([k == kind for k in kinds])
-        if mask.any():
-            m, p = float(measured[mask].mean() * 1e3), float(predicted[mask].mean() * 1e3)
-            rows[f"step_{kind}_ms"] = {"measured": m, "predicted": p, "rel_error": (p - m) / m}
-    return kind_errors(predicted, measured, kinds), rows
 
 
 # -- the comparison -------------------------------------------------------------------------
@@ -519,10 +415,6 @@ class ValidationResult:
     predicted_requests: pd.DataFrame
     engine_steps: list[StepRecord] = field(default_factory=list)
     wall_s: float = 0.0
-    step_errors: dict[str, StepKindError] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    num_threads: int = 1
-    load: LoadReport | None = None
 
     def write(self, out_dir: Path) -> Path:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -544,11 +436,6 @@ class ValidationResult:
                 "engine": self.engine,
                 "engine_version": self.engine_version,
                 "engine_fit": asdict(self.fit),
-                "fitted_in_run": self.fit.fitted,
-                "step_errors": {k: v.model_dump() for k, v in self.step_errors.items()},
-                "num_threads": self.num_threads,
-                "load": None if self.load is None else self.load.model_dump(),
-                "notes": self.notes,
                 "scenario": self.scenario.model_dump(mode="json"),
                 "wall_s": self.wall_s,
             },
@@ -568,42 +455,6 @@ def _clean(summary: dict[str, Any]) -> dict[str, Any]:
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in summary.items()}
 
 
-def _notes(
-    profile: CalibrationProfile,
-    profile_path: Path,
-    engine: Engine,
-    threads: int,
-    default_threads: int,
-    fit_in_run: bool,
-) -> list[str]:
-    """What a reader of the comparison should know: the profile's warnings, threads, the engine fit's origin."""
-    notes = quality_warnings(profile, str(profile_path))
-    measured = profile.device.num_threads
-    if profile.device.kind == "cpu" and threads != measured:
-        notes.append(
-            f"threads: the engine ran with {threads} torch threads, the profile was measured with {measured}: "
-            "its CPU times describe another thread count"
-        )
-    elif profile.device.kind == "cpu" and default_threads != measured:
-        notes.append(
-            f"threads: the engine ran with the profile's {measured} (torch's default here is {default_threads}; "
-            f"an engine started without setting it would not match the profile)"
-        )
-    if not fit_in_run:
-        section = profile.engine
-        if section is None:
-            notes.append(
-                f"{profile_path}: no engine-level fit (calibrate --engine {engine.name}): the simulator uses the "
-                "harness's kernel times and decode-loop overhead, which leave out the engine's own time per step"
-            )
-        elif section.engine != engine.name or section.engine_version != engine.version:
-            notes.append(
-                f"{profile_path}: its engine fit describes {section.engine_version}, not {engine.version}: "
-                f"calibrate --engine {engine.name} for this one"
-            )
-    return notes
-
-
 def validate(
     profile: CalibrationProfile,
     profile_path: Path,
@@ -611,66 +462,38 @@ def validate(
     workload_data: dict[str, Any] | None = None,
     num_requests: int | None = None,
     progress: ProgressFn | None = None,
-    fit_in_run: bool = False,
-    use_engine_fit: bool = True,
-    num_threads: int | None = None,
+    fit_engine_timing: bool = True,
 ) -> ValidationResult:
-    """Run ``engine_name`` ("hf" or "builtin") on the workload, simulate it, and compare (module docstring).
-
-    ``fit_in_run``: fit the step model to warm-ups around the run (not a held-out check);
-    ``use_engine_fit`` False: ignore the profile's engine section; ``num_threads``: the
-    engine's torch threads (default: the profile's).
-    """
+    """Run ``engine_name`` ("hf" or "builtin") on the workload, simulate it, and compare (module docstring)."""
     if engine_name not in ENGINES:
         raise ValueError(f"unknown engine {engine_name!r}; one of {', '.join(ENGINES)}")
     started = time.perf_counter()
     cfg = validation_scenario(profile, profile_path, engine_name, workload_data, num_requests)
-    default_threads = int(import_torch().get_num_threads())
-    threads = profile.device.num_threads if num_threads is None else num_threads
     try:
-        device = resolve_device(profile.device.kind, threads)
+        device = resolve_device(profile.device.kind, profile.device.num_threads)
     except ValueError:  # a profile measured on a GPU, validated where there is none
         raise ValueError(
             f"{profile_path}: measured on {profile.device.kind} ({profile.device.name}); validate runs the engine "
             "on the profile's device, and torch sees none here"
         ) from None
-    kv = cfg.kv_cache
-    assert kv.num_blocks is not None
-    max_len = cfg.max_model_len or profile.model.max_context_tokens
-    engine = make_engine(
-        engine_name, profile.model, profile.dtype, device, cfg.policy, kv.num_blocks, kv.block_size, max_len, cfg.seed
-    )
+    engine = (_Hf if engine_name == "hf" else _Builtin)(profile, cfg, device, cfg.seed)
     engine.start()
-    steps: list[StepRecord] = []
-    ingest: list[float] = []
-    monitor = LoadMonitor(threads)
-    monitor.sample_before(0.5)
-    monitor.start()
     try:
-        if fit_in_run:
-            # warm-ups before and after the compared requests bracket them: if the machine's speed
-            # drifts during the run (other load), the fit sees both ends of it
-            steps, ingest = collect_warmup(engine, profile, cfg, cfg.seed)
-        else:  # first calls pay one-off costs (allocator, caches); nothing is fitted to this
-            engine.run(make_requests([0.0], [WARMUP_PROMPT_TOKENS], [4], profile.model.vocab_size, cfg.seed))
-        if fit_in_run:
-            first = fit_engine(steps, ingest, engine.attention, profile)
-        else:
-            first = profile_fit(profile, engine.attention, use_engine_fit)
+        # warm-ups before and after the compared requests bracket them: if the machine's speed
+        # drifts during the run (other load), the fit sees both ends of it
+        steps, ingest = collect_warmup(engine, profile, cfg, cfg.seed)
         if workload_data is None or "workload" not in workload_data:
+            first = fit_engine(steps, ingest, engine.attention, profile, fit_engine_timing)
             cfg = with_default_rate(cfg, _cost_model(cfg, engine.attention, first))
         stream = generate(cfg.workload, cfg.seed)
         requests = make_requests(
             stream.arrival_s, stream.num_prompt_tokens, stream.num_output_tokens, profile.model.vocab_size, cfg.seed
         )
         engine_steps = engine.run(requests, progress)
-        if fit_in_run:
-            after, ingest_after = collect_warmup(engine, profile, cfg, cfg.seed + 7)
-            steps, ingest = steps + after, ingest + ingest_after
+        after, ingest_after = collect_warmup(engine, profile, cfg, cfg.seed + 7)
     finally:
         engine.stop()
-        load = monitor.stop()
-    fit = fit_engine(steps, ingest, engine.attention, profile) if fit_in_run else first
+    fit = fit_engine(steps + after, ingest + ingest_after, engine.attention, profile, fit_engine_timing)
     cost = _cost_model(cfg, engine.attention, fit)
     measured_requests = measured_frame(requests)
     itl = measured_itl(requests)
@@ -685,34 +508,16 @@ def validate(
         }
     )
     predicted = build(sim_cfg, stream=stream).run()
-    step_cost = ProfiledCostModel(
-        ProfiledParams.model_validate(cost), profile.model, profile.hardware, 1, profile=profile
-    )
-    kind_error, step_rows = step_errors(engine_steps, step_cost)
     return ValidationResult(
         engine=engine_name,
         engine_version=engine.version,
         scenario=sim_cfg,
         fit=fit,
-        comparison=compare(measured_summary, predicted.summary) | step_rows,
+        comparison=compare(measured_summary, predicted.summary),
         measured_summary=measured_summary,
         predicted_summary=_clean(predicted.summary),
         measured_requests=measured_requests,
         predicted_requests=predicted.requests,
         engine_steps=engine_steps,
         wall_s=time.perf_counter() - started,
-        step_errors=kind_error,
-        notes=_notes(profile, profile_path, engine, threads, default_threads, fit_in_run) + _load_note(load),
-        num_threads=threads,
-        load=load,
     )
-
-
-def _load_note(load: LoadReport) -> list[str]:
-    if not load.busy:
-        return []
-    others = load.other_cpus or 0.0
-    return [
-        f"busy machine: other processes kept {others:.1f} of {load.num_cpus} CPUs busy while the engine ran with "
-        f"{load.num_threads} thread{'s' * (load.num_threads != 1)}: its times, not the simulator's, are off"
-    ]

@@ -1,13 +1,9 @@
 """Calibration and validation with torch on this CPU: the harness, the builtin engine, transformers' engine.
 
 CI installs torch and transformers (README's test command), so these run there, never skipped.
-The end-to-end test calibrates a small Llama-style model (with transformers' engine's whole
-steps fitted into the profile, ``--engine hf``) and validates the simulator against both real
-engines on a few dozen Poisson requests: transformers' engine held out (the profile's engine
-fit, nothing fitted to the compared run), the builtin engine with ``--fit-in-run`` (the profile
-describes transformers' engine; the builtin engine's steps are fitted to warm-ups around the
-run). The bounds are what these runs reach on CI's 2-core machine with margin for its timing
-noise (see README).
+The end-to-end test calibrates a small Llama-style model and validates the simulator
+against both real engines on a few dozen Poisson requests; the bounds are what these runs
+reach on CI's 2-core machine with margin for its timing noise (see README).
 """
 
 import json
@@ -106,23 +102,18 @@ def test_calibrate_then_validate_against_hf_and_builtin_engines(tmp_path):
         "quick",
         "--threads",
         1,
-        "--engine",
-        "hf",
         "--out",
         profile_path,
         "--quiet",
     )
     calibrate_s = time.perf_counter() - start
     assert proc.returncode == 0, proc.stderr
-    assert "held-out" in proc.stdout and "per-step overhead" in proc.stdout and "engine fit" in proc.stdout
+    assert "held-out" in proc.stdout and "per-step overhead" in proc.stdout
     profile = load_profile(profile_path)
     assert profile.model.name == "tiny-llama" and profile.device.kind == "cpu" and profile.dtype == "fp32"
     assert profile.memory.weight_bytes == pytest.approx(profile.model.weight_bytes_total(), rel=0.01)
     assert all(fit.grid_max_rel_error < 1e-9 for fit in profile.fit.values())
-    assert profile.engine is not None and profile.engine.engine == "hf" and profile.engine.attention == "packed"
-    assert set(profile.engine.held_out_error) == {"prefill", "decode", "mixed"}
-    assert profile.device.num_threads == 1 and profile.quality is not None
-    assert calibrate_s < 180
+    assert calibrate_s < 120
 
     report: dict = {"quiet": quiet, "calibrate_s": round(calibrate_s, 1)}
     scenario = tmp_path / "builtin.yaml"
@@ -135,13 +126,13 @@ def test_calibrate_then_validate_against_hf_and_builtin_engines(tmp_path):
     )
     runs = {
         "hf": ("--engine", "hf", "--requests", 32),
-        "builtin": ("--engine", "builtin", "--workload", scenario, "--fit-in-run"),
+        "builtin": ("--engine", "builtin", "--workload", scenario),
     }
     for name, args in runs.items():
         # Wall-clock latencies on a 2-core machine shared with the other test worker: the engine's
-        # speed can drift between the calibration and the compared run (transformers' engine, with
-        # its own thread, the most). Up to three full measurements, each compared as a whole, so
-        # that one burst of foreign load does not decide the test.
+        # speed can drift between the warm-ups that fit it and the compared run (transformers'
+        # engine, with its own thread, the most). Up to three full measurements, each compared
+        # as a whole, so that one burst of foreign load does not decide the test.
         for attempt in range(3):
             out = tmp_path / f"{name}-{attempt}"
             result = errors(servesim("validate", "--profile", profile_path, *args, "--json", "--quiet", "--out", out))
@@ -151,10 +142,9 @@ def test_calibrate_then_validate_against_hf_and_builtin_engines(tmp_path):
                 break
         print(json.dumps(report))
         assert not misses, (name, misses)
-        files = ("measured_requests.csv", "predicted_requests.csv", "comparison.json", "validation.json")
-        for file in (*files, "engine_steps.csv"):
+        for file in ("measured_requests.csv", "predicted_requests.csv", "comparison.json", "validation.json"):
             assert (out / file).is_file()
-        assert json.loads((out / "validation.json").read_text())["fitted_in_run"] is (name == "builtin")
+        assert (out / "engine_steps.csv").is_file() == (name == "builtin")
 
 
 def test_paged_slots_follow_the_block_tables():

@@ -20,7 +20,6 @@ from simulator.build import build
 from simulator.cost.interpolate import GridInterpolator
 from simulator.cost.profile import (
     OP_AXES,
-    PROFILE_SCHEMA_VERSION,
     CalibrationProfile,
     DeviceInfo,
     GridSpec,
@@ -67,7 +66,7 @@ def make_profile(**overrides) -> CalibrationProfile:
     ops["attn_decode"] = table("attn_decode", [SEQS, CTX])
     ops["attn_packed"] = table("attn_packed", [PACKED_T, PACKED_KV])
     fields = {
-        "schema_version": PROFILE_SCHEMA_VERSION,
+        "schema_version": 1,
         "harness_version": "test",
         "created_utc": "2026-01-01T00:00:00+00:00",
         "device": DeviceInfo(kind="cuda", name="synthetic", num_threads=1, torch_version="x", timer="formula"),
@@ -124,9 +123,9 @@ def test_corrupted_profile_is_a_clear_error(tmp_path):
 
 def test_wrong_schema_version_is_refused(tmp_path):
     data = json.loads(make_profile().model_dump_json())
-    data["schema_version"] = PROFILE_SCHEMA_VERSION + 1
+    data["schema_version"] = 2
     (tmp_path / "p.json").write_text(json.dumps(data))
-    with pytest.raises(ValueError, match=r"schema version 3 is not supported .* re-run `servesim calibrate`"):
+    with pytest.raises(ValueError, match=r"schema version 2 is not supported .* re-run `servesim calibrate`"):
         load_profile(tmp_path / "p.json")
 
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from servesim import display
 from servesim.commands.common import add_out_args, add_scenario_args, output_folder, scenario_from_args
 from servesim.commands.report import add_report_args, check_report_args
 from simulator.build import build
-from simulator.cost.profiled import simulation_profile_warnings
 from simulator.results import describe_deployment
 
 
@@ -43,8 +41,6 @@ def main(args: argparse.Namespace) -> int:
     skipped = sim.stream.meta.get("num_skipped_rows")
     if skipped:
         display.stderr.print(f"workload: skipped {skipped:,} bad trace rows")
-    for i, line in enumerate(simulation_profile_warnings(sim.engines)):  # a calibration profile's own warning
-        print(("warning: " if i == 0 else "         ") + line, file=sys.stderr)
     with output_folder(args.out, "run", args.overwrite) as out:  # refused before the simulation; undone if it fails
         with display.progress_bar("simulating", enabled=not args.quiet) as progress:
             result = sim.run(progress=progress)
