@@ -214,13 +214,18 @@ class RooflineCostModel:
         per_layer = max(flops / rate, nbytes / self._bw) + kernels * self.params.kernel_launch_s
         return OpCost(per_layer * layers, flops * layers, nbytes * layers)
 
+    def linear_rows(self, shape: BatchShape) -> int:
+        """Rows the linear layers run at: the step's tokens, a decode-only step's padded to its CUDA graph's batch."""
+        T = shape.num_new_tokens
+        if T and self.params.cuda_graph_padding and not shape.prefill_new_tokens:
+            return padded_batch_size(T)
+        return T
+
     def _ops(self, shape: BatchShape) -> dict[str, OpCost]:
         m, p = self.model, self.params
         a, w, kvb = p.activation_bytes, m.weight_bytes, m.kv_cache_bytes
         h, q, kv, L = m.hidden_size, self._q, self._kv, m.num_layers
-        T = shape.num_new_tokens
-        if T and p.cuda_graph_padding and not shape.prefill_new_tokens:
-            T = padded_batch_size(T)  # a decode-only step's linear layers run at the CUDA graph's batch
+        T = self.linear_rows(shape)
         S = shape.num_sampled_tokens
         gemm, attn = self._gemm_rate, self._attn_rate
         ops: dict[str, OpCost] = {}

@@ -33,7 +33,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from simulator.cost.overhead import padded_batch_size
 from simulator.cost.roofline import RooflineCostModel, RooflineParams, _total
 from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime
 from simulator.cost.silicon.tables import AttentionTable, Curve, GemmTable, available, load_tables
@@ -88,10 +87,9 @@ class SiliconCostModel:
         self.pp = pp
         self.roofline = RooflineCostModel(params.roofline, model, hardware, tp, pp)
         name = params.tables or hardware.silicon_tables
-        if params.tables is not None and params.tables not in available():
-            raise ValueError(
-                f"cost_model.tables: no measured tables named {params.tables!r} (shipped: {', '.join(available())})"
-            )
+        if name is not None and name not in available():
+            field = "cost_model.tables" if params.tables is not None else f"hardware {hardware.name}: silicon_tables"
+            raise ValueError(f"{field}: no measured tables named {name!r} (shipped: {', '.join(available())})")
         self.tables = load_tables(name) if name is not None else None
         self.fallbacks: Counter[str] = Counter()
         self.num_lookups = 0
@@ -225,7 +223,7 @@ class SiliconCostModel:
         roof = self.roofline.breakdown(shape).ops
         assert roof is not None
         L = self.model.num_layers
-        rows = self._gemm_rows(shape)
+        rows = self.roofline.linear_rows(shape)  # the same rows the roofline costs
         ops: dict[str, OpCost] = {}
         moe = None
         for name, r in roof.items():
@@ -274,13 +272,6 @@ class SiliconCostModel:
         self.num_lookups += 1
         if source.startswith("roofline"):
             self.fallbacks[op] += 1
-
-    def _gemm_rows(self, shape: BatchShape) -> int:
-        """Rows the linear layers run at: the step's tokens, a decode-only step's padded to its CUDA graph's batch."""
-        T = shape.num_new_tokens
-        if T and self.params.roofline.cuda_graph_padding and not shape.prefill_new_tokens:
-            return padded_batch_size(T)
-        return T
 
     # GEMMs --------------------------------------------------------------------------------
 
