@@ -16,7 +16,7 @@ CHILD = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
 from simulator.build import build
-from simulator.scenario import validate_scenario
+from simulator.config.scenario import validate_scenario
 n = int(sys.argv[1])
 cfg = validate_scenario({"workload": {"num_requests": n}})
 sim = build(cfg, fast_forward=sys.argv[2] == "fast")

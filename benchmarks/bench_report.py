@@ -21,8 +21,8 @@ from pathlib import Path
 import reports
 from reports.browser import launch_browser
 from simulator.build import build
-from simulator.results import RunResult
-from simulator.scenario import validate_scenario
+from simulator.config.scenario import validate_scenario
+from simulator.metrics.results import RunResult
 
 SIZE_LIMIT_MB = 15.0
 RENDER_LIMIT_S = 10.0

@@ -31,7 +31,7 @@ CHILD = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
 from simulator.build import build
-from simulator.scenario import validate_scenario
+from simulator.config.scenario import validate_scenario
 case, fast = sys.argv[1], sys.argv[2] == "fast"
 sharegpt = {"kind": "dataset", "name": "sharegpt"}
 azure = {"kind": "empirical", "source": "azure-conv", "max_total_tokens": 4096}

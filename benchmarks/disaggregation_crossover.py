@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from simulator.build import build
-from simulator.scenario import validate_scenario
+from simulator.config.scenario import validate_scenario
 
 # long prompts and long outputs: the mix where prefill stalls hurt decoding
 LENGTHS = {

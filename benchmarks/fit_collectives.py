@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
+from simulator.config.presets import hardware_presets
 from simulator.cost.collectives import (
     CUSTOM_AR_MAX_BYTES,
     AllReduceFit,
@@ -38,7 +39,6 @@ from simulator.cost.collectives import (
     Regime,
     arrays_from_parquet,
 )
-from simulator.presets import hardware_presets
 
 GPUS = ("a100_sxm", "h100_sxm", "h200_sxm", "b200_sxm", "l40s")
 KiB, MiB = 1 << 10, 1 << 20

@@ -19,9 +19,9 @@ import math
 
 import numpy as np
 
+from simulator.config.presets import hardware_presets
 from simulator.cost.roofline import RooflineParams
 from simulator.cost.silicon.tables import available, load_tables
-from simulator.presets import hardware_presets
 
 P = RooflineParams()
 

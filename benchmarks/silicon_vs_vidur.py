@@ -25,11 +25,11 @@ import numpy as np
 import pandas as pd
 
 from simulator.build import make_cost_model
+from simulator.config.presets import resolve_hardware
+from simulator.config.specs import ModelSpec
 from simulator.cost import BatchShape
 from simulator.cost.roofline import RooflineParams
 from simulator.cost.silicon import SiliconParams
-from simulator.presets import resolve_hardware
-from simulator.specs import ModelSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 OPS = {

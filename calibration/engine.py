@@ -23,7 +23,7 @@ from typing import cast
 from calibration.model import TorchModel
 from policies.interface import BatchPolicy, StepPlan
 from simulator.cost.shape import BatchShape
-from simulator.kv import ceil_div
+from simulator.kv.pool import ceil_div
 
 
 @dataclass(slots=True, eq=False)

@@ -44,6 +44,7 @@ from calibration.grid import grid_spec, held_out_pairs, held_out_values
 from calibration.model import TorchModel
 from calibration.timing import Timing, make_timer, pooled
 from policies.batching.hf_fifo import HfFifoParams, HfFifoPolicy
+from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost.profile import (
     COUNT_OPS,
     MODEL_SCOPE_OPS,
@@ -59,8 +60,7 @@ from simulator.cost.profile import (
     StepOverhead,
 )
 from simulator.cost.profiled import ProfiledCostModel, ProfiledParams, interpolator
-from simulator.kv import ceil_div
-from simulator.specs import HardwareSpec, ModelSpec
+from simulator.kv.pool import ceil_div
 
 BLOCK_SIZE = 16
 PASSES = 3  # interleaved passes over each op's grid

@@ -22,7 +22,7 @@ from calibration.device import Device, import_torch, torch_dtype
 from calibration.engine import EngineRequest
 from calibration.model import RMS_EPS, ROPE_THETA
 from policies.batching.hf_fifo import HfFifoParams
-from simulator.specs import ModelSpec
+from simulator.config.specs import ModelSpec
 
 PINNED_TRANSFORMERS = "5.17.0"
 RESULT_TIMEOUT_S = 600.0

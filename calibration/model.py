@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from calibration.device import Device, import_torch, torch_dtype
-from simulator.kv import ceil_div
-from simulator.specs import ModelSpec
+from simulator.config.specs import ModelSpec
+from simulator.kv.pool import ceil_div
 
 ROPE_THETA = 500_000.0
 RMS_EPS = 1e-5

@@ -14,7 +14,7 @@ and the delay between sending a request to an idle engine and its scheduling giv
 client ingest delay. Tokens are timed by the engine
 as it produces them, so the stream delay is zero on both sides.
 
-Metrics on both sides come from ``simulator.summary.summarize`` (vLLM's definitions).
+Metrics on both sides come from ``simulator.metrics.summary.summarize`` (vLLM's definitions).
 """
 
 from __future__ import annotations
@@ -38,12 +38,12 @@ from calibration.model import TorchModel
 from policies import BATCH_POLICIES
 from policies.batching.hf_fifo import HfFifoParams
 from simulator.build import build
-from simulator.config import ScenarioConfig
+from simulator.config.scenario import validate_scenario
+from simulator.config.schema import ScenarioConfig
 from simulator.cost.profile import CalibrationProfile
 from simulator.cost.profiled import ProfiledCostModel, ProfiledParams
-from simulator.kv import ceil_div
-from simulator.scenario import validate_scenario
-from simulator.summary import summarize
+from simulator.kv.pool import ceil_div
+from simulator.metrics.summary import summarize
 from workloads import RequestStream, generate
 
 ENGINES = ("hf", "builtin")

@@ -21,25 +21,37 @@ class Entry(Generic[T]):
     name: str
     factory: T
     params: Any  # a pydantic model class with a ``kind: Literal[name]`` field, or None
+    traits: Any = None  # what the implementation declares about itself (the registry's traits type)
 
 
 class Registry(Generic[T]):
     """Maps names to implementations of one role (batch policy, router, cost model, ...)."""
 
-    def __init__(self, role: str) -> None:
+    def __init__(
+        self,
+        role: str,
+        default_traits: Any = None,
+        check: Callable[[str, T, Any], None] | None = None,
+    ) -> None:
         self.role = role
         self._entries: dict[str, Entry[T]] = {}
+        self._default_traits = default_traits
+        self._check = check
 
-    def register(self, name: str, params: Any = None) -> Callable[[T], T]:
-        """Class decorator: register ``factory`` under ``name``.
+    def register(self, name: str, params: Any = None, traits: Any = None) -> Callable[[T], T]:
+        """Class decorator: register ``factory`` under ``name`` with its declared ``traits``.
 
-        Raises ValueError if the name is already taken.
+        Raises ValueError if the name is already taken, or if the registry's check finds
+        the factory does not have what its traits declare.
         """
 
         def decorate(factory: T) -> T:
             if name in self._entries:
                 raise ValueError(f"{self.role} {name!r} is already registered")
-            self._entries[name] = Entry(name, factory, params)
+            declared = self._default_traits if traits is None else traits
+            if self._check is not None:
+                self._check(name, factory, declared)
+            self._entries[name] = Entry(name, factory, params, declared)
             return factory
 
         return decorate

@@ -11,7 +11,7 @@ Public entry points:
   without writing it, e.g. to embed figures elsewhere
 - ``export_figures(named_figures, out_dir, fmt)``: PNG or SVG through kaleido and a local Chromium
 
-A run is a run folder path, a ``simulator.results.RunResult`` or a ``reports.data.RunData``.
+A run is a run folder path, a ``simulator.metrics.results.RunResult`` or a ``reports.data.RunData``.
 Reports are single HTML files that open from ``file://`` with no network.
 """
 

@@ -30,9 +30,9 @@ from reports.data import RunData
 from reports.sampling import evenly_spaced
 from reports.style import PALETTE, add_note, base_layout, empty_figure, style_axes
 from simulator.build import make_cost_model, resolve_profile
+from simulator.config.presets import resolve_hardware, resolve_model
+from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost import COST_MODELS, OP_NAMES, BatchShape, CostModel
-from simulator.presets import resolve_hardware, resolve_model
-from simulator.specs import HardwareSpec, ModelSpec
 
 SAMPLES_PER_KIND = 150
 STEP_KINDS = ("prefill only", "mixed", "decode only")

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simulator.results import RunResult
-from simulator.summary import latencies_meet_slo, request_latencies
+from simulator.metrics.results import RunResult
+from simulator.metrics.summary import latencies_meet_slo, request_latencies
 
 RunLike = RunResult | str | Path
 

@@ -14,7 +14,7 @@ from typing import Any
 from reports.data import LATENCY_NAMES, RunData
 from reports.page import cards_html
 from reports.style import ColourMap
-from simulator.results import describe_deployment
+from simulator.metrics.results import describe_deployment
 
 
 def _num(value: Any, digits: int = 2, suffix: str = "") -> str:

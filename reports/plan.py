@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 from reports.data import LATENCY_NAMES
 from reports.page import Report, Section, cards_html
 from reports.style import SLO_COLOUR, ColourMap, add_note, base_layout, empty_figure, style_axes
-from simulator.files import read_json_object
+from simulator.config.files import read_json_object
 from simulator.planning.figures import (
     OPERATING_POINT_COLUMNS,
     candidate_columns,

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from simulator.build import build
-from simulator.config import ScenarioConfig
-from simulator.results import RunResult
-from simulator.scenario import load_scenario, validate_scenario
+from simulator.config.scenario import load_scenario, validate_scenario
+from simulator.config.schema import ScenarioConfig
+from simulator.metrics.results import RunResult
 
 
 def scenario(**fields: Any) -> ScenarioConfig:

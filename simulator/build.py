@@ -13,19 +13,21 @@ from typing import Any
 import simpy
 
 import policies
-from simulator.config import MAX_KV_BLOCKS, ReplicaGroupConfig, ScenarioConfig
+from simulator.cluster.replica import Replica
+from simulator.cluster.simulation import KvTransfer, Simulation
+from simulator.config.presets import resolve_hardware, resolve_model
+from simulator.config.schema import MAX_KV_BLOCKS, ReplicaGroupConfig, ScenarioConfig
+from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost import COST_MODELS
+from simulator.cost.link import Link
 from simulator.cost.profile import CalibrationProfile, load_profile
 from simulator.cost.shape import CostModel
-from simulator.engine import Engine
-from simulator.kv import BlockManager, HostPool, MemoryPlan, plan_memory
-from simulator.metrics import MetricsRecorder
-from simulator.prefix_cache import PrefixCache
-from simulator.presets import resolve_hardware, resolve_model
-from simulator.replica import Replica
-from simulator.simulation import KvTransfer, Simulation
-from simulator.specs import HardwareSpec, ModelSpec
-from simulator.transfer import Link
+from simulator.engine.loop import Engine
+from simulator.kv.blocks import BlockManager
+from simulator.kv.host import HostPool
+from simulator.kv.memory import MemoryPlan, plan_memory
+from simulator.kv.prefix_cache import PrefixCache
+from simulator.metrics.recorder import MetricsRecorder
 from workloads import RequestStream, generate
 from workloads.rng import Stream, rng_for
 
@@ -154,6 +156,7 @@ def _make_replica(
     g, model, hw, tp, pp = setup.group, setup.model, setup.hardware, setup.tp, setup.pp
     kvc = g.kv_cache or cfg.kv_cache
     policy_params = g.policy or cfg.policy
+    policy_entry = policies.BATCH_POLICIES.entry(policy_params.kind)
     block_bytes = model.kv_bytes_per_token_per_gpu(tp, pp) * kvc.block_size
     host_link = Link(hw.host_link_bandwidth_bytes_per_s, hw.host_link_latency_s)
     interconnect = Link(hw.interconnect_bandwidth_bytes_per_s, hw.interconnect_latency_s)
@@ -173,12 +176,13 @@ def _make_replica(
         engines.append(
             Engine(
                 env,
-                replica_id,
-                policies.BATCH_POLICIES.get(policy_params.kind)(policy_params),
+                policy_entry.factory(policy_params),
+                policy_entry.traits,
                 cost_model,
                 kv,
                 recorder,
                 setup.max_model_len,
+                replica_id=replica_id,
                 engine_id=e,
                 role=g.role,
                 host=HostPool(int(kvc.swap_space_bytes // block_bytes)),

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from simulator.build import build
-from simulator.results import RunResult
-from simulator.scenario import validate_scenario
+from simulator.config.scenario import validate_scenario
+from simulator.metrics.results import RunResult
 from workloads import RequestStream
 
 

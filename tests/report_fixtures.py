@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 
 from simulator.build import build
-from simulator.results import RunResult
-from simulator.scenario import validate_scenario
-from simulator.summary import request_latencies, summarize
+from simulator.config.scenario import validate_scenario
+from simulator.metrics.results import RunResult
+from simulator.metrics.summary import request_latencies, summarize
 from workloads import RequestStream
 
 

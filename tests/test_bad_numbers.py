@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulator.build import setup_group
-from simulator.config import MAX_KV_BLOCKS
-from simulator.scenario import validate_scenario
+from simulator.config.scenario import validate_scenario
+from simulator.config.schema import MAX_KV_BLOCKS
 from tests.test_cli import SERVESIM
 from workloads.arrivals import PiecewiseArrivals, expected_arrivals, expected_span_s
 from workloads.lengths import LognormalTokens, NormalTokens, draw_tokens

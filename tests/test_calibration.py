@@ -18,8 +18,8 @@ import pytest
 from calibration import device as device_module
 from calibration.harness import calibrate
 from servesim.cli import main
+from simulator.config.presets import model_presets
 from simulator.cost.profile import load_profile
-from simulator.presets import model_presets
 
 DATA = Path(__file__).parent / "data"
 TINY = DATA / "tiny_llama_config.json"

@@ -11,7 +11,7 @@ from calibration.harness import fit_overhead, rotation_copies
 from calibration.validate import compare, measured_frame, measured_itl, warmup_steps
 from simulator.cost.profiled import ProfiledCostModel, ProfiledParams
 from simulator.cost.shape import BatchShape
-from simulator.summary import summarize
+from simulator.metrics.summary import summarize
 from tests.test_profiled import HW, MODEL, make_profile
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from simulator.config import ScenarioConfig
-from simulator.validation import format_validation_error
+from simulator.config.errors import format_validation_error
+from simulator.config.schema import ScenarioConfig
 from tests.test_bad_numbers import assert_refused, cli, servesim
 
 CLOSED_LOOP = "workload: {kind: closed_loop, concurrency: 4, num_requests: 20}\n"

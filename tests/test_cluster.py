@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from simulator.build import build
-from simulator.presets import hardware_presets, model_presets
-from simulator.scenario import validate_scenario
+from simulator.config.presets import hardware_presets, model_presets
+from simulator.config.scenario import validate_scenario
 from tests.conftest import make_config, make_stream, run_checked
 from workloads import RequestStream
 

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from simulator.build import make_cost_model
+from simulator.config.presets import hardware_presets, model_presets
 from simulator.cost import BatchShape
 from simulator.cost.collectives import (
     CUSTOM_AR_MAX_BYTES,
@@ -18,7 +19,6 @@ from simulator.cost.collectives import (
     fitted_tables,
 )
 from simulator.cost.roofline import RooflineParams
-from simulator.presets import hardware_presets, model_presets
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 SIZES = (16 * KiB, 1 * MiB, 4 * MiB, 32 * MiB, 256 * MiB)

@@ -3,7 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.decode_batch import DecodeBatch
+from simulator.engine.decode_batch import DecodeBatch
 from simulator.request import Request, State
 
 

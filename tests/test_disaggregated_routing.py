@@ -4,7 +4,7 @@ import pytest
 
 import policies
 from simulator.build import build
-from simulator.scenario import validate_scenario
+from simulator.config.scenario import validate_scenario
 from tests.conftest import make_stream
 
 TWO_BY_TWO = [{"role": "prefill", "count": 2}, {"role": "decode", "count": 2}]

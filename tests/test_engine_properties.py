@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import policies
 from simulator.build import build
-from simulator.scenario import validate_scenario
+from simulator.config.scenario import validate_scenario
 from tests.conftest import make_stream
 
 
@@ -93,8 +93,8 @@ def clusters(draw):
     """Random clusters: replicas behind any router, pipeline engines, prefix caching, disaggregation."""
     cfg, stream = draw(scenarios())
     data = cfg.model_dump(mode="json")
-    policy = policies.BATCH_POLICIES.get(data["policy"]["kind"])
-    transfers_ok = getattr(policy, "supports_kv_transfer", True)
+    traits = policies.BATCH_POLICIES.entry(data["policy"]["kind"]).traits
+    transfers_ok = traits.kv_transfer
     layout = draw(st.sampled_from(["replicas", "pp2", "disaggregated"] if transfers_ok else ["replicas", "pp2"]))
     if layout == "replicas":
         data["replicas"] = draw(st.integers(2, 3))
@@ -106,7 +106,7 @@ def clusters(draw):
             {"role": "decode", "count": draw(st.integers(1, 2))},
         ]
     data["router"] = {"kind": draw(st.sampled_from(policies.ROUTERS.names()))}
-    if getattr(policy, "supports_prefix_caching", True) and draw(st.booleans()):
+    if traits.prefix_caching and draw(st.booleans()):
         data["kv_cache"]["prefix_caching"] = True
         data["kv_cache"]["host_cache_bytes"] = draw(st.sampled_from([0, 2**22]))
     n = len(stream)
@@ -131,7 +131,7 @@ def clusters(draw):
         hash_offsets=np.asarray(offsets, dtype=np.int64),
         hash_block_tokens=width,
     )
-    from simulator.scenario import validate_scenario as v
+    from simulator.config.scenario import validate_scenario as v
 
     return v(data), stream
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulator.build import build
-from simulator.scenario import validate_scenario
+from simulator.config.scenario import validate_scenario
 from tests.test_engine_properties import clusters, scenarios
 
 
@@ -61,7 +61,7 @@ def tie_free(draw, cases):
 def all_ties(draw, cases):
     """A random case made of ties: constant 1 s steps and whole-second arrivals, so arrivals fall on step ends.
 
-    The tie rule (simulator.simulation.Arrival): at one instant, arrivals come before step ends, on
+    The tie rule (simulator.cluster.simulation.Arrival): at one instant, arrivals come before step ends, on
     both paths. Before it, 741 of 900 such small cases differed between the paths.
     """
     cfg, stream = draw(cases)

@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from servesim.commands.common import output_folder, sweep_folder
-from simulator.files import MAX_YAML_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES, parse_yaml, read_json_object
-from simulator.scenario import read_scenario_dict, validate_scenario
+from simulator.config.files import MAX_YAML_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES, parse_yaml, read_json_object
+from simulator.config.scenario import read_scenario_dict, validate_scenario
 
 SERVESIM = shutil.which("servesim") or str(Path(sys.executable).parent / "servesim")
 TIMEOUT_S = 20  # every refusal below takes a second or two; a hang fails the test

@@ -2,8 +2,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.kv import BlockManager, plan_memory
-from simulator.presets import hardware_presets, model_presets
+from simulator.config.presets import hardware_presets, model_presets
+from simulator.kv.blocks import BlockManager
+from simulator.kv.memory import plan_memory
 from simulator.request import Request
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from simulator.build import build
-from simulator.presets import hardware_presets, model_presets
-from simulator.scenario import validate_scenario
+from simulator.config.presets import hardware_presets, model_presets
+from simulator.config.scenario import validate_scenario
 from workloads import generate
 
 BASE = {"workload": {"num_requests": 800, "arrival": {"kind": "poisson", "rate_per_s": 7.5}}}

@@ -3,6 +3,8 @@
 import pytest
 
 from simulator.build import build, make_cost_model
+from simulator.config.presets import hardware_presets, model_presets
+from simulator.config.scenario import validate_scenario
 from simulator.cost import BatchShape
 from simulator.cost.overhead import (
     DEFAULT_MAX_REL_ERROR,
@@ -13,8 +15,6 @@ from simulator.cost.overhead import (
     vllm_capture_sizes,
 )
 from simulator.cost.roofline import RooflineParams
-from simulator.presets import hardware_presets, model_presets
-from simulator.scenario import validate_scenario
 
 M = model_presets()["llama-3.1-8b"]
 H = hardware_presets()["h100-sxm"]

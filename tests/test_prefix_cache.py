@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.prefix_cache import PrefixCache, block_keys
+from simulator.kv.prefix_cache import PrefixCache, block_keys
 from simulator.request import Request
 from tests.conftest import make_config, run_checked
 from workloads import RequestStream

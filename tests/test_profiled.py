@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 
 from servesim.cli import main
 from simulator.build import build
+from simulator.config.presets import hardware_presets, model_presets
+from simulator.config.scenario import validate_scenario
 from simulator.cost.interpolate import GridInterpolator
 from simulator.cost.profile import (
     OP_AXES,
@@ -32,8 +34,6 @@ from simulator.cost.profile import (
 )
 from simulator.cost.profiled import ProfiledCostModel, ProfiledParams
 from simulator.cost.shape import BatchShape
-from simulator.presets import hardware_presets, model_presets
-from simulator.scenario import validate_scenario
 from tests.conftest import make_stream
 
 MODEL = model_presets()["llama-3.1-8b"]

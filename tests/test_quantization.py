@@ -10,14 +10,14 @@ import pytest
 
 import servesim
 from simulator.build import build, deployed_model, setup_group
+from simulator.config.hf_config import model_spec_from_hf_config
+from simulator.config.presets import hardware_presets, model_presets
+from simulator.config.scenario import validate_scenario
+from simulator.config.specs import ModelSpec
 from simulator.cost import BatchShape
 from simulator.cost.profile import parse_profile
 from simulator.cost.profiled import ProfiledCostModel, ProfiledParams
 from simulator.cost.roofline import RooflineCostModel, RooflineParams
-from simulator.hf_config import model_spec_from_hf_config
-from simulator.presets import hardware_presets, model_presets
-from simulator.scenario import validate_scenario
-from simulator.specs import ModelSpec
 from tests.test_profiled import make_profile
 
 SERVESIM = shutil.which("servesim") or str(Path(sys.executable).parent / "servesim")

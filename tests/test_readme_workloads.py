@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
-from simulator.scenario import validate_scenario
+from simulator.config.scenario import validate_scenario
 from workloads import generate
 from workloads.describe import describe
 from workloads.traces import read_trace

@@ -3,7 +3,7 @@
 import pytest
 
 from simulator.build import build
-from simulator.scenario import validate_scenario
+from simulator.config.scenario import validate_scenario
 
 LENGTHS = {
     "kind": "independent",

@@ -18,7 +18,7 @@ from reports.throughput import throughput_figure, unplaced_output_tokens
 from reports.timeline import request_timeline_figure, sample_window
 from reports.timeseries import engine_timeseries_figure
 from simulator.cost import BatchShape
-from simulator.results import RunResult
+from simulator.metrics.results import RunResult
 
 SLO = {"ttft_ms": 800, "tpot_ms": 60}
 CONSTANT = {"cost_model": {"kind": "constant", "step_time_s": 0.05}, "kv_cache": {"num_blocks": 64, "block_size": 16}}

@@ -2,10 +2,10 @@
 
 import pytest
 
+from simulator.config.presets import hardware_presets, model_presets
 from simulator.cost import COST_MODELS, BatchShape
 from simulator.cost.collectives import AllReduceLatencyModel
 from simulator.cost.roofline import RooflineCostModel, RooflineParams
-from simulator.presets import hardware_presets, model_presets
 
 M = model_presets()["llama-3.1-8b"]
 H = hardware_presets()["h100-sxm"]

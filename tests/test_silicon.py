@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from simulator.build import make_cost_model
+from simulator.config.presets import resolve_hardware, resolve_model
 from simulator.cost import BatchShape
 from simulator.cost.roofline import RooflineParams
 from simulator.cost.silicon import SiliconParams
 from simulator.cost.silicon.tables import Curve, available, load_tables
-from simulator.presets import resolve_hardware, resolve_model
 
 LLAMA_8B = resolve_model("llama-3.1-8b")
 LLAMA_70B = resolve_model("llama-3.1-70b")

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from simulator.hf_config import model_spec_from_hf_config
-from simulator.presets import hardware_presets, model_presets, resolve_hardware, resolve_model
+from simulator.config.hf_config import model_spec_from_hf_config
+from simulator.config.presets import hardware_presets, model_presets, resolve_hardware, resolve_model
 
 # Published parameter counts (model cards) and KV bytes per token in bf16.
 PUBLISHED = {

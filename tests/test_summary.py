@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.summary import summarize, weighted_percentile
+from simulator.metrics.summary import summarize, weighted_percentile
 
 
 @pytest.mark.parametrize("q", [0, 10, 50, 90, 99, 100])

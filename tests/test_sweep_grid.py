@@ -4,12 +4,12 @@ import json
 
 import pytest
 
+from simulator.config.scenario import validate_scenario
 from simulator.planning.grid import expand, load_grid
 from simulator.planning.keys import point_key, resolved_config
 from simulator.planning.overrides import apply_overrides, describe
 from simulator.planning.store import PointStore, write_table_atomic
 from simulator.planning.sweep import resolve_points
-from simulator.scenario import validate_scenario
 
 
 def test_overrides_compose_and_never_touch_the_base():

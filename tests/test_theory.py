@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from simulator.build import build
-from simulator.scenario import validate_scenario
+from simulator.config.scenario import validate_scenario
 
 
 def _mdl_config(rate: float, n: int, seed: int):

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from simulator.scenario import validate_scenario
+from simulator.config.scenario import validate_scenario
 from workloads import WorkloadConfig
 from workloads.closed_loop import ClosedLoopWorkload
 from workloads.config import SyntheticWorkload

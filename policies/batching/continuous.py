@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from policies.batching.common import Budget, admit_waiting, oversized
-from policies.batching.registry import BATCH_POLICIES
+from policies.batching.registry import BATCH_POLICIES, BatchTraits
 from policies.interface import ReplicaView, StepPlan
 
 
@@ -33,11 +33,11 @@ class ContinuousParams(BaseModel):
     )
 
 
-@BATCH_POLICIES.register("continuous", params=ContinuousParams)
+@BATCH_POLICIES.register(
+    "continuous", params=ContinuousParams, traits=BatchTraits(steady_decode=True, reserves_kv=True)
+)
 class ContinuousPolicy:
     """Iteration-level batching; admission reserves KV for prompt + output."""
-
-    reserves_kv = True
 
     def __init__(self, params: ContinuousParams) -> None:
         self.max_num_seqs = params.max_num_seqs

@@ -28,7 +28,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from policies.batching.registry import BATCH_POLICIES
+from policies.batching.registry import BATCH_POLICIES, BatchTraits
 from policies.interface import ReplicaView, RequestView, StepPlan
 
 
@@ -54,12 +54,10 @@ class HfFifoParams(BaseModel):
         return self
 
 
-@BATCH_POLICIES.register("hf_fifo", params=HfFifoParams)
+# transformers' engine has no disaggregated prefill/decode, and validation runs it with prefix sharing off
+@BATCH_POLICIES.register("hf_fifo", params=HfFifoParams, traits=BatchTraits(kv_transfer=False, prefix_caching=False))
 class HfFifoPolicy:
     """Decode-first, chunked-prefill FIFO scheduling (transformers' FIFOScheduler)."""
-
-    supports_kv_transfer = False  # transformers' engine has no disaggregated prefill/decode
-    supports_prefix_caching = False  # validation runs transformers with prefix sharing off
 
     def __init__(self, params: HfFifoParams) -> None:
         self.max_num_seqs = params.max_num_seqs

@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from policies.batching.common import oversized
-from policies.batching.registry import BATCH_POLICIES
+from policies.batching.registry import BATCH_POLICIES, BatchTraits
 from policies.interface import ReplicaView, StepPlan
 
 
@@ -34,12 +34,12 @@ class NoKvCacheParams(BaseModel):
     )
 
 
-@BATCH_POLICIES.register("no_kv_cache", params=NoKvCacheParams)
+# there is no KV to hand from a prefill to a decode replica, nor any to reuse
+@BATCH_POLICIES.register(
+    "no_kv_cache", params=NoKvCacheParams, traits=BatchTraits(kv_transfer=False, prefix_caching=False)
+)
 class NoKvCachePolicy:
     """Full recomputation of every running sequence at every step."""
-
-    supports_kv_transfer = False  # there is no KV to hand from a prefill to a decode replica
-    supports_prefix_caching = False  # nor any to reuse
 
     def __init__(self, params: NoKvCacheParams) -> None:
         self.max_num_seqs = params.max_num_seqs

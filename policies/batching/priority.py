@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from policies.batching.common import Budget, admit_waiting, oversized, schedule_running
-from policies.batching.registry import BATCH_POLICIES
+from policies.batching.registry import BATCH_POLICIES, BatchTraits
 from policies.interface import PreemptionMode, ReplicaView, RequestView, StepPlan
 
 
@@ -41,12 +41,10 @@ class PriorityParams(BaseModel):
     preemption_mode: PreemptionMode = Field("recompute", description="As for vllm: recompute or swap.")
 
 
-@BATCH_POLICIES.register("priority", params=PriorityParams)
+# Received KV must be admitted before requests waiting for blocks; priority order cannot promise it.
+@BATCH_POLICIES.register("priority", params=PriorityParams, traits=BatchTraits(steady_decode=True, kv_transfer=False))
 class PriorityPolicy:
     """Priority-ordered prefill-first batching; lowest-priority victims."""
-
-    # Received KV must be admitted before requests waiting for blocks; priority order cannot promise it.
-    supports_kv_transfer = False
 
     def __init__(self, params: PriorityParams) -> None:
         self.params = params

@@ -1,6 +1,48 @@
-"""The batch-policy registry: name -> (policy class, its pydantic parameter model)."""
+"""The batch-policy registry: name -> (policy class, its pydantic parameter model, its traits).
+
+A policy's capabilities are declared where it is registered (``BatchTraits``), never probed
+with ``getattr``: the config refuses a setting the policy cannot serve, the engine reads
+what it may do, and registration fails when a class lacks what its traits declare (or has a
+capability its traits leave out, which would otherwise be silently ignored).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 from policies.interface import BatchPolicy
 from policies.registry import Registry
 
-BATCH_POLICIES: Registry[type[BatchPolicy]] = Registry("batch policy")
+
+@dataclass(frozen=True, slots=True)
+class BatchTraits:
+    """What a batch policy declares about itself."""
+
+    steady_decode: bool = False
+    """It implements ``SteadyDecode.steady_decode``, so the engine may fast-forward decode steps."""
+    reserves_kv: bool = False
+    """Admission reserves KV for prompt + output (``StepPlan.kv_tokens``); a running request may hold KV it does
+    not use yet, and a decode engine reserves a received request's whole output."""
+    kv_transfer: bool = True
+    """It can serve a prefill or a decode group of a disaggregated cluster."""
+    prefix_caching: bool = True
+    """It reuses cached prefixes (``kv_cache.prefix_caching`` may be on)."""
+
+
+def _check_traits(name: str, factory: Any, traits: BatchTraits) -> None:
+    if not isinstance(traits, BatchTraits):
+        raise TypeError(f"batch policy {name!r}: traits must be a BatchTraits, got {type(traits).__name__}")
+    if not callable(getattr(factory, "plan_step", None)):
+        raise TypeError(f"batch policy {name!r} has no plan_step method")
+    has_steady = callable(getattr(factory, "steady_decode", None))
+    if traits.steady_decode and not has_steady:
+        raise TypeError(f"batch policy {name!r} declares steady_decode but has no steady_decode method")
+    if has_steady and not traits.steady_decode:
+        raise TypeError(
+            f"batch policy {name!r} has a steady_decode method but its traits do not declare it "
+            "(register it with traits=BatchTraits(steady_decode=True))"
+        )
+
+
+BATCH_POLICIES: Registry[type[BatchPolicy]] = Registry("batch policy", BatchTraits(), _check_traits)

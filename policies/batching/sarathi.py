@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from policies.batching.common import Budget, admit_waiting, schedule_running
-from policies.batching.registry import BATCH_POLICIES
+from policies.batching.registry import BATCH_POLICIES, BatchTraits
 from policies.interface import ReplicaView, RequestView, StepPlan
 
 
@@ -46,7 +46,7 @@ def _chunk(remaining: int, tokens_left: int) -> int:
     return min(remaining, tokens_left)
 
 
-@BATCH_POLICIES.register("sarathi", params=SarathiParams)
+@BATCH_POLICIES.register("sarathi", params=SarathiParams, traits=BatchTraits(steady_decode=True))
 class SarathiPolicy:
     """Decodes first, then prefill chunks filling the token budget."""
 

@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from policies.batching.common import Budget, admit_waiting, oversized
-from policies.batching.registry import BATCH_POLICIES
+from policies.batching.registry import BATCH_POLICIES, BatchTraits
 from policies.interface import ReplicaView, StepPlan
 
 
@@ -45,11 +45,9 @@ class DynamicParams(StaticParams):
     )
 
 
-@BATCH_POLICIES.register("static", params=StaticParams)
+@BATCH_POLICIES.register("static", params=StaticParams, traits=BatchTraits(steady_decode=True, reserves_kv=True))
 class StaticPolicy:
     """A batch runs to completion before the next one starts."""
-
-    reserves_kv = True
 
     def __init__(self, params: StaticParams) -> None:
         self.max_batch_size = params.max_batch_size
@@ -74,7 +72,7 @@ class StaticPolicy:
         return True
 
 
-@BATCH_POLICIES.register("dynamic", params=DynamicParams)
+@BATCH_POLICIES.register("dynamic", params=DynamicParams, traits=BatchTraits(steady_decode=True, reserves_kv=True))
 class DynamicPolicy(StaticPolicy):
     """Static batches launched when full or when the oldest request has waited ``max_wait_s``."""
 

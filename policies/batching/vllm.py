@@ -21,7 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from policies.batching.common import Budget, admit_waiting, newest, oversized, schedule_running, total_tokens
-from policies.batching.registry import BATCH_POLICIES
+from policies.batching.registry import BATCH_POLICIES, BatchTraits
 from policies.interface import PreemptionMode, ReplicaView, RequestView, StepPlan
 
 
@@ -56,7 +56,7 @@ class VllmParams(BaseModel):
         return self
 
 
-@BATCH_POLICIES.register("vllm", params=VllmParams)
+@BATCH_POLICIES.register("vllm", params=VllmParams, traits=BatchTraits(steady_decode=True))
 class VllmPolicy:
     """Prefill-first continuous batching with newest-first preemption (vLLM V0)."""
 

@@ -10,8 +10,8 @@ from rich.table import Table
 
 from servesim import display
 from servesim.commands.common import check_writable_out
+from simulator.config.presets import resolve_model
 from simulator.cost.profile import CalibrationProfile, save_profile
-from simulator.presets import resolve_model
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

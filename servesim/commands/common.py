@@ -14,11 +14,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from simulator.config import ScenarioConfig
+from simulator.config.errors import format_validation_error
+from simulator.config.scenario import read_scenario_dict
+from simulator.config.schema import ScenarioConfig
 from simulator.cost.profile import load_profile
 from simulator.planning.overrides import apply_overrides, lookup
-from simulator.scenario import read_scenario_dict
-from simulator.validation import format_validation_error
 from workloads.traces import SHIPPED_TRACES
 
 # Values of --quantization and --kv-cache-dtype (checked here so that a bad one is one error line).

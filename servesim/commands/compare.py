@@ -18,8 +18,8 @@ from servesim.commands.common import (
     scenario_from_args,
 )
 from servesim.commands.report import add_report_args, check_report_args
-from simulator.compare import expand_variants, run_comparison
-from simulator.results import json_safe
+from simulator.metrics.results import json_safe
+from simulator.planning.compare import expand_variants, run_comparison
 from workloads.validators import MAX_RATE_PER_S, MIN_RATE_PER_S
 
 DEFAULT_POLICIES = "static,dynamic,continuous,vllm,sarathi"

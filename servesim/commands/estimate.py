@@ -10,12 +10,12 @@ from rich.table import Table
 
 from servesim import display
 from simulator.build import KV_CACHE_DTYPE_BYTES, deployed_model, make_cost_model
+from simulator.config.presets import resolve_hardware, resolve_model
 from simulator.cost import OP_NAMES, BatchShape
 from simulator.cost.profile import load_profile
 from simulator.cost.profiled import ProfiledParams
 from simulator.cost.roofline import RooflineParams
 from simulator.cost.silicon import SiliconParams
-from simulator.presets import resolve_hardware, resolve_model
 
 
 def _prefill(text: str) -> tuple[int, int]:

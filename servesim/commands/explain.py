@@ -15,7 +15,7 @@ from rich.table import Table
 
 from servesim import display
 from simulator.build import build
-from simulator.scenario import validate_scenario
+from simulator.config.scenario import validate_scenario
 from workloads import RequestStream
 
 D_MODEL = 64

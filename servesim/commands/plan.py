@@ -15,14 +15,14 @@ from servesim import display
 from servesim.commands.common import add_out_args, output_folder
 from servesim.commands.report import add_report_args, check_report_args
 from servesim.commands.sweep import add_executor_args
+from simulator.config.errors import format_validation_error
+from simulator.config.scenario import read_scenario_dict
 from simulator.planning.candidates import load_candidates, scenario_only
 from simulator.planning.executors import check_executor_options, make_executor
 from simulator.planning.figures import OPERATING_POINT_COLUMNS, candidate_columns, candidate_figure_cells
 from simulator.planning.plan import execute_plan, prepare_plan, scenario_slo
 from simulator.planning.prices import parse_price, read_prices
 from simulator.planning.settings import PlanRequest
-from simulator.scenario import read_scenario_dict
-from simulator.validation import format_validation_error
 
 # PlanRequest field -> the flag that sets it, so validation errors name what the user typed
 FLAGS = {

@@ -8,7 +8,7 @@ import json
 from rich.table import Table
 
 from servesim import display
-from simulator.presets import hardware_presets, model_presets
+from simulator.config.presets import hardware_presets, model_presets
 from workloads.datasets import LENGTH_DATASETS
 
 

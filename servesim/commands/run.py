@@ -9,7 +9,7 @@ from servesim import display
 from servesim.commands.common import add_out_args, add_scenario_args, output_folder, scenario_from_args
 from servesim.commands.report import add_report_args, check_report_args
 from simulator.build import build
-from simulator.results import describe_deployment
+from simulator.metrics.results import describe_deployment
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -10,8 +10,8 @@ from rich.table import Table
 
 from servesim import display
 from servesim.commands.common import add_out_args, output_folder
+from simulator.config.scenario import read_scenario_dict
 from simulator.cost.profile import load_profile
-from simulator.scenario import read_scenario_dict
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from rich.table import Table
 
 from servesim import display
-from simulator.scenario import read_scenario_dict, validate_scenario
+from simulator.config.scenario import read_scenario_dict, validate_scenario
 from workloads import generate
 from workloads.describe import describe, describe_trace
 from workloads.traces import FORMATS, SHIPPED_TRACES, read_trace

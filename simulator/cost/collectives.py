@@ -60,7 +60,7 @@ import numpy as np
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from simulator.specs import HardwareSpec
+    from simulator.config.specs import HardwareSpec
 
 MiB = 1 << 20
 CUSTOM_AR_MAX_BYTES = 8 * MiB

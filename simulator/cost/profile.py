@@ -20,10 +20,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from simulator.config.errors import format_validation_error
+from simulator.config.files import read_text
+from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost.shape import OP_NAMES
-from simulator.files import read_text
-from simulator.specs import HardwareSpec, ModelSpec
-from simulator.validation import format_validation_error
 
 PROFILE_SCHEMA_VERSION = 1
 

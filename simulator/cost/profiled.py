@@ -32,11 +32,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost.interpolate import GridInterpolator, Space
 from simulator.cost.profile import COUNT_OPS, MODEL_SCOPE_OPS, CalibrationProfile, OpTable
 from simulator.cost.roofline import RooflineCostModel, RooflineParams
 from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime
-from simulator.specs import HardwareSpec, ModelSpec
 
 
 class ProfiledParams(BaseModel):

@@ -54,6 +54,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost.collectives import AllReduceLatencyModel
 from simulator.cost.overhead import (
     DEFAULT_PER_SEQ_S,
@@ -64,7 +65,6 @@ from simulator.cost.overhead import (
     padded_batch_size,
 )
 from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime
-from simulator.specs import HardwareSpec, ModelSpec
 
 
 class RooflineParams(BaseModel):

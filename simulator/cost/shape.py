@@ -40,7 +40,7 @@ class BatchShape(NamedTuple):
     the new one): decode attention reads every cached K/V once, so its cost depends on
     the total, not on how it is spread. ``num_sampled_tokens`` counts sequences that
     produce a token this step (rows of the LM head). KV moved over links (swaps,
-    disaggregated transfers) is not compute: the engine times it with ``simulator.transfer``.
+    disaggregated transfers) is not compute: the engine times it with ``simulator.cost.link``.
     """
 
     prefill_new_tokens: tuple[int, ...] = ()

@@ -23,11 +23,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from simulator.files import read_yaml_mapping
+from simulator.config.errors import format_validation_error
+from simulator.config.files import read_yaml_mapping
 from simulator.planning.grid import check_grid, check_points, expand
 from simulator.planning.overrides import describe
 from simulator.planning.prices import PriceTable
-from simulator.validation import format_validation_error
 
 
 class _Frozen(BaseModel):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.build import build
-from simulator.config import ScenarioConfig
+from simulator.config.schema import ScenarioConfig
 from simulator.planning.load import Load, plan_load, search_range
 from simulator.planning.overrides import apply_overrides
 from simulator.planning.search import max_feasible_rate

@@ -25,10 +25,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from simulator.files import read_yaml_mapping
+from simulator.config.errors import format_validation_error
+from simulator.config.files import read_yaml_mapping
+from simulator.config.scenario import read_scenario_dict
 from simulator.planning.overrides import check_path
-from simulator.scenario import read_scenario_dict
-from simulator.validation import format_validation_error
 
 Overrides = dict[str, Any]
 # the most points one grid may expand to: each is validated, keyed and kept in memory before

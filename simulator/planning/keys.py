@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from simulator.build import profile_path, resolve_specs
-from simulator.config import ScenarioConfig
+from simulator.config.presets import resolve_hardware, resolve_model
+from simulator.config.scenario import validate_scenario
+from simulator.config.schema import ScenarioConfig
 from simulator.planning.overrides import apply_overrides
-from simulator.presets import resolve_hardware, resolve_model
-from simulator.scenario import validate_scenario
 from workloads.traces import SHIPPED_TRACES
 
 KEY_HEX_CHARS = 20

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from simulator.config import ScenarioConfig
+from simulator.config.schema import ScenarioConfig
 from workloads import RequestStream, generate
 from workloads.closed_loop import ClosedLoopWorkload
 from workloads.replay import TraceWorkload

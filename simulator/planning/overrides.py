@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from simulator.config import TAGGED_FIELDS, ScenarioConfig
+from simulator.config.schema import TAGGED_FIELDS, ScenarioConfig
 
 _PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 

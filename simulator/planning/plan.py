@@ -28,7 +28,9 @@ from typing import Any
 
 import pandas as pd
 
-from simulator.config import ScenarioConfig
+from simulator.config.scenario import validate_scenario
+from simulator.config.schema import ScenarioConfig
+from simulator.metrics.results import json_safe
 from simulator.planning.candidates import CandidateSet
 from simulator.planning.capacity import (
     IndependentReplicas,
@@ -55,8 +57,6 @@ from simulator.planning.settings import PlanRequest
 from simulator.planning.stats import Interval, replicate_seed
 from simulator.planning.steady import SloTargets
 from simulator.planning.store import write_json_atomic, write_table_atomic
-from simulator.results import json_safe
-from simulator.scenario import validate_scenario
 from workloads import generate
 
 PLAN_SCHEMA = "servesim.plan/1"

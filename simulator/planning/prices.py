@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import RootModel, ValidationError, field_validator
 
-from simulator.files import read_yaml_mapping
-from simulator.validation import format_validation_error
+from simulator.config.errors import format_validation_error
+from simulator.config.files import read_yaml_mapping
 
 
 class PriceTable(RootModel[dict[str, float]]):

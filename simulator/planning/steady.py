@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from simulator.summary import SLO_SLACK, meets_slo
+from simulator.metrics.summary import SLO_SLACK, meets_slo
 
 GROWTH_SAMPLES = 101
 

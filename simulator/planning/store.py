@@ -33,10 +33,10 @@ from typing import Any
 
 import pandas as pd
 
-from simulator.results import json_safe
+from simulator.metrics.results import json_safe
 
 POINTS_DIR = "points"
-# summary fields every finished run has, each a finite number (``simulator.summary.summarize``)
+# summary fields every finished run has, each a finite number (``simulator.metrics.summary.summarize``)
 REQUIRED_METRICS = (
     "num_requests",
     "completed",

@@ -31,7 +31,8 @@ from typing import Any
 import pandas as pd
 
 from simulator.build import build
-from simulator.config import ScenarioConfig
+from simulator.config.schema import ScenarioConfig
+from simulator.metrics.results import json_safe
 from simulator.planning.capacity import cost_per_million_tokens_usd, deployment_cost_per_hour, gpus_per_replica
 from simulator.planning.executors import Executor
 from simulator.planning.grid import SweepSpec
@@ -39,7 +40,6 @@ from simulator.planning.keys import canonical_json, point_key, resolve_variant
 from simulator.planning.overrides import describe, lookup, scalar
 from simulator.planning.stats import interval, replicate_seed
 from simulator.planning.store import PointStore, write_json_atomic, write_table_atomic
-from simulator.results import json_safe
 
 ROW_VERSION = 1
 SWEEP_SCHEMA = "servesim.sweep/1"

@@ -33,10 +33,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost.roofline import RooflineCostModel, RooflineParams, _total
 from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime
 from simulator.cost.silicon.tables import AttentionTable, Curve, GemmTable, available, load_tables
-from simulator.specs import HardwareSpec, ModelSpec
 
 GEMM_OPS = ("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down", "lm_head")
 MLP_OPS = ("mlp_gate_up", "mlp_act", "mlp_down")

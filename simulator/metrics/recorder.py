@@ -15,7 +15,7 @@ from array import array
 import numpy as np
 import pandas as pd
 
-from simulator.monitor import LevelMonitor
+from simulator.metrics.monitor import LevelMonitor
 from simulator.request import Request, State
 
 NAN = math.nan

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import simpy
 
-from simulator.engine import Engine, Role
+from simulator.engine.loop import Engine, Role
 from simulator.request import Request
 
 

@@ -2,7 +2,7 @@
 
 Frozen pydantic models, ``extra="forbid"``; validators reject, never repair. The config
 never touches disk: preset names and file paths are resolved by the composition root
-(``simulator.build``), and scenario files are read by ``simulator.scenario``.
+(``simulator.build``), and scenario files are read by ``simulator.config.scenario``.
 """
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ from pydantic import BaseModel, Field, SerializeAsAny, ValidationError, field_va
 import policies
 from policies.batching.vllm import VllmParams
 from policies.registry import Registry
-from simulator.cost import COST_MODELS
-from simulator.cost.silicon import SiliconParams
-from simulator.specs import (
+from simulator.config.errors import format_validation_error
+from simulator.config.specs import (
     MAX_MEMORY_BYTES,
     HardwareSpec,
     LatencyS,
     LinkBandwidth,
     ModelSpec,
 )
-from simulator.validation import format_validation_error
+from simulator.cost import COST_MODELS
+from simulator.cost.silicon import SiliconParams
 from workloads import WorkloadConfig
 from workloads.validators import (
     FINITE,
@@ -330,7 +330,7 @@ class ScenarioConfig(_Frozen):
                 )
             for g in self.groups:
                 kind = (g.policy or self.policy).kind
-                if not getattr(policies.BATCH_POLICIES.get(kind), "supports_kv_transfer", True):
+                if not policies.BATCH_POLICIES.entry(kind).traits.kv_transfer:
                     raise ValueError(f"policy {kind} cannot serve a {g.role} group of a disaggregated cluster")
         return self
 
@@ -338,9 +338,8 @@ class ScenarioConfig(_Frozen):
     def _check_prefix_caching(self) -> ScenarioConfig:
         for g in self.replica_groups():
             kind = (g.policy or self.policy).kind
-            if (g.kv_cache or self.kv_cache).prefix_caching and not getattr(
-                policies.BATCH_POLICIES.get(kind), "supports_prefix_caching", True
-            ):
+            reuses = policies.BATCH_POLICIES.entry(kind).traits.prefix_caching
+            if (g.kv_cache or self.kv_cache).prefix_caching and not reuses:
                 raise ValueError(f"policy {kind} does not reuse cached prefixes; turn kv_cache.prefix_caching off")
         return self
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from simulator.files import read_json_object
-from simulator.specs import ModelSpec
-from simulator.validation import format_validation_error
+from simulator.config.errors import format_validation_error
+from simulator.config.files import read_json_object
+from simulator.config.specs import ModelSpec
 
 _DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "float32": 4.0, "float8_e4m3fn": 1.0}
 # Architectures whose MLP is a plain up/down projection rather than gate+up (SwiGLU).

@@ -13,10 +13,10 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from simulator.files import read_yaml_mapping
-from simulator.hf_config import model_spec_from_hf_config
-from simulator.specs import HardwareSpec, ModelSpec
-from simulator.validation import format_validation_error
+from simulator.config.errors import format_validation_error
+from simulator.config.files import read_yaml_mapping
+from simulator.config.hf_config import model_spec_from_hf_config
+from simulator.config.specs import HardwareSpec, ModelSpec
 
 
 def _load_yaml_resource(filename: str) -> dict:

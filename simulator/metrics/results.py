@@ -11,7 +11,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from simulator.files import read_json_object
+from simulator.config.files import read_json_object
 
 TableFormat = Literal["parquet", "csv"]
 TABLE_FORMATS: tuple[TableFormat, ...] = ("parquet", "csv")

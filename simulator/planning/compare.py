@@ -16,10 +16,10 @@ from typing import Any
 import yaml
 
 from simulator.build import build
+from simulator.config.scenario import validate_scenario
+from simulator.metrics.results import TableFormat
 from simulator.planning.executors import make_executor
 from simulator.planning.overrides import apply_overrides
-from simulator.results import TableFormat
-from simulator.scenario import validate_scenario
 from workloads import RequestStream, generate
 
 

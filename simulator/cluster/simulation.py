@@ -12,13 +12,13 @@ import pandas as pd
 import simpy
 
 from policies.routing import Router
-from simulator.engine import Engine
-from simulator.metrics import MetricsRecorder
-from simulator.replica import Replica
+from simulator.cluster.replica import Replica
+from simulator.cost.link import Link
+from simulator.engine.loop import Engine
+from simulator.metrics.recorder import MetricsRecorder
+from simulator.metrics.results import RunResult
+from simulator.metrics.summary import request_latencies, summarize
 from simulator.request import Request, State, transition
-from simulator.results import RunResult
-from simulator.summary import request_latencies, summarize
-from simulator.transfer import Link
 from workloads import RequestStream
 
 ProgressFn = Callable[[int, int], None]
@@ -104,10 +104,6 @@ class Simulation:
         # the most KV tokens any one decode engine can hold: longer requests can never decode
         self._decode_capacity_tokens = max((r.max_request_tokens for r in self.decode), default=0)
         self._sources: dict[int, Engine] = {}  # request id -> prefill engine holding its KV
-        for engine in self.engines:
-            engine.on_done = self._request_done
-            engine.on_prefilled = self._prefilled
-            engine.on_reserved = self._start_transfer
         self._progress: ProgressFn | None = None
         self._progress_every = max(1, len(stream) // 200)
         self._prompt = stream.num_prompt_tokens.tolist()
@@ -123,6 +119,8 @@ class Simulation:
             for child, parent in enumerate(stream.parent.tolist()):
                 if parent >= 0:
                     self._children.setdefault(parent, []).append(child)
+        for engine in self.engines:  # every engine tells this simulation what leaves it (EngineHooks)
+            engine.start(self)
 
     @property
     def engines(self) -> list[Engine]:
@@ -174,13 +172,13 @@ class Simulation:
                 f"capacity of every decode replica ({self._decode_capacity_tokens} tokens)",
             )
             self.recorder.request_done(req, self.env.now)
-            self._request_done(req)
+            self.request_done(req)
             return
         self.entry[self.router.route(req, self.entry, self.env.now)].enqueue(req)
 
     # -- disaggregation -------------------------------------------------------------------
 
-    def _prefilled(self, req: Request, engine: Engine, step_s: float) -> None:
+    def prefilled(self, req: Request, engine: Engine, step_s: float) -> None:
         """A prefill engine finished ``req``'s prompt: pick a decode replica, which reserves memory for the KV."""
         req.prefill_replica_id = engine.replica_id
         self._sources[req.request_id] = engine
@@ -190,7 +188,8 @@ class Simulation:
         assert self.decode_router is not None
         fits[self.decode_router.route(req, fits, self.env.now)].offer_transfer(req)
 
-    def _start_transfer(self, req: Request, destination: Engine) -> None:
+    def reserved(self, req: Request, destination: Engine) -> None:
+        """A decode engine leased blocks for ``req``'s KV: send it."""
         self.env.process(self._transfer(req, self._sources.pop(req.request_id), destination))
 
     def _transfer(self, req: Request, source: Engine, destination: Engine) -> Generator[simpy.Event, None, None]:
@@ -208,7 +207,7 @@ class Simulation:
 
     # -- completions ----------------------------------------------------------------------
 
-    def _request_done(self, req: Request) -> None:
+    def request_done(self, req: Request) -> None:
         for child in self._children.pop(req.request_id, ()):
             think = self._think_s[child]
             sent_s = self.env.now + think

@@ -8,9 +8,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from simulator.config import ScenarioConfig
-from simulator.files import read_yaml_mapping
-from simulator.validation import format_validation_error
+from simulator.config.errors import format_validation_error
+from simulator.config.files import read_yaml_mapping
+from simulator.config.schema import ScenarioConfig
 
 
 def read_scenario_dict(path: Path | str) -> dict[str, Any]:

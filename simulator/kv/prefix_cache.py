@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Iterable
+from typing import ClassVar
 
-from simulator.kv import ceil_div
+from simulator.kv.pool import Lease, ceil_div
 from simulator.request import Request
 
 BlockKey = tuple[int, int]  # (workload chained hash, KV block index)
@@ -47,7 +48,9 @@ def block_keys(req: Request, block_size: int) -> tuple[BlockKey, ...]:
 
 
 class PrefixCache:
-    """A replica's KV block pool with prefix caching and an optional host-memory tier."""
+    """A replica's KV block pool with prefix caching and an optional host-memory tier (a ``KvPool``)."""
+
+    counted_growth: ClassVar[bool] = False  # blocks have ids: each request's growth is allocated
 
     def __init__(self, num_blocks: int, block_size: int, num_host_blocks: int = 0) -> None:
         assert num_blocks >= 1 and block_size >= 1
@@ -234,8 +237,33 @@ class PrefixCache:
         req.num_hashed_blocks = 0
         return n
 
-    def check(self, holders: Iterable[Request]) -> None:
-        """Assert: free + used + cached == total; references match holders; the hash index is consistent."""
+    def lease(self, num_kv_tokens: int, max_blocks: int) -> Lease | None:
+        need = ceil_div(num_kv_tokens, self.block_size)
+        if need > max_blocks:
+            return None
+        assert need <= self.num_free_blocks, f"lease {need} blocks with {self.num_free_blocks} free"
+        ids = []
+        for _ in range(need):
+            bid = self._take_block()
+            self._ref[bid] = 1
+            ids.append(bid)
+        return Lease(need, num_kv_tokens, ids)
+
+    def adopt(self, req: Request, lease: Lease) -> None:
+        assert req.num_blocks == 0 and not req.block_ids, "a request adopts a lease holding nothing"
+        assert lease.block_ids is not None
+        req.num_blocks, req.num_kv_tokens, req.block_ids = lease.num_blocks, lease.num_kv_tokens, lease.block_ids
+        lease.num_blocks, lease.block_ids = 0, []  # the blocks are the request's now
+
+    def take_growth(self, num_blocks: int) -> None:
+        raise TypeError("a prefix cache allocates each request's blocks (counted_growth is False)")
+
+    def settle_growth(self, req: Request, num_kv_tokens: int) -> None:
+        raise TypeError("a prefix cache allocates each request's blocks (counted_growth is False)")
+
+    def check(self, holders: Iterable[Request | Lease]) -> None:
+        """Assert: free + used + cached == total; references match holders (requests and leases); the hash index
+        is consistent."""
         refs = [0] * self.num_total_blocks
         for r in holders:
             ids = r.block_ids or []

@@ -1,0 +1,455 @@
+"""The mechanics of one engine step, with no clock of its own: every method is told the time.
+
+A ``StepExecutor`` owns an engine's queues and its KV pool, and is the ``ReplicaView`` its
+batch policy plans from. It does everything a step involves except waiting for it:
+
+- ``enqueue`` accepts or rejects a new request;
+- ``carry_out`` applies a policy's plan before the step: rejections, preemptions (recompute
+  or swap), admissions with prefix reuse, KV allocation;
+- ``shape`` derives the step's work for the cost model;
+- ``apply`` advances the counters after the step: emissions, completions, hand-offs of
+  prefilled requests, frees and prefix-cache registration; it returns the requests that
+  left (finished or handed off), in order;
+- ``record`` writes the step's row; ``check`` asserts the invariants.
+
+Disaggregation lives here too: a decode engine leases blocks for KV on its way
+(``offer_transfer``, ``reserve_incoming``) and gives them to the request when it lands
+(``accept_transferred``); a prefill engine frees a handed-off request's blocks once its
+KV has left (``release_sent``).
+
+The simulator's SimPy loop (``simulator.engine.loop``) and the builtin torch engine
+(``calibration.engine``) drive the same executor, so they make the same decisions.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from policies.batching.registry import BatchTraits
+from policies.interface import StepPlan
+from simulator.cost.shape import BatchShape
+from simulator.kv.host import HostPool
+from simulator.kv.pool import KvPool, Lease
+from simulator.request import Request, State, transition
+
+Role = Literal["mixed", "prefill", "decode"]
+
+
+class StepSink(Protocol):
+    """Where an executor writes what happened (``simulator.metrics.MetricsRecorder``)."""
+
+    def request_done(self, req: Request, now_s: float) -> None: ...
+    def itl(self, gap_s: float, count: int) -> None: ...
+    def step(self, *row: float) -> None: ...
+
+
+class LazyRunning(Protocol):
+    """Running requests whose counters are kept elsewhere between steps (the fast-forward decode batch)."""
+
+    def bring_up_to_date(self) -> None:
+        """Bring every member's counters and KV current (repeatable: the members stay members)."""
+        ...
+
+    def release(self, plan: StepPlan) -> None:
+        """The plan is about to change running requests: give up the members it touches."""
+        ...
+
+    def join(self, scheduled: list[tuple[Request, int]]) -> None:
+        """Requests the step just made decode may join."""
+        ...
+
+
+@dataclass(slots=True)
+class Carried:
+    """What carrying out plans did since the last recorded step: preemptions and host traffic.
+
+    A plan that only preempts or rejects schedules nothing and is followed at once by
+    another; what it did goes with the next step (the loop keeps one ``Carried``).
+    """
+
+    num_preempted: int = 0
+    num_swaps: int = 0
+    swap_bytes: float = 0.0
+
+    def clear(self) -> None:
+        self.num_preempted, self.num_swaps, self.swap_bytes = 0, 0, 0.0
+
+
+@dataclass(slots=True)
+class DecisionLog:
+    """Every decision an executor carried out, step by step (tests compare two engines' logs)."""
+
+    rows: list[tuple] = field(default_factory=list)
+
+    def plan(self, plan: StepPlan) -> None:
+        self.rows.append(
+            (
+                "plan",
+                tuple((r.request_id, n) for r, n in plan.scheduled),
+                tuple(r.request_id for r in plan.preempt),
+                tuple(r.request_id for r, _ in plan.reject),
+            )
+        )
+
+    def left(self, reqs: list[Request]) -> None:
+        if reqs:
+            self.rows.append(("left", tuple((r.request_id, r.state.name) for r in reqs)))
+
+
+class StepExecutor:
+    """One engine's queues and KV pool, carrying out its batch policy's plans (a ``ReplicaView``)."""
+
+    def __init__(
+        self,
+        kv: KvPool,
+        traits: BatchTraits,
+        sink: StepSink,
+        max_model_len: int,
+        *,
+        replica_id: int = 0,
+        engine_id: int = 0,
+        role: Role = "mixed",
+        host: HostPool | None = None,
+        block_bytes: float = 0.0,
+        log: DecisionLog | None = None,
+    ) -> None:
+        self.kv = kv
+        self.traits = traits
+        self.sink = sink
+        self.max_model_len = max_model_len
+        self.replica_id = replica_id
+        self.engine_id = engine_id
+        self.role = role
+        self.host = host
+        self.block_bytes = block_bytes  # per GPU: the tp GPUs move their shards in parallel
+        self.log = log
+        self.lazy: LazyRunning | None = None  # set by a fast-forward seam
+        self.waiting: deque[Request] = deque()
+        self._running: list[Request] = []
+        self.sending: list[Request] = []  # prompt done, KV on its way to a decode engine
+        self.incoming: deque[Request] = deque()  # KV to receive once blocks are free
+        self.receiving: dict[Request, Lease] = {}  # blocks leased, KV on its way here
+        self.last_step_end_s: float | None = None
+        self.num_swaps_out = 0
+        self.num_steps = 0
+
+    # -- ReplicaView ---------------------------------------------------------------------
+
+    @property
+    def running(self) -> list[Request]:
+        """The running requests, oldest admission first, their counters current."""
+        if self.lazy is not None:
+            self.lazy.bring_up_to_date()
+        return self._running
+
+    @property
+    def num_running(self) -> int:
+        return len(self._running)
+
+    @property
+    def num_free_blocks(self) -> int:
+        return self.kv.num_free_blocks
+
+    @property
+    def num_total_blocks(self) -> int:
+        return self.kv.num_total_blocks
+
+    @property
+    def block_size(self) -> int:
+        return self.kv.block_size
+
+    def num_new_blocks(self, request: Request, num_kv_tokens: int) -> int:
+        return self.kv.num_new_blocks(request, num_kv_tokens)
+
+    def num_freeable_blocks(self, request: Request) -> int:
+        return self.kv.num_freeable_blocks(request)
+
+    def prefix_hit_tokens(self, request: Request) -> int:
+        return self.kv.prefix_hit_tokens(request)
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        """The most KV tokens one request can ever hold here (every block of the pool)."""
+        return self.kv.num_total_blocks * self.kv.block_size
+
+    @property
+    def num_outstanding(self) -> int:
+        """Requests here: waiting, running, or leased/queued to receive their KV."""
+        return len(self.waiting) + len(self._running) + len(self.incoming) + len(self.receiving)
+
+    @property
+    def num_transfers(self) -> int:
+        """KV transfers in progress or queued, in or out."""
+        return len(self.sending) + len(self.incoming) + len(self.receiving)
+
+    def blocked_by_transfers(self) -> bool:
+        """Waiting requests may sit on an idle engine only while KV transfers (in or out) are pending."""
+        return bool(self.receiving or self.incoming or self.sending)
+
+    # -- arrivals ------------------------------------------------------------------------
+
+    def enqueue(self, req: Request, now_s: float) -> bool:
+        """Queue a new request; False when it can never run here (it is rejected and recorded)."""
+        req.replica_id = self.replica_id
+        total = req.num_prompt_tokens + req.num_output_tokens
+        if total > self.max_model_len:
+            self.end(
+                req,
+                State.REJECTED,
+                now_s,
+                f"prompt + output of {total} tokens exceeds the max model length ({self.max_model_len})",
+            )
+            return False
+        need = self.kv.blocks_for(total)
+        if need > self.kv.num_total_blocks:
+            self.end(
+                req,
+                State.REJECTED,
+                now_s,
+                f"needs {need} KV blocks for prompt + output but the cache holds {self.kv.num_total_blocks}",
+            )
+            return False
+        transition(req, State.WAITING, now_s)
+        self.waiting.append(req)
+        return True
+
+    def end(self, req: Request, state: State, now_s: float, reason: str | None = None) -> None:
+        transition(req, state, now_s, reason)
+        self.sink.request_done(req, now_s)
+
+    # -- disaggregation ------------------------------------------------------------------
+
+    def offer_transfer(self, req: Request) -> None:
+        """A prefilled request wants to send its KV here: it queues for a lease."""
+        req.replica_id = self.replica_id
+        self.incoming.append(req)
+
+    def reserve_incoming(self, pending_blocks: int = 0) -> list[Request]:
+        """Lease blocks for queued transfers while they fit; returns the requests whose KV may now be sent.
+
+        ``pending_blocks``: blocks the steps under way have taken but not yet handed out
+        (mid fast-forward window). A lease covers the prompt's KV plus what admission will
+        ask (the first decode token, or the whole output under a policy that reserves KV),
+        so a received request can always be admitted: requests holding half of what they
+        need must not wait on each other.
+        """
+        reserved = []
+        while self.incoming:
+            req = self.incoming[0]
+            if self.traits.reserves_kv:
+                kv_tokens = req.num_prompt_tokens + req.num_output_tokens
+            else:
+                kv_tokens = req.num_computed_tokens + 1
+            lease = self.kv.lease(kv_tokens, self.kv.num_free_blocks - pending_blocks)
+            if lease is None:
+                break
+            self.incoming.popleft()
+            self.receiving[req] = lease
+            reserved.append(req)
+        return reserved
+
+    def accept_transferred(self, req: Request, now_s: float) -> None:
+        """The KV has arrived: the request queues for decoding, its first token reaches the client now."""
+        lease = self.receiving.pop(req)
+        self.kv.adopt(req, lease)
+        transition(req, State.WAITING, now_s)
+        req.first_token_s = req.last_token_s = now_s
+        # Front of the queue: it holds its blocks and needs none to start, so nothing that waits
+        # for free blocks may stand before it (that would be a deadlock).
+        self.waiting.appendleft(req)
+
+    def release_sent(self, req: Request) -> None:
+        """The KV has left: free the blocks it occupied here."""
+        self.sending.remove(req)
+        self.kv.free(req)
+
+    # -- one step ------------------------------------------------------------------------
+
+    def carry_out(self, plan: StepPlan, now_s: float, carried: Carried) -> None:
+        """Apply the plan's decisions before the step: reject, preempt, admit, allocate."""
+        if self.log is not None:
+            self.log.plan(plan)
+        if self.lazy is not None:
+            self.lazy.release(plan)
+        for req, reason in plan.reject:
+            self.waiting.remove(req)
+            if req.num_blocks:  # a transferred request that cannot run here after all
+                self.kv.free(req)
+            self.end(req, State.REJECTED, now_s, reason)
+        for req in plan.preempt:
+            self._running.remove(req)
+            blocks = self.kv.free(req)
+            host = self.host
+            if plan.preemption_mode == "swap" and host is not None and 0 < blocks <= host.num_free_blocks:
+                host.store(req, blocks)  # KV kept in host memory; counters unchanged
+                carried.swap_bytes += blocks * self.block_bytes
+                carried.num_swaps += 1
+                self.num_swaps_out += 1
+            else:
+                req.num_computed_tokens = 0  # recompute (or swap space exhausted): the KV is gone
+            transition(req, State.PREEMPTED, now_s)
+            # Preempted newest first, so the oldest ends in front; but behind requests that already
+            # hold their KV (received by transfer), which need no free blocks to start.
+            holding = 0
+            while holding < len(self.waiting) and self.waiting[holding].num_blocks:
+                holding += 1
+            self.waiting.insert(holding, req)
+        for req, _ in plan.scheduled:
+            if req.state is State.RUNNING:
+                continue
+            if self.waiting and self.waiting[0] is req:
+                self.waiting.popleft()
+            else:
+                self.waiting.remove(req)
+            first = req.first_scheduled_s is None
+            transition(req, State.RUNNING, now_s)
+            self._running.append(req)
+            if req.num_host_blocks:
+                assert self.host is not None
+                carried.swap_bytes += self.host.load(req) * self.block_bytes
+                carried.num_swaps += 1
+            elif req.num_computed_tokens == 0:
+                # Reuse a cached prefix before any allocation below can evict it.
+                tokens, reload_blocks = self.kv.acquire_prefix(req)
+                req.num_computed_tokens = tokens
+                if first:
+                    req.num_cached_tokens = tokens
+                if reload_blocks:
+                    carried.swap_bytes += reload_blocks * self.block_bytes
+                    carried.num_swaps += 1
+        for req, n in plan.scheduled:
+            assert req.num_computed_tokens + n <= req.num_tokens, "plan computes beyond the sequence"
+            self.kv.allocate(req, plan.kv_tokens.get(req, req.num_computed_tokens + n))
+        carried.num_preempted += len(plan.preempt)
+
+    @staticmethod
+    def shape(plan: StepPlan) -> BatchShape:
+        """The step's work as the cost models see it."""
+        prefill_new: list[int] = []
+        prefill_cached: list[int] = []
+        num_decode = 0
+        decode_ctx = 0
+        sampled = 0
+        for req, n in plan.scheduled:
+            computed = req.num_computed_tokens
+            # A decode computes the one token sampled last step; a 1-token chunk of a prompt
+            # (or of a recompute) is prefill work, even though it costs the same.
+            if n == 1 and computed >= req.num_prompt_tokens:
+                num_decode += 1
+                decode_ctx += computed + 1
+            else:
+                prefill_new.append(n)
+                prefill_cached.append(computed)
+            if computed + n == req.num_tokens:
+                sampled += 1
+        return BatchShape(tuple(prefill_new), tuple(prefill_cached), num_decode, decode_ctx, sampled)
+
+    def apply(self, plan: StepPlan, now_s: float) -> list[Request]:
+        """Advance counters after the step ending at ``now_s``; returns the requests that left, in order.
+
+        A request leaves by finishing (recorded here) or, on a prefill engine, by handing off
+        its prompt's KV (state TRANSFERRING: the caller sends it to a decode engine).
+        """
+        prev_end = self.last_step_end_s
+        num_regular_gaps = 0  # emissions whose previous token came at the end of the previous step
+        sink = self.sink
+        kv = self.kv
+        hand_off = self.role == "prefill"
+        left: list[Request] = []
+        irregular: dict[float, int] = {}  # gaps not starting at the previous step's end, pooled by value
+        for req, n in plan.scheduled:
+            req.num_computed_tokens += n
+            kv.commit(req)
+            if req.num_computed_tokens == req.num_tokens:
+                req.num_generated_tokens += 1
+                if req.first_token_s is None:
+                    if hand_off and req.num_output_tokens > 1:
+                        # The first token travels with the KV; the client sees it when decoding starts.
+                        self._running.remove(req)
+                        transition(req, State.TRANSFERRING, now_s)
+                        self.sending.append(req)
+                        left.append(req)
+                        continue
+                    req.first_token_s = now_s
+                elif req.last_token_s == prev_end:
+                    num_regular_gaps += 1
+                else:
+                    gap = now_s - req.last_token_s
+                    irregular[gap] = irregular.get(gap, 0) + 1
+                req.last_token_s = now_s
+                if req.num_generated_tokens == req.num_output_tokens:
+                    self._running.remove(req)
+                    kv.free(req)
+                    self.end(req, State.FINISHED, now_s)
+                    left.append(req)
+                    continue
+            if plan.discard_kv:
+                kv.free(req)
+                req.num_computed_tokens = 0
+        for gap, count in irregular.items():
+            sink.itl(gap, count)
+        if num_regular_gaps:
+            sink.itl(now_s - prev_end, num_regular_gaps)
+        self.last_step_end_s = now_s
+        if self.lazy is not None:
+            self.lazy.join(plan.scheduled)
+        if self.log is not None:
+            self.log.left(left)
+        return left
+
+    def record(self, start_s: float, duration_s: float, shape: BatchShape, carried: Carried) -> None:
+        """Write the step's row (after ``apply`` and any leases it made room for)."""
+        self.sink.step(
+            self.replica_id,
+            self.engine_id,
+            start_s,
+            duration_s,
+            len(self._running),
+            len(self.waiting),
+            shape.num_new_tokens - shape.num_decode_seqs,
+            shape.num_decode_seqs,
+            self.kv.num_used_blocks,
+            self.kv.num_cached_blocks,
+            carried.num_preempted,
+            carried.num_swaps,
+            self.num_transfers,
+        )
+        self.num_steps += 1
+
+    # -- invariants ----------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Assert the executor's invariants (tests call this after every step)."""
+        running, waiting = self.running, self.waiting
+        queues = (*running, *waiting, *self.sending, *self.incoming, *self.receiving)
+        ids = [id(r) for r in queues]
+        assert len(ids) == len(set(ids)), "a request is in two queues"
+        holders = [*running, *self.sending, *self.receiving.values(), *(r for r in waiting if r.num_blocks)]
+        self.kv.check(holders)
+        bs = self.kv.block_size
+        reserves = self.traits.reserves_kv
+        for r in running:
+            assert r.state is State.RUNNING
+            assert r.num_blocks == -(-r.num_kv_tokens // bs), "blocks do not match the KV tokens held"
+            assert r.num_kv_tokens >= r.num_computed_tokens, "running request lacks KV for its tokens"
+            if not reserves:
+                assert r.num_kv_tokens == r.num_computed_tokens, "running request holds KV it does not use"
+            assert r.num_generated_tokens < r.num_output_tokens
+        for r in waiting:
+            assert r.state in (State.WAITING, State.PREEMPTED)
+            if r.num_blocks:  # arrived by KV transfer, with room for its first decode step
+                assert r.num_blocks == -(-r.num_kv_tokens // bs) and r.num_kv_tokens > r.num_computed_tokens
+                assert r.first_token_s is not None
+            elif r.num_host_blocks:
+                assert r.num_host_blocks == -(-r.num_computed_tokens // bs), "swapped KV does not match tokens"
+            else:
+                assert r.num_computed_tokens == 0, "a queued request kept computed tokens without KV"
+        for r in self.sending:
+            assert r.state is State.TRANSFERRING and r.num_computed_tokens == r.num_prompt_tokens
+        for r in self.incoming:
+            assert r not in self.receiving
+        if self.host is not None:
+            held = sum(r.num_host_blocks for r in waiting)
+            assert held == self.host.num_total_blocks - self.host.num_free_blocks, "host blocks leaked"

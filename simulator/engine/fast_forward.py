@@ -1,0 +1,269 @@
+"""The fast-forward seam: many decode steps of one engine in one SimPy event, with the plain loop's records.
+
+When the batch policy declares ``steady_decode`` and says it would only decode every
+running request, the engine plans a *window*: the next k decode steps, their durations
+computed at once (the cost model's ``decode_step_times``), stopping at the step in which
+the first request finishes and before any step whose KV growth the free blocks could not
+cover. The engine waits through the window in one event, cut short when a request
+arrives or KV lands (the step under way completes, as it would), then applies all its
+steps together: the same token counts, ITLs, KV blocks, step rows and levels the plain
+loop would write step by step.
+
+While the running requests only decode they are kept as one ``DecodeBatch``, so a window
+costs nothing per request. ``FastForward`` is the executor's ``LazyRunning``: reading the
+running requests brings their counters current (the batch stays), and a plan that
+touches a member gives the batch up.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from itertools import accumulate, pairwise
+
+import simpy
+
+from policies.interface import StepPlan
+from simulator.cost.shape import BatchShape, CostModel
+from simulator.engine.decode_batch import DecodeBatch, is_decoding
+from simulator.engine.executor import StepExecutor
+from simulator.metrics.monitor import LevelMonitor
+from simulator.metrics.recorder import MetricsRecorder
+from simulator.request import Request, State
+
+_WINDOW_END = object()  # the value of a window's wake-up event when no arrival cut it short
+MAX_WINDOW_STEPS = 4096
+
+
+@dataclass(slots=True)
+class Window:
+    """A fast-forward window: its decode step durations and the KV blocks in use after each step."""
+
+    durations: list[float]
+    used: list[int] | None  # None: no step takes a new block
+    used0: int  # blocks in use when it was planned
+    cached0: int  # cached blocks when it was planned
+    queued: tuple[int, int]  # waiting requests and transfers when it was planned
+    clock: list[float]  # step boundaries: start, then each step's end (the sums SimPy would form)
+    batch_size: int = 0  # requests decoding in its steps (set by advance, which trims it to the steps that ran)
+
+
+class FastForward:
+    """Windows of decode steps for one executor (its ``lazy`` running requests)."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        executor: StepExecutor,
+        cost_model: CostModel,
+        recorder: MetricsRecorder,
+        kv_monitor: LevelMonitor,
+        cached_monitor: LevelMonitor,
+    ) -> None:
+        self.env = env
+        self.executor = executor
+        self.cost_model = cost_model
+        self.recorder = recorder
+        self.kv_monitor = kv_monitor
+        self.cached_monitor = cached_monitor
+        # many decode steps' times at once, or None: one step_time call per step
+        self._decode_times: Callable[[int, Sequence[int]], list[float]] | None = getattr(
+            cost_model, "decode_step_times", None
+        )
+        self.batch: DecodeBatch | None = None  # the running requests while they only decode
+        self.window: Window | None = None  # the window in progress
+        executor.lazy = self
+
+    # -- LazyRunning ---------------------------------------------------------------------
+
+    def bring_up_to_date(self) -> None:
+        batch = self.batch
+        if batch is None:
+            return
+        for r in self.executor._running:
+            if r in batch:
+                self._materialize(r)
+
+    def release(self, plan: StepPlan) -> None:
+        batch = self.batch
+        if batch is None:
+            return
+        touched = any(r in batch for r, _ in plan.scheduled) or any(r in batch for r in plan.preempt)
+        if touched:
+            self._drop()
+
+    def join(self, scheduled: list[tuple[Request, int]]) -> None:
+        batch = self.batch
+        if batch is None:
+            return
+        for req, _ in scheduled:
+            joins = req.state is State.RUNNING and req not in batch
+            if joins and not (is_decoding(req) and batch.add(req)):
+                self._drop()
+                return
+
+    def _drop(self) -> None:
+        """Materialize every member and give up the batch (a plan changes running requests)."""
+        self.bring_up_to_date()
+        self.batch = None
+
+    def _materialize(self, req: Request) -> None:
+        """Bring a member's counters and KV blocks up to date."""
+        assert self.batch is not None
+        c = self.batch.materialize(req)
+        if c > req.num_kv_tokens:
+            kv = self.executor.kv
+            if c <= req.num_blocks * kv.block_size:
+                req.num_kv_tokens = c
+            elif kv.counted_growth:  # the windows took these blocks from the pool already
+                kv.settle_growth(req, c)
+            else:
+                kv.allocate(req, c)
+
+    # -- windows -------------------------------------------------------------------------
+
+    def plan(self) -> Window | None:
+        """The decode steps that can run unattended, with their durations; None if not even one qualifies.
+
+        The running requests are the decode batch (built here when there is none), so
+        planning costs nothing per request.
+        """
+        ex = self.executor
+        kv = ex.kv
+        batch = self.batch
+        if batch is None:
+            batch = self.batch = DecodeBatch.of(ex._running, kv.block_size)
+            if batch is None:
+                return None
+        assert len(batch) == len(ex._running), "a running request is missing from the decode batch"
+        k = min(batch.steps_to_finish(), MAX_WINDOW_STEPS)
+        new = batch.new_blocks(k)
+        # Only blocks free without evicting cached prefixes: a router may look at the cache mid-window.
+        free = kv.num_unused_blocks
+        if new is not None and new[-1] > free:
+            k = bisect_right(new, free)  # the steps whose growth fits
+            if k == 0:
+                return None
+            del new[k:]
+        n = len(batch)
+        context = batch.context_tokens()
+        contexts = range(context + n, context + n + n * k, n)
+        if self._decode_times is not None:
+            durations = self._decode_times(n, contexts)
+        else:
+            durations = [self.cost_model.step_time(BatchShape((), (), n, c, n)).total_s for c in contexts]
+        # blocks in use after each step's allocation, or None while no request crosses a block boundary
+        used0 = kv.num_used_blocks
+        used = [used0 + b for b in new] if new is not None and new[-1] else None
+        start = self.env.now
+        clock = list(accumulate(durations, initial=start))  # the sums SimPy would form
+        queued = (len(ex.waiting), ex.num_transfers)
+        return Window(durations, used, used0, kv.num_cached_blocks, queued, clock)
+
+    def num_used_blocks_now(self) -> int:
+        """Blocks in use at this moment, mid-window included (allocation happens as each step starts)."""
+        kv = self.executor.kv
+        window = self.window
+        if window is None or window.used is None:  # no step of the window takes a block
+            return kv.num_used_blocks
+        reserved_since = kv.num_used_blocks - window.used0
+        # the step under way: at a step's end the arrival comes first (the tie rule), so that step still is
+        step = bisect_left(window.clock, self.env.now, 0, len(window.used)) - 1
+        return window.used[max(step, 0)] + reserved_since
+
+    def wait(self, window: Window, wake: simpy.Event) -> Generator[simpy.Event, None, int]:
+        """Wait through the window's steps, cut short by ``wake`` (an arrival); returns the steps that ran."""
+        env = self.env
+        clock = window.clock
+        k = len(window.durations)
+        self.window = window
+        env.timeout(clock[-1] - env.now).callbacks.append(lambda _: wake.triggered or wake.succeed(_WINDOW_END))
+        yield wake
+        if wake.value is not _WINDOW_END and env.now < clock[-1]:
+            # Something arrived mid-step: that step still completes, then the policy plans again. One that
+            # arrived exactly as a step ended is seen by the plan made then (the tie rule: simulation.Arrival).
+            k = bisect_left(clock, env.now, 1)  # the first step ending at or after now
+            if clock[k] > env.now:
+                yield env.timeout(clock[k] - env.now)
+        self.window = None  # from here on the executor's own counts are current again
+        return k
+
+    def advance(self, window: Window, k: int) -> list[Request]:
+        """Counters, emissions and completions of the window's first ``k`` steps; returns the requests that finished.
+
+        Gives what ``k`` plain steps would: the same token counts, ITLs and KV blocks, up to
+        the rounding of clock sums.
+        """
+        ex = self.executor
+        clock = window.clock[: k + 1]
+        used = window.used[:k] if window.used is not None else None
+        now = clock[-1]
+        running = ex._running
+        n = len(running)
+        kv = ex.kv
+        recorder = self.recorder
+        reserved_since = kv.num_used_blocks - window.used0  # KV leases since the window started
+        batch = self.batch
+        assert batch is not None
+        gaps, finished = batch.advance(k, clock[1], now)
+        for gap, count in gaps.items():  # each request's first gap runs from its latest token
+            recorder.itl(gap, count)
+        durations = [b - a for a, b in pairwise(clock)]  # the steps as SimPy's clock would time them
+        if k > 1:
+            recorder.itl_bulk(durations[1:], n)
+        if len(finished) > 1:
+            finished.sort(key=running.index)  # the order the plain path finishes them in
+        used_end = window.used0 if used is None else used[-1]
+        if kv.counted_growth:
+            kv.take_growth(used_end - window.used0)
+            for r in finished:
+                self._materialize(r)
+                batch.remove(r)
+        else:
+            self._drop()  # allocates block ids, in the order the plain path would
+        assert kv.num_used_blocks == used_end + reserved_since, "window block growth disagrees with allocation"
+        for r in finished:
+            running.remove(r)
+            kv.free(r)
+            ex.end(r, State.FINISHED, now)
+        window.clock, window.used, window.durations, window.batch_size = clock, used, durations, n
+        return finished
+
+    def record(self, window: Window) -> None:
+        """The step rows and KV levels of an advanced window (after the leases its frees made room for)."""
+        ex = self.executor
+        kv = ex.kv
+        clock, used, durations = window.clock, window.used, window.durations
+        # cached prefixes stay until the last step: a window grows only into blocks that are purely free
+        levels = window.used0 if used is None else used
+        self.recorder.steps_bulk(
+            ex.replica_id,
+            ex.engine_id,
+            clock,
+            durations,
+            {
+                "num_running": (window.batch_size, len(ex._running)),
+                # queues as the steps left them: unchanged until the last step, when arrivals cut the window
+                "num_waiting": (window.queued[0], len(ex.waiting)),
+                "num_prefill_tokens": 0,
+                "num_decode_tokens": window.batch_size,
+                "num_kv_blocks_used": (levels, kv.num_used_blocks),
+                "num_kv_blocks_cached": (window.cached0, kv.num_cached_blocks),
+                "num_preempted": 0,
+                "num_swapped": 0,
+                "num_transfer_queue": (window.queued[1], ex.num_transfers),
+            },
+        )
+        self.kv_monitor.segments(clock, durations, levels)
+        self.cached_monitor.segments(clock, durations, window.cached0)
+        ex.last_step_end_s = clock[-1]
+        ex.num_steps += len(durations)
+
+    # -- invariants ----------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Assert the batch's totals against its members (all materialized)."""
+        if self.batch is not None:
+            self.bring_up_to_date()
+            self.batch.check(self.executor._running)

@@ -1,0 +1,317 @@
+"""One engine as a SimPy process: plan, carry out, cost, wait, apply, record.
+
+The ``Engine`` only orchestrates: its ``StepExecutor`` owns the queues and the KV pool and
+does each step's mechanics, the cost model prices the step, and the fast-forward seam
+(``FastForward``) runs many decode steps in one event when the policy declares
+``steady_decode``. A replica holds one engine, or ``pp`` of them (vLLM's virtual engines)
+sharing the pipeline stages.
+
+What leaves an engine goes to its ``EngineHooks`` (the simulation), given by ``start``
+before the process runs: requests that ended, prompts handed off for decoding elsewhere,
+and KV transfers a decode engine has leased blocks for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Protocol, cast
+
+import simpy
+
+from policies.batching.registry import BatchTraits
+from policies.interface import BatchPolicy, SteadyDecode
+from simulator.cost.link import Link
+from simulator.cost.shape import BatchShape, CostModel
+from simulator.engine.executor import Carried, Role, StepExecutor
+from simulator.engine.fast_forward import FastForward
+from simulator.kv.host import HostPool
+from simulator.kv.pool import KvPool
+from simulator.metrics.monitor import LevelMonitor
+from simulator.metrics.recorder import MetricsRecorder
+from simulator.request import Request, State
+
+__all__ = ["Engine", "EngineHooks", "Role"]
+
+
+class EngineHooks(Protocol):
+    """What an engine tells the rest of the simulation."""
+
+    def request_done(self, req: Request) -> None:
+        """``req`` finished or was rejected (already recorded)."""
+        ...
+
+    def prefilled(self, req: Request, engine: Engine, step_s: float) -> None:
+        """A prefill engine computed ``req``'s prompt in a step of ``step_s``: its KV waits to be sent."""
+        ...
+
+    def reserved(self, req: Request, engine: Engine) -> None:
+        """A decode engine leased blocks for ``req``'s KV: the transfer may start."""
+        ...
+
+
+class Engine:
+    """A batch policy driving one executor; its steps run on the replica's pipeline stages."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        policy: BatchPolicy,
+        traits: BatchTraits,
+        cost_model: CostModel,
+        kv: KvPool,
+        recorder: MetricsRecorder,
+        max_model_len: int,
+        *,
+        replica_id: int = 0,
+        engine_id: int = 0,
+        role: Role = "mixed",
+        host: HostPool | None = None,
+        host_link: Link | None = None,
+        block_bytes: float = 0.0,
+        stages: list[simpy.Resource] | None = None,
+        handoff_s: Callable[[BatchShape], float] | None = None,
+        check_invariants: bool = False,
+        fast_forward: bool = True,
+    ) -> None:
+        self.env = env
+        self.policy = policy
+        self.cost_model = cost_model
+        self.host_link = host_link
+        self.stages = stages
+        self.handoff_s = handoff_s
+        self.check_invariants = check_invariants
+        self.executor = StepExecutor(
+            kv,
+            traits,
+            recorder,
+            max_model_len,
+            replica_id=replica_id,
+            engine_id=engine_id,
+            role=role,
+            host=host,
+            block_bytes=block_bytes,
+        )
+        self.kv_monitor = LevelMonitor()
+        self.cached_monitor = LevelMonitor()
+        # Fast-forward needs a policy that can say it would only decode, and no pipeline stages.
+        steady = fast_forward and stages is None and traits.steady_decode
+        self.fast_forward = (
+            FastForward(env, self.executor, cost_model, recorder, self.kv_monitor, self.cached_monitor)
+            if steady
+            else None
+        )
+        self._steady = cast(SteadyDecode, policy).steady_decode if steady else None  # declared by its traits
+        self._wake: simpy.Event | None = None
+        self.hooks: EngineHooks | None = None
+        self.process: simpy.Process | None = None
+
+    def start(self, hooks: EngineHooks) -> None:
+        """Start the engine's process, telling ``hooks`` what leaves it."""
+        assert self.process is None, "an engine starts once"
+        self.hooks = hooks
+        self.process = self.env.process(self._loop())
+
+    # -- what routers, replicas and the simulation read ---------------------------------
+
+    @property
+    def replica_id(self) -> int:
+        return self.executor.replica_id
+
+    @property
+    def kv(self) -> KvPool:
+        return self.executor.kv
+
+    @property
+    def block_bytes(self) -> float:
+        return self.executor.block_bytes
+
+    @property
+    def waiting(self):
+        return self.executor.waiting
+
+    @property
+    def running(self) -> list[Request]:
+        return self.executor.running
+
+    @property
+    def num_running(self) -> int:
+        return self.executor.num_running
+
+    @property
+    def num_outstanding(self) -> int:
+        return self.executor.num_outstanding
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.executor.kv_capacity_tokens
+
+    @property
+    def num_steps(self) -> int:
+        return self.executor.num_steps
+
+    @property
+    def num_swaps_out(self) -> int:
+        return self.executor.num_swaps_out
+
+    @property
+    def num_used_blocks_now(self) -> int:
+        """Blocks in use at this moment, mid fast-forward window included."""
+        if self.fast_forward is not None:
+            return self.fast_forward.num_used_blocks_now()
+        return self.executor.kv.num_used_blocks
+
+    # -- requests reaching the engine ----------------------------------------------------
+
+    def enqueue(self, req: Request) -> None:
+        """Accept a new request into the queue, or reject it if it can never run here."""
+        if self.executor.enqueue(req, self.env.now):
+            self._wakeup()
+        else:
+            self._hooks.request_done(req)
+
+    def offer_transfer(self, req: Request) -> None:
+        """A prefilled request wants to send its KV here: lease blocks now, or queue until there are."""
+        self.executor.offer_transfer(req)
+        self._reserve_incoming()
+        self._wakeup()  # a lease takes free blocks: a fast-forward window must replan
+
+    def accept_transferred(self, req: Request) -> None:
+        """The KV has arrived: the request queues for decoding."""
+        self.executor.accept_transferred(req, self.env.now)
+        self._wakeup()
+
+    def release_sent(self, req: Request) -> None:
+        """The KV has left: free the blocks it occupied here."""
+        self.executor.release_sent(req)
+        self.kv_monitor.set(self.env.now, self.executor.kv.num_used_blocks)
+        self._wakeup()  # the freed blocks may let a waiting request in
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def _loop(self) -> Generator[simpy.Event, None, None]:
+        env = self.env
+        ex = self.executor
+        ff = self.fast_forward
+        carried = Carried()  # preemptions and swaps of plans that scheduled nothing, for the next step's row
+        while True:
+            ex.kv.new_plan()
+            # a window records no preemptions or swap time: one carried from a preempt-only plan goes by the plain path
+            if ff is not None and ex.num_running and not carried.num_preempted and not carried.num_swaps:
+                assert self._steady is not None
+                if self._steady(ex):
+                    window = ff.plan()
+                    if window is not None:
+                        self._wake = wake = env.event()
+                        k = yield from ff.wait(window, wake)
+                        self._wake = None
+                        self._dispatch(ff.advance(window, k), 0.0)
+                        self._reserve_incoming()  # freed blocks may let queued KV in, before the rows (as plain)
+                        ff.record(window)
+                        self._sample_levels()
+                        self._check()
+                        continue
+            plan = self.policy.plan_step(ex, env.now)
+            ex.carry_out(plan, env.now, carried)
+            for req, _ in plan.reject:
+                self._hooks.request_done(req)
+            self._sample_levels()
+            if not plan.scheduled and (plan.preempt or plan.reject):
+                # The plan only made room or removed requests: blocks were freed, so let incoming KV
+                # transfers claim them and plan again at once rather than sleep.
+                self._reserve_incoming()
+                continue
+            if not plan.scheduled:
+                yield from self._idle(plan.wake_at_s)
+                continue
+            shape = ex.shape(plan)
+            start = env.now
+            step = self.cost_model.step_time(shape)
+            link = self.host_link
+            transfer_s = link.time_s(carried.swap_bytes, carried.num_swaps) if carried.num_swaps and link else 0.0
+            if self.stages is None:
+                yield env.timeout(step.total_s + transfer_s)
+            else:
+                yield from self._run_pipeline(shape, step.stage_s or (step.total_s,), transfer_s)
+            duration = env.now - start
+            self._dispatch(ex.apply(plan, env.now), duration)
+            self._reserve_incoming()
+            self._sample_levels()
+            ex.record(start, duration, shape, carried)
+            carried.clear()
+            self._check()
+
+    def _idle(self, wake_at_s: float | None) -> Generator[simpy.Event, None, None]:
+        """Sleep until a request arrives (or KV lands, or blocks are freed), or until ``wake_at_s``."""
+        env = self.env
+        ex = self.executor
+        assert ex.num_running == 0 or wake_at_s is not None, (
+            f"replica {ex.replica_id}: policy scheduled nothing with requests running"
+        )
+        self._wake = env.event()
+        if wake_at_s is not None and wake_at_s > env.now:
+            yield self._wake | env.timeout(wake_at_s - env.now)
+        else:
+            assert not ex.waiting or wake_at_s is not None or ex.blocked_by_transfers(), (
+                f"replica {ex.replica_id}: policy left {len(ex.waiting)} requests waiting on an idle replica"
+            )
+            yield self._wake
+        self._wake = None
+
+    def _run_pipeline(
+        self, shape: BatchShape, stage_s: tuple[float, ...], transfer_s: float
+    ) -> Generator[simpy.Event, None, None]:
+        """Pass the step through the pipeline stages in order, queueing behind other virtual engines."""
+        assert self.stages is not None
+        if len(stage_s) != len(self.stages):
+            per_stage = sum(stage_s) / len(self.stages)
+            stage_s = (per_stage,) * len(self.stages)
+        handoff = self.handoff_s(shape) if self.handoff_s is not None else 0.0
+        last = len(self.stages) - 1
+        for s, resource in enumerate(self.stages):
+            with resource.request() as claim:
+                yield claim
+                yield self.env.timeout(stage_s[s] + (transfer_s if s == 0 else 0.0))
+            if s < last and handoff:
+                yield self.env.timeout(handoff)  # activations to the next stage's GPUs
+
+    # -- helpers -------------------------------------------------------------------------
+
+    @property
+    def _hooks(self) -> EngineHooks:
+        assert self.hooks is not None, "the engine was not started"
+        return self.hooks
+
+    def _wakeup(self) -> None:
+        if self._wake is not None and not self._wake.triggered:
+            self._wake.succeed()
+
+    def _dispatch(self, left: list[Request], step_s: float) -> None:
+        hooks = self._hooks
+        for req in left:
+            if req.state is State.TRANSFERRING:
+                hooks.prefilled(req, self, step_s)
+            else:
+                hooks.request_done(req)
+
+    def _reserve_incoming(self) -> None:
+        ex = self.executor
+        # mid-window, the steps begun so far have taken blocks not yet handed out
+        pending = self.num_used_blocks_now - ex.kv.num_used_blocks
+        for req in ex.reserve_incoming(pending):
+            self._hooks.reserved(req, self)
+
+    def _sample_levels(self) -> None:
+        now = self.env.now
+        kv = self.executor.kv
+        self.kv_monitor.set(now, kv.num_used_blocks)
+        self.cached_monitor.set(now, kv.num_cached_blocks)
+
+    def _check(self) -> None:
+        if self.check_invariants:
+            self.check()
+
+    def check(self) -> None:
+        """Assert the engine's invariants (tests call this after every step)."""
+        if self.fast_forward is not None:
+            self.fast_forward.check()
+        self.executor.check()

@@ -1,0 +1,116 @@
+"""Paged KV-cache accounting: how many blocks exist, and who holds how many.
+
+Without prefix caching a block pool is counts: every request holds
+``ceil(num_kv_tokens / block_size)`` private blocks, recorded on the request itself
+(``Request.num_blocks``, ``Request.num_kv_tokens``). Invariants (``check``): free + used == total; no request holds
+more blocks than exist; nothing is freed twice (freeing zeroes the holder's count).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar
+
+from simulator.kv.pool import Lease, ceil_div
+from simulator.request import Request
+
+
+class BlockManager:
+    """Counts of paged KV blocks on one replica (a ``KvPool``)."""
+
+    counted_growth: ClassVar[bool] = True
+
+    def __init__(self, num_blocks: int, block_size: int) -> None:
+        assert num_blocks >= 1 and block_size >= 1
+        self.num_total_blocks = num_blocks
+        self.block_size = block_size
+        self.num_free_blocks = num_blocks
+
+    @property
+    def num_used_blocks(self) -> int:
+        return self.num_total_blocks - self.num_free_blocks
+
+    def blocks_for(self, num_tokens: int) -> int:
+        """Blocks needed to hold ``num_tokens`` tokens of KV."""
+        return ceil_div(num_tokens, self.block_size)
+
+    def num_new_blocks(self, req: Request, num_kv_tokens: int) -> int:
+        """Blocks ``req`` must newly get to hold ``num_kv_tokens`` tokens."""
+        return max(0, ceil_div(num_kv_tokens, self.block_size) - req.num_blocks)
+
+    def allocate(self, req: Request, num_kv_tokens: int) -> None:
+        """Grow ``req``'s blocks to cover ``num_kv_tokens``; the caller checked they are free."""
+        need = self.num_new_blocks(req, num_kv_tokens)
+        assert need <= self.num_free_blocks, f"allocate {need} blocks with {self.num_free_blocks} free"
+        self.num_free_blocks -= need
+        req.num_blocks += need
+        if num_kv_tokens > req.num_kv_tokens:
+            req.num_kv_tokens = num_kv_tokens
+
+    @property
+    def num_cached_blocks(self) -> int:
+        """Unreferenced blocks kept for reuse (always 0: this pool does not cache)."""
+        return 0
+
+    @property
+    def num_unused_blocks(self) -> int:
+        """Blocks an allocation can take without evicting anything cached."""
+        return self.num_free_blocks
+
+    def num_freeable_blocks(self, req: Request) -> int:
+        """Blocks that would return to the free pool if ``req`` released its KV."""
+        return req.num_blocks
+
+    def prefix_hit_tokens(self, req: Request) -> int:
+        """Prompt tokens whose KV is cached and would be reused if ``req`` were admitted now (none here)."""
+        return 0
+
+    def peek_hit_tokens(self, req: Request) -> int:
+        """Like ``prefix_hit_tokens`` but for routers: no planning side effect (none here)."""
+        return 0
+
+    def new_plan(self) -> None:
+        """A policy is about to plan a step (nothing to forget here)."""
+
+    def acquire_prefix(self, req: Request) -> tuple[int, int]:
+        """Take the cached prefix planned for ``req``: (tokens reused, blocks to reload from host)."""
+        return 0, 0
+
+    def commit(self, req: Request) -> None:
+        """Register ``req``'s newly completed prompt blocks for reuse (nothing to do here)."""
+
+    def free(self, req: Request) -> int:
+        """Release every block ``req`` holds; returns how many."""
+        n = req.num_blocks
+        req.num_blocks = 0
+        req.num_kv_tokens = 0
+        self.num_free_blocks += n
+        assert self.num_free_blocks <= self.num_total_blocks, "blocks freed twice"
+        return n
+
+    def lease(self, num_kv_tokens: int, max_blocks: int) -> Lease | None:
+        need = ceil_div(num_kv_tokens, self.block_size)
+        if need > max_blocks:
+            return None
+        assert need <= self.num_free_blocks, f"lease {need} blocks with {self.num_free_blocks} free"
+        self.num_free_blocks -= need
+        return Lease(need, num_kv_tokens)
+
+    def adopt(self, req: Request, lease: Lease) -> None:
+        assert req.num_blocks == 0, "a request adopts a lease holding nothing"
+        req.num_blocks, req.num_kv_tokens, req.block_ids = lease.num_blocks, lease.num_kv_tokens, lease.block_ids
+        lease.num_blocks = 0  # the blocks are the request's now
+
+    def take_growth(self, num_blocks: int) -> None:
+        assert 0 <= num_blocks <= self.num_free_blocks, f"grow {num_blocks} blocks with {self.num_free_blocks} free"
+        self.num_free_blocks -= num_blocks
+
+    def settle_growth(self, req: Request, num_kv_tokens: int) -> None:
+        req.num_blocks = ceil_div(num_kv_tokens, self.block_size)
+        req.num_kv_tokens = num_kv_tokens
+
+    def check(self, holders: Iterable[Request | Lease]) -> None:
+        """Assert the accounting invariants given every request and lease that holds blocks."""
+        held = sum(r.num_blocks for r in holders)
+        assert 0 <= self.num_free_blocks <= self.num_total_blocks
+        assert held == self.num_used_blocks, f"held {held} != used {self.num_used_blocks}"

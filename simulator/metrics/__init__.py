@@ -1,0 +1,3 @@
+"""What a run measures: the recorder of requests and steps (``recorder``), time-weighted
+levels (``monitor``), the result tables and run folder (``results``) and the summary
+metrics as `vllm bench serve` defines them (``summary``)."""
