@@ -1,15 +1,17 @@
-"""servesim's builtin engine: continuous batching over a paged KV cache with real forward passes.
+"""servesim's builtin engine: the simulator's ``StepExecutor`` driving real forward passes.
 
-It runs any registered batch policy (``policies.BATCH_POLICIES``) on real requests: the
-engine implements ``policies.ReplicaView``, asks the policy for each step's plan, carries
-it out exactly as the simulator's replica does (rejections, recompute preemptions with
-the victim back at the head of the queue, admissions, block allocation), then runs the
-step's tokens through ``TorchModel`` in one forward pass and samples greedily. So a
-validation against it isolates the cost model: the policy's decisions are the same code.
+It runs any registered batch policy (``policies.BATCH_POLICIES``) on real requests, and it
+makes every decision with the very code the simulated engine uses: the executor (queues,
+rejection, preemption, admission, paged KV blocks, the step's shape, emissions and
+completions) is ``simulator.engine.executor.StepExecutor``. Only the step's wait is
+different: instead of a cost model's time, the step's tokens run through ``TorchModel`` in
+one forward pass and are sampled greedily, and the wall clock stamps the step's end. So a
+validation against it isolates the cost model, and ``DecisionLog`` lets a test compare the
+two engines' decisions one for one.
 
 Requests are sent on a wall-clock schedule (``arrival_s`` from the run's start); the
-engine admits them at step boundaries and sleeps while idle. Every emitted token is
-time-stamped.
+engine admits them at step boundaries, arrivals at a step's end before the next plan (the
+simulator's tie rule), and sleeps while idle. Every emitted token is time-stamped.
 """
 
 from __future__ import annotations
@@ -18,17 +20,23 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import cast
 
 from calibration.model import TorchModel
-from policies.interface import BatchPolicy, StepPlan
+from policies.batching.registry import BATCH_POLICIES, BatchTraits
+from policies.interface import BatchPolicy
 from simulator.cost.shape import BatchShape
-from simulator.kv.pool import ceil_div
+from simulator.engine.executor import Carried, DecisionLog, StepExecutor
+from simulator.kv.prefix_cache import PrefixCache
+from simulator.request import Request, State
 
 
 @dataclass(slots=True, eq=False)
 class EngineRequest:
-    """A request inside the builtin engine (satisfies ``policies.RequestView``)."""
+    """A request as its client sees it: its tokens, when each arrived, and how it ended.
+
+    The builtin engine and transformers' engine fill it in; inside the builtin engine the
+    executor works on a ``simulator.request.Request`` of the same id.
+    """
 
     request_id: int
     arrival_s: float
@@ -37,10 +45,7 @@ class EngineRequest:
     token_ids: list[int]
     priority: int = 0
     session_id: int = -1
-    num_computed_tokens: int = 0
     num_generated_tokens: int = 0
-    block_table: list[int] = field(default_factory=list)
-    is_swapped: bool = False
     status: str = "sent"  # sent, waiting, running, finished, rejected
     admitted_s: float | None = None
     first_scheduled_s: float | None = None
@@ -48,19 +53,6 @@ class EngineRequest:
     finished_s: float | None = None
     num_preemptions: int = 0
     reject_reason: str | None = None
-
-    @property
-    def num_tokens(self) -> int:
-        return self.num_prompt_tokens + self.num_generated_tokens
-
-    @property
-    def num_blocks(self) -> int:
-        return len(self.block_table)
-
-    @property
-    def enqueued_s(self) -> float | None:
-        """When the engine queued the request (``RequestView``)."""
-        return self.admitted_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,120 +79,126 @@ class StepRecord:
         )
 
 
-class BuiltinEngine:
-    """One model replica: a policy, a paged KV block pool and ``TorchModel``'s forward pass."""
+class _Client:
+    """The executor's sink: a request that ends is written back to its client record."""
 
-    def __init__(self, model: TorchModel, policy: BatchPolicy, max_model_len: int) -> None:
+    def __init__(self) -> None:
+        self.records: dict[int, EngineRequest] = {}
+
+    def request_done(self, req: Request, now_s: float) -> None:
+        rec = self.records[req.request_id]
+        rec.status = "finished" if req.state is State.FINISHED else "rejected"
+        rec.finished_s = now_s
+        rec.reject_reason = req.reject_reason
+        rec.num_preemptions = req.num_preemptions
+        rec.num_generated_tokens = req.num_generated_tokens
+
+    def itl(self, gap_s: float, count: int) -> None:
+        pass  # the client stamps every token itself
+
+    def step(self, *row: float) -> None:
+        pass  # the engine keeps StepRecords
+
+
+class BuiltinEngine:
+    """One model replica: a policy, the simulator's step executor over paged KV blocks, and ``TorchModel``."""
+
+    def __init__(
+        self,
+        model: TorchModel,
+        policy: BatchPolicy,
+        max_model_len: int,
+        traits: BatchTraits | None = None,
+        log: DecisionLog | None = None,
+    ) -> None:
         self.model = model
         self.policy = policy
         self.max_model_len = max_model_len
-        self._free: deque[int] = deque(range(model.num_kv_blocks))
-        self._waiting: deque[EngineRequest] = deque()
-        self._running: list[EngineRequest] = []
+        self._client = _Client()
+        if traits is None:
+            traits = BATCH_POLICIES.entry_of(type(policy)).traits
+        # A pool of block ids (the KV tensor's pages); with no workload hashes nothing is ever shared or cached.
+        kv = PrefixCache(model.num_kv_blocks, model.block_size)
+        self.executor = StepExecutor(kv, traits, self._client, max_model_len, log=log)
+        self._requests: dict[int, Request] = {}
+        self._carried = Carried()
+        self.wake_at_s: float | None = None  # when an idle policy asked to plan again
+        self.replan = False  # the last plan only preempted or rejected: plan again at once
         self.steps: list[StepRecord] = []
-
-    # -- ReplicaView ---------------------------------------------------------------------
-
-    @property
-    def waiting(self) -> deque[EngineRequest]:
-        return self._waiting
-
-    @property
-    def running(self) -> list[EngineRequest]:
-        return self._running
-
-    @property
-    def num_running(self) -> int:
-        return len(self._running)
-
-    @property
-    def num_free_blocks(self) -> int:
-        return len(self._free)
-
-    @property
-    def num_total_blocks(self) -> int:
-        return self.model.num_kv_blocks
-
-    @property
-    def block_size(self) -> int:
-        return self.model.block_size
-
-    def num_new_blocks(self, request: EngineRequest, num_kv_tokens: int) -> int:
-        return max(0, ceil_div(num_kv_tokens, self.block_size) - request.num_blocks)
-
-    def num_freeable_blocks(self, request: EngineRequest) -> int:
-        return request.num_blocks  # no sharing: a preempted request frees all it holds
-
-    def prefix_hit_tokens(self, request: EngineRequest) -> int:
-        return 0  # the builtin engine has no prefix cache
 
     @property
     def is_idle(self) -> bool:
-        return not self._waiting and not self._running
+        ex = self.executor
+        return not ex.waiting and not ex.num_running
 
     # -- requests ------------------------------------------------------------------------
 
-    def submit(self, req: EngineRequest, now_s: float) -> None:
-        """Queue ``req``, or reject it when it can never run (as the simulator's replica does)."""
-        req.admitted_s = now_s
-        total = req.num_prompt_tokens + req.num_output_tokens
-        if total > self.max_model_len:
-            self._reject(req, now_s, f"prompt + output of {total} tokens exceeds the max model length")
-        elif ceil_div(total, self.block_size) > self.num_total_blocks:
-            self._reject(req, now_s, "needs more KV blocks than the cache holds")
-        else:
-            req.status = "waiting"
-            self._waiting.append(req)
-
-    def _reject(self, req: EngineRequest, now_s: float, reason: str) -> None:
-        req.status, req.reject_reason, req.finished_s = "rejected", reason, now_s
-
-    def _free_blocks(self, req: EngineRequest) -> None:
-        self._free.extend(req.block_table)
-        req.block_table = []
+    def submit(self, rec: EngineRequest, now_s: float) -> None:
+        """Queue a request, or reject it when it can never run (the executor decides, as in the simulator)."""
+        req = Request(
+            rec.request_id, rec.arrival_s, rec.num_prompt_tokens, rec.num_output_tokens, rec.priority, rec.session_id
+        )
+        self._client.records[rec.request_id] = rec
+        self._requests[rec.request_id] = req
+        rec.admitted_s = now_s
+        if self.executor.enqueue(req, now_s):
+            rec.status = "waiting"
 
     # -- one step ------------------------------------------------------------------------
 
-    def step(self, clock: Callable[[], float]) -> StepRecord | None:
-        """Plan, carry out and run one step; None when the policy scheduled nothing."""
+    def step(self, clock: Callable[[], float], arrive: Callable[[float], None] | None = None) -> StepRecord | None:
+        """Plan, carry out and run one step; None when the policy scheduled nothing.
+
+        ``arrive(end_s)`` queues the requests that arrived while the step ran, up to and
+        including its end, before the step's results apply (the simulator's tie rule:
+        arrivals at an instant come before the step ending then).
+        """
+        ex = self.executor
         start = clock()
-        plan = self.policy.plan_step(self, start)
-        self._carry_out(plan, start)
+        ex.kv.new_plan()
+        plan = self.policy.plan_step(ex, start)
+        ex.carry_out(plan, start, self._carried)
+        self.wake_at_s = plan.wake_at_s
+        self.replan = not plan.scheduled and bool(plan.preempt or plan.reject)
         if not plan.scheduled:
             return None
-        scheduled = cast(list[tuple[EngineRequest, int]], plan.scheduled)
-        sampled = self.forward(scheduled)
+        records = self._client.records
+        for req, _ in plan.scheduled:
+            rec = records[req.request_id]
+            rec.status = "running"
+            rec.first_scheduled_s = req.first_scheduled_s
+        shape = ex.shape(plan)
+        sampled = self.forward(plan.scheduled)  # type: ignore[arg-type]
         end = clock()
-        record = self._apply(scheduled, sampled, plan.discard_kv, start, end, len(plan.preempt))
+        if arrive is not None:
+            arrive(end)
+        ex.apply(plan, end)
+        for req, _ in plan.scheduled:
+            token = sampled.get(req.request_id)
+            if token is not None:
+                rec = records[req.request_id]
+                rec.token_ids.append(token)
+                rec.token_times_s.append(end)
+                rec.num_generated_tokens = req.num_generated_tokens
+        record = StepRecord(
+            start,
+            end,
+            shape.prefill_new_tokens,
+            shape.prefill_cached_tokens,
+            shape.num_decode_seqs,
+            shape.decode_context_tokens,
+            shape.num_sampled_tokens,
+            self._carried.num_preempted,
+        )
+        self._carried.clear()
         self.steps.append(record)
         return record
 
-    def _carry_out(self, plan: StepPlan, now_s: float) -> None:
-        for req, reason in plan.reject:
-            self._waiting.remove(req)
-            self._reject(req, now_s, reason)
-        for req in plan.preempt:
-            self._running.remove(req)
-            self._free_blocks(req)
-            req.num_computed_tokens = 0
-            req.num_preemptions += 1
-            req.status = "waiting"
-            self._waiting.appendleft(req)
-        for req, n in plan.scheduled:
-            if req.status != "running":
-                self._waiting.remove(req)
-                req.status = "running"
-                if req.first_scheduled_s is None:
-                    req.first_scheduled_s = now_s
-                self._running.append(req)
-            kv_tokens = plan.kv_tokens.get(req, req.num_computed_tokens + n)
-            need = self.num_new_blocks(req, kv_tokens)
-            assert need <= len(self._free), "the policy scheduled more blocks than are free"
-            req.block_table.extend(self._free.popleft() for _ in range(need))
-
-    def forward(self, scheduled: Sequence[tuple[EngineRequest, int]]) -> dict[int, int]:
+    def forward(self, scheduled: Sequence[tuple[Request, int]]) -> dict[int, int]:
         """Run the scheduled tokens through the model: request id -> greedy token, for sequences that complete."""
         m = self.model
+        records = self._client.records
+        # the kernels' split: one query against cached KV takes the paged decode path
         decodes = [(r, n) for r, n in scheduled if n == 1 and r.num_computed_tokens > 0]
         chunks = [(r, n) for r, n in scheduled if not (n == 1 and r.num_computed_tokens > 0)]
         ordered = decodes + chunks
@@ -208,15 +206,17 @@ class BuiltinEngine:
         positions: list[int] = []
         for r, n in ordered:
             c = r.num_computed_tokens
-            ids += r.token_ids[c : c + n]
+            ids += records[r.request_id].token_ids[c : c + n]
             positions += range(c, c + n)
         b = len(decodes)
         decode_in = (
-            m.decode_inputs([r.block_table for r, _ in decodes], [r.num_computed_tokens + 1 for r, _ in decodes])
+            m.decode_inputs([r.block_ids or [] for r, _ in decodes], [r.num_computed_tokens + 1 for r, _ in decodes])
             if b
             else None
         )
-        chunk_in = [(m.chunk_slots(r.block_table, r.num_computed_tokens + n), r.num_computed_tokens) for r, n in chunks]
+        chunk_in = [
+            (m.chunk_slots(r.block_ids or [], r.num_computed_tokens + n), r.num_computed_tokens) for r, n in chunks
+        ]
         x = m.embed(m.tensor(ids))
         cos, sin = m.rotary(m.tensor(positions))
         torch = m.torch
@@ -249,80 +249,49 @@ class BuiltinEngine:
         last = x[index] if delta is None else x[index] + delta[index]
         return dict(zip(sampled_ids, m.lm_head(last).tolist(), strict=True))
 
-    def _apply(
-        self,
-        scheduled: list[tuple[EngineRequest, int]],
-        sampled: dict[int, int],
-        discard_kv: bool,
-        start_s: float,
-        end_s: float,
-        num_preempted: int,
-    ) -> StepRecord:
-        prefill_new, prefill_cached = [], []
-        num_decode = decode_ctx = 0
-        for req, n in scheduled:
-            c = req.num_computed_tokens
-            if n == 1 and c > 0:
-                num_decode += 1
-                decode_ctx += c + 1
-            else:
-                prefill_new.append(n)
-                prefill_cached.append(c)
-            req.num_computed_tokens += n
-            token = sampled.get(req.request_id)
-            if token is not None:
-                req.num_generated_tokens += 1
-                req.token_ids.append(token)
-                req.token_times_s.append(end_s)
-                if req.num_generated_tokens == req.num_output_tokens:
-                    self._running.remove(req)
-                    self._free_blocks(req)
-                    req.status, req.finished_s = "finished", end_s
-                    continue
-            if discard_kv:
-                self._free_blocks(req)
-                req.num_computed_tokens = 0
-        return StepRecord(
-            start_s,
-            end_s,
-            tuple(prefill_new),
-            tuple(prefill_cached),
-            num_decode,
-            decode_ctx,
-            len(sampled),
-            num_preempted,
-        )
-
     # -- a whole run ---------------------------------------------------------------------
 
     def run(
         self,
         requests: Sequence[EngineRequest],
         progress: Callable[[int, int], None] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         """Send ``requests`` at their ``arrival_s`` (sorted) and run until all end.
 
-        Times stamped on the requests and steps are seconds since the run's start.
+        Times stamped on the requests and steps are seconds since the run's start
+        (``clock`` and ``sleep`` replace the wall clock in tests).
         """
-        clock = time.perf_counter
         t0 = clock()
 
         def now() -> float:
             return clock() - t0
 
         pending = deque(sorted(requests, key=lambda r: r.arrival_s))
+
+        def arrive(t: float) -> None:
+            while pending and pending[0].arrival_s <= t:
+                rec = pending.popleft()
+                self.submit(rec, rec.arrival_s)  # queued when sent: the server receives while a step runs
+
         num_done = 0
         total = len(requests)
         while num_done < total:
-            t = now()
-            while pending and pending[0].arrival_s <= t:
-                self.submit(pending.popleft(), t)
-            if self.is_idle:
-                if not pending:
-                    break
-                time.sleep(max(0.0, pending[0].arrival_s - now()))
-                continue
-            self.step(now)
+            arrive(now())
+            if self.is_idle or (self.step(now, arrive) is None and not self.replan):
+                # nothing to run: sleep until the next arrival, or until the policy asked to plan again
+                wake = [pending[0].arrival_s] if pending else []
+                if not self.is_idle and self.wake_at_s is not None:
+                    wake.append(self.wake_at_s)
+                if not wake:
+                    if self.is_idle:
+                        break
+                    raise RuntimeError(
+                        f"policy {type(self.policy).__name__} left {len(self.executor.waiting)} requests waiting "
+                        "on an idle engine with nothing to wake it"
+                    )
+                sleep(max(0.0, min(wake) - now()))
             done = sum(1 for r in requests if r.status in ("finished", "rejected"))
             if progress is not None and done != num_done:
                 progress(done, total)

@@ -64,6 +64,13 @@ class Registry(Generic[T]):
             known = ", ".join(sorted(self._entries)) or "none"
             raise ValueError(f"unknown {self.role} {name!r}; known: {known}") from None
 
+    def entry_of(self, factory: object) -> Entry[T]:
+        """The entry whose factory is ``factory`` (a policy's class); ValueError if none."""
+        for entry in self._entries.values():
+            if entry.factory is factory:
+                return entry
+        raise ValueError(f"{factory!r} is not a registered {self.role}")
+
     def get(self, name: str) -> T:
         """The factory registered as ``name``."""
         return self.entry(name).factory

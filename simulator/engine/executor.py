@@ -84,6 +84,9 @@ class DecisionLog:
     rows: list[tuple] = field(default_factory=list)
 
     def plan(self, plan: StepPlan) -> None:
+        """A plan that decided something (an engine also plans when it wakes idle; such plans are not rows)."""
+        if not (plan.scheduled or plan.preempt or plan.reject):
+            return
         self.rows.append(
             (
                 "plan",
@@ -93,9 +96,11 @@ class DecisionLog:
             )
         )
 
-    def left(self, reqs: list[Request]) -> None:
-        if reqs:
-            self.rows.append(("left", tuple((r.request_id, r.state.name) for r in reqs)))
+    def end(self, req: Request) -> None:
+        self.rows.append(("end", req.request_id, req.state.name, req.reject_reason))
+
+    def hand_off(self, req: Request) -> None:
+        self.rows.append(("hand_off", req.request_id))
 
 
 class StepExecutor:
@@ -218,6 +223,8 @@ class StepExecutor:
     def end(self, req: Request, state: State, now_s: float, reason: str | None = None) -> None:
         transition(req, state, now_s, reason)
         self.sink.request_done(req, now_s)
+        if self.log is not None:
+            self.log.end(req)
 
     # -- disaggregation ------------------------------------------------------------------
 
@@ -371,6 +378,8 @@ class StepExecutor:
                         transition(req, State.TRANSFERRING, now_s)
                         self.sending.append(req)
                         left.append(req)
+                        if self.log is not None:
+                            self.log.hand_off(req)
                         continue
                     req.first_token_s = now_s
                 elif req.last_token_s == prev_end:
@@ -395,8 +404,6 @@ class StepExecutor:
         self.last_step_end_s = now_s
         if self.lazy is not None:
             self.lazy.join(plan.scheduled)
-        if self.log is not None:
-            self.log.left(left)
         return left
 
     def record(self, start_s: float, duration_s: float, shape: BatchShape, carried: Carried) -> None:
