@@ -19,6 +19,9 @@ class View:
     def num_new_blocks(self, req, num_kv_tokens):
         return max(0, -(-num_kv_tokens // 16) - req.num_blocks)
 
+    def num_freeable_blocks(self, req):
+        return req.num_blocks
+
 
 def running(rid, prompt, computed, generated=0, blocks=None):
     r = Request(rid, 0.0, prompt, 100)

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from policies.interface import ReplicaView, RequestView, StepPlan
+
+VictimKey = Callable[[RequestView], Any]
+"""Orders requests for preemption: the one with the largest key is preempted first."""
 
 
 @dataclass(slots=True)
@@ -18,6 +22,30 @@ class Budget:
     tokens: int
     seqs: int
     free_blocks: int
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What ``admit_waiting`` did: how many requests it admitted and what stopped it."""
+
+    num_admitted: int
+    stopped_by: Literal["queue", "tokens", "seqs_or_blocks"]  # the queue ran out, the token budget, or room
+
+
+def is_decode(req: RequestView) -> bool:
+    """Its prompt is computed: each step now gives it one token (the engine's own test adds n == 1)."""
+    return req.num_computed_tokens >= req.num_prompt_tokens
+
+
+def admission_order(running: Sequence[RequestView]) -> VictimKey:
+    """A key ranking ``running`` (oldest admission first, as a view lists them) by admission: the newest is largest."""
+    rank = {id(r): i for i, r in enumerate(running)}
+    return lambda r: rank[id(r)]
+
+
+def newest_first(requests: Iterable[RequestView], key: VictimKey) -> list[RequestView]:
+    """``requests`` in preemption order under ``key``: largest key first."""
+    return sorted(requests, key=key, reverse=True)
 
 
 def total_tokens(req: RequestView) -> int:
@@ -37,16 +65,16 @@ def schedule_running(
     order: Sequence[RequestView],
     plan: StepPlan,
     budget: Budget,
-    pick_victim: Callable[[list[RequestView]], RequestView],
+    victim_key: VictimKey,
     chunk: Callable[[int, int], int] | None = None,
 ) -> None:
     """Give every running request in ``order`` its next tokens, preempting when blocks run out.
 
     Each request gets its ``remaining = num_tokens - num_computed_tokens`` tokens (1 for a
     decode), or ``chunk(remaining, tokens_left)`` when given (chunked prefill). When a request cannot get the
-    blocks it needs, ``pick_victim`` chooses a request to preempt from those not yet
-    scheduled (the request itself included); a preempted request frees its blocks. vLLM's
-    ``_schedule_running`` loop.
+    blocks it needs, the request with the largest ``victim_key`` among those not yet
+    scheduled (the request itself included) is preempted; a preempted request frees its
+    blocks. vLLM's ``_schedule_running`` loop.
     """
     pending = list(order)
     while pending:
@@ -58,7 +86,7 @@ def schedule_running(
             continue
         need = view.num_new_blocks(req, req.num_computed_tokens + n)
         if need > budget.free_blocks:
-            victim = pick_victim(pending)
+            victim = max(pending, key=victim_key)
             pending.remove(victim)
             plan.preempt.append(victim)
             budget.free_blocks += view.num_freeable_blocks(victim)
@@ -79,7 +107,7 @@ def admit_waiting(
     reserve_full: bool = False,
     reject: Callable[[RequestView], str | None] | None = None,
     make_room: Callable[[RequestView, int], bool] | None = None,
-) -> None:
+) -> Admission:
     """Admit waiting requests in ``order`` while tokens, slots and blocks last (head-of-line blocking).
 
     A request gets all its remaining tokens (a full prefill, or a recompute, less any cached
@@ -89,6 +117,7 @@ def admit_waiting(
     not fit, ``make_room(req, need_blocks)`` may preempt running requests to free a slot
     and ``need_blocks`` blocks (priority scheduling); it returns whether it succeeded.
     """
+    admitted = 0
     for req in order:
         if reject is not None and (reason := reject(req)) is not None:
             plan.reject.append((req, reason))
@@ -97,22 +126,19 @@ def admit_waiting(
         remaining = req.num_tokens - computed
         n = chunk(remaining, budget.tokens) if chunk is not None else remaining
         if n <= 0 or n > budget.tokens:
-            break
+            return Admission(admitted, "tokens")
         kv_tokens = total_tokens(req) if reserve_full else computed + n
         need = view.num_new_blocks(req, kv_tokens)
         # The watermark guards new allocations; a request already holding its KV (received by
         # transfer) needs none and must not be kept out by it.
         short = budget.free_blocks - need < (watermark_blocks if need else 0)
         if (budget.seqs <= 0 or short) and (make_room is None or not make_room(req, need + watermark_blocks)):
-            break
+            return Admission(admitted, "seqs_or_blocks")
         budget.free_blocks -= need
         budget.tokens -= n
         budget.seqs -= 1
         plan.scheduled.append((req, n))
+        admitted += 1
         if reserve_full:
             plan.kv_tokens[req] = kv_tokens
-
-
-def newest(pending: list[RequestView]) -> RequestView:
-    """The most recently admitted of the requests not yet scheduled (vLLM's victim)."""
-    return pending[-1]
+    return Admission(admitted, "queue")

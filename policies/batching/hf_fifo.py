@@ -28,6 +28,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from policies.batching.common import admission_order, is_decode, newest_first
 from policies.batching.registry import BATCH_POLICIES, BatchTraits
 from policies.interface import ReplicaView, RequestView, StepPlan
 
@@ -67,8 +68,8 @@ class HfFifoPolicy:
     def plan_step(self, view: ReplicaView, now_s: float) -> StepPlan:
         plan = StepPlan()
         running = list(view.running)
-        decoding = [r for r in running if r.num_computed_tokens >= r.num_prompt_tokens]
-        prefilling = [r for r in running if r.num_computed_tokens < r.num_prompt_tokens]
+        decoding = [r for r in running if is_decode(r)]
+        prefilling = [r for r in running if not is_decode(r)]
         budget = self.max_num_batched_tokens
         free = view.num_free_blocks
         margin_blocks = self.safety_margin * view.num_total_blocks
@@ -102,10 +103,11 @@ class HfFifoPolicy:
         n = min(req.num_tokens - req.num_computed_tokens, budget)
         need = view.num_new_blocks(req, req.num_computed_tokens + n)
         free = view.num_free_blocks
-        victims = [r for r in running if r is not req]
-        while need > free and victims:
-            victim = victims.pop()
+        victims = newest_first((r for r in running if r is not req), admission_order(running))
+        for victim in victims:
+            if need <= free:
+                break
             plan.preempt.append(victim)
-            free += victim.num_blocks
+            free += view.num_freeable_blocks(victim)
         assert need <= free, "a running request cannot fit even alone; enqueue should have rejected it"
         plan.scheduled.append((req, n))

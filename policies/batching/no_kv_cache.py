@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from policies.batching.common import oversized
+from policies.batching.common import admission_order, newest_first, oversized
 from policies.batching.registry import BATCH_POLICIES, BatchTraits
 from policies.interface import ReplicaView, StepPlan
 
@@ -55,7 +55,7 @@ class NoKvCachePolicy:
             num_new = req.num_tokens - req.num_computed_tokens
             need = view.num_new_blocks(req, req.num_tokens)
             if need > free or (budget is not None and tokens + num_new > budget):
-                plan.preempt.extend(reversed(running[i:]))  # newest first
+                plan.preempt.extend(newest_first(running[i:], admission_order(running)))
                 break
             plan.scheduled.append((req, num_new))
             tokens += num_new

@@ -18,7 +18,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from policies.batching.common import Budget, admit_waiting, oversized, schedule_running
+from policies.batching.common import (
+    Budget,
+    VictimKey,
+    admission_order,
+    admit_waiting,
+    newest_first,
+    oversized,
+    schedule_running,
+)
 from policies.batching.registry import BATCH_POLICIES, BatchTraits
 from policies.interface import PreemptionMode, ReplicaView, RequestView, StepPlan
 
@@ -89,12 +97,13 @@ class PriorityPolicy:
         p = self.params
         plan = StepPlan(preemption_mode=p.preemption_mode)
         limit = p.max_num_batched_tokens or view.max_model_len
-        rank: dict[int, int] = {}  # built when a victim is first needed: reading view.running costs the engine
+        newest: VictimKey | None = None  # built when a victim is first needed
 
         def victim_key(r: RequestView) -> tuple[float, int]:
-            if not rank:
-                rank.update((id(q), i) for i, q in enumerate(view.running))
-            return (self.effective(r, now_s), rank[id(r)])  # largest = lowest priority, newest
+            nonlocal newest
+            if newest is None:
+                newest = admission_order(view.running)
+            return (self.effective(r, now_s), newest(r))  # largest = lowest priority, newest
 
         if view.waiting:
             order = sorted(view.waiting, key=self._cached_key(view, now_s))
@@ -107,7 +116,7 @@ class PriorityPolicy:
                 if not p.preempt_for_admission:
                     return False
                 if candidates is None:
-                    candidates = sorted(view.running, key=victim_key, reverse=True)
+                    candidates = newest_first(view.running, victim_key)
                 mine = self.effective(req, now_s)
                 seqs, free, taken = budget.seqs, budget.free_blocks, 0
                 while seqs <= 0 or free < need_blocks:
@@ -125,5 +134,5 @@ class PriorityPolicy:
             if plan.scheduled:
                 return plan
         budget = Budget(limit, p.max_num_seqs, view.num_free_blocks)
-        schedule_running(view, view.running, plan, budget, lambda pending: max(pending, key=victim_key))
+        schedule_running(view, view.running, plan, budget, victim_key)
         return plan

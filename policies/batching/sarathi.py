@@ -18,9 +18,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from policies.batching.common import Budget, admit_waiting, schedule_running
+from policies.batching.common import Budget, admission_order, admit_waiting, is_decode, schedule_running
 from policies.batching.registry import BATCH_POLICIES, BatchTraits
-from policies.interface import ReplicaView, RequestView, StepPlan
+from policies.interface import ReplicaView, StepPlan
 
 
 class SarathiParams(BaseModel):
@@ -61,20 +61,11 @@ class SarathiPolicy:
     def plan_step(self, view: ReplicaView, now_s: float) -> StepPlan:
         plan = StepPlan()
         running = view.running
-        decodes = [r for r in running if r.num_computed_tokens >= r.num_prompt_tokens]
-        prefills = [r for r in running if r.num_computed_tokens < r.num_prompt_tokens]
+        decodes = [r for r in running if is_decode(r)]
+        prefills = [r for r in running if not is_decode(r)]
         budget = Budget(self.token_budget, self.max_num_seqs - len(running), view.num_free_blocks)
         # Decodes first, then the prompts in progress; a victim is the newest admission among those left.
-        schedule_running(view, decodes + prefills, plan, budget, self._newest_of(running), chunk=_chunk)
+        schedule_running(view, decodes + prefills, plan, budget, admission_order(running), chunk=_chunk)
         if not plan.preempt:
             admit_waiting(view, view.waiting, plan, budget, chunk=_chunk)
         return plan
-
-    @staticmethod
-    def _newest_of(running):
-        rank = {id(r): i for i, r in enumerate(running)}
-
-        def pick(pending: list[RequestView]) -> RequestView:
-            return max(pending, key=lambda r: rank[id(r)])
-
-        return pick

@@ -20,7 +20,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from policies.batching.common import Budget, admit_waiting, newest, oversized, schedule_running, total_tokens
+from policies.batching.common import (
+    Budget,
+    admission_order,
+    admit_waiting,
+    oversized,
+    schedule_running,
+    total_tokens,
+)
 from policies.batching.registry import BATCH_POLICIES, BatchTraits
 from policies.interface import PreemptionMode, ReplicaView, RequestView, StepPlan
 
@@ -89,11 +96,11 @@ class VllmPolicy:
                     )
                 return None
 
-            admit_waiting(view, waiting, plan, budget, watermark_blocks, reject=reject)
-            if plan.scheduled:
+            if admit_waiting(view, waiting, plan, budget, watermark_blocks, reject=reject).num_admitted:
                 return plan
         budget = Budget(limit, self.max_num_seqs, view.num_free_blocks)
-        schedule_running(view, view.running, plan, budget, newest)
+        running = view.running
+        schedule_running(view, running, plan, budget, admission_order(running))
         if waiting and waiting[0].is_swapped and not plan.preempt:
             budget.seqs = self.max_num_seqs - len(plan.scheduled)
             swapped = itertools.takewhile(lambda r: r.is_swapped, waiting)
