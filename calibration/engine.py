@@ -118,8 +118,8 @@ class BuiltinEngine:
         if traits is None:
             traits = BATCH_POLICIES.entry_of(type(policy)).traits
         # A pool of block ids (the KV tensor's pages); with no workload hashes nothing is ever shared or cached.
-        kv = PrefixCache(model.num_kv_blocks, model.block_size)
-        self.executor = StepExecutor(kv, traits, self._client, max_model_len, log=log)
+        self._kv = PrefixCache(model.num_kv_blocks, model.block_size)
+        self.executor = StepExecutor(self._kv, traits, self._client, max_model_len, log=log)
         self._requests: dict[int, Request] = {}
         self._carried = Carried()
         self.wake_at_s: float | None = None  # when an idle policy asked to plan again
@@ -198,6 +198,7 @@ class BuiltinEngine:
         """Run the scheduled tokens through the model: request id -> greedy token, for sequences that complete."""
         m = self.model
         records = self._client.records
+        kv = self._kv
         # the kernels' split: one query against cached KV takes the paged decode path
         decodes = [(r, n) for r, n in scheduled if n == 1 and r.num_computed_tokens > 0]
         chunks = [(r, n) for r, n in scheduled if not (n == 1 and r.num_computed_tokens > 0)]
@@ -210,12 +211,12 @@ class BuiltinEngine:
             positions += range(c, c + n)
         b = len(decodes)
         decode_in = (
-            m.decode_inputs([r.block_ids or [] for r, _ in decodes], [r.num_computed_tokens + 1 for r, _ in decodes])
+            m.decode_inputs([kv.block_ids(r) for r, _ in decodes], [r.num_computed_tokens + 1 for r, _ in decodes])
             if b
             else None
         )
         chunk_in = [
-            (m.chunk_slots(r.block_ids or [], r.num_computed_tokens + n), r.num_computed_tokens) for r, n in chunks
+            (m.chunk_slots(kv.block_ids(r), r.num_computed_tokens + n), r.num_computed_tokens) for r, n in chunks
         ]
         x = m.embed(m.tensor(ids))
         cos, sin = m.rotary(m.tensor(positions))

@@ -53,14 +53,11 @@ class RequestView(Protocol):
     def num_generated_tokens(self) -> int: ...
     @property
     def num_tokens(self) -> int: ...
-    @property
-    def num_blocks(self) -> int: ...
-    @property
-    def is_swapped(self) -> bool: ...
 
 
 class ReplicaView(Protocol):
-    """Read-only state of one replica at a step boundary."""
+    """Read-only state of one replica at a step boundary. Reading it changes nothing: the engine's KV blocks
+    are the view's to count (``num_new_blocks``, ``num_freeable_blocks``), not the requests'."""
 
     @property
     def waiting(self) -> Sequence[RequestView]:
@@ -69,12 +66,12 @@ class ReplicaView(Protocol):
 
     @property
     def running(self) -> Sequence[RequestView]:
-        """Admitted requests, oldest admission first (asking for them brings their counters up to date)."""
+        """Admitted requests, oldest admission first, their counters current."""
         ...
 
     @property
     def num_running(self) -> int:
-        """``len(running)``, without asking for the requests (an engine may then skip bringing them up to date)."""
+        """``len(running)``."""
         ...
 
     @property
@@ -99,6 +96,10 @@ class ReplicaView(Protocol):
 
     def prefix_hit_tokens(self, request: RequestView) -> int:
         """Prompt tokens of a request without KV that a prefix cache would let it skip if admitted now."""
+        ...
+
+    def is_swapped(self, request: RequestView) -> bool:
+        """The request's KV sits in host swap space (it was preempted by swap)."""
         ...
 
 

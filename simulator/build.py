@@ -169,10 +169,11 @@ def _make_replica(
     engines = []
     for e in range(pp):
         blocks = setup.num_blocks // pp
+        swap = HostPool(int(kvc.swap_space_bytes // block_bytes))
         if kvc.prefix_caching:
-            kv = PrefixCache(blocks, kvc.block_size, int(kvc.host_cache_bytes // block_bytes))
+            kv = PrefixCache(blocks, kvc.block_size, int(kvc.host_cache_bytes // block_bytes), swap)
         else:
-            kv = BlockManager(blocks, kvc.block_size)
+            kv = BlockManager(blocks, kvc.block_size, swap)
         engines.append(
             Engine(
                 env,
@@ -185,7 +186,6 @@ def _make_replica(
                 replica_id=replica_id,
                 engine_id=e,
                 role=g.role,
-                host=HostPool(int(kvc.swap_space_bytes // block_bytes)),
                 host_link=host_link,
                 block_bytes=block_bytes,
                 stages=stages,

@@ -1,6 +1,7 @@
 """The request entity and its lifecycle state machine.
 
-Progress is counters, not phase flags (see ``policies.interface``). State changes go
+Progress is counters, not phase flags (see ``policies.interface``); the KV blocks a request
+holds are its engine's pool's to know (``simulator.kv``), keyed by request id. State changes go
 through ``transition()`` only, which checks the move against ``ALLOWED`` and stamps the
 matching timestamp.
 
@@ -56,12 +57,8 @@ class Request:
     state: State = State.QUEUED
     num_computed_tokens: int = 0
     num_generated_tokens: int = 0
-    num_blocks: int = 0
-    num_kv_tokens: int = 0
-    num_host_blocks: int = 0
-    block_ids: list[int] | None = None  # with prefix caching only
-    block_keys: tuple[tuple[int, int], ...] | None = None  # prefix-cache keys of full prompt blocks
-    num_hashed_blocks: int = 0
+    # the workload hashes of its full prompt blocks, as prefix-cache keys (derived once, from prefix_hashes)
+    block_keys: tuple[tuple[int, int], ...] | None = None
     num_cached_tokens: int = 0  # prompt tokens reused from the prefix cache at first admission
     prefill_replica_id: int | None = None  # disaggregated: where the prompt was computed
     transfer_start_s: float | None = None
@@ -80,11 +77,6 @@ class Request:
     def num_tokens(self) -> int:
         """Tokens of the sequence so far: prompt plus generated."""
         return self.num_prompt_tokens + self.num_generated_tokens
-
-    @property
-    def is_swapped(self) -> bool:
-        """The request's KV sits in host memory (preempted by swap)."""
-        return self.num_host_blocks > 0
 
     @property
     def is_prefill(self) -> bool:

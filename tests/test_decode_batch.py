@@ -12,10 +12,9 @@ def decoding(rid, prompt, output, generated, block_size, spare_blocks=0, last_s=
     r = Request(rid, 0.0, prompt, output)
     r.state = State.RUNNING
     r.num_generated_tokens = generated
-    r.num_computed_tokens = r.num_kv_tokens = prompt + generated - 1
-    r.num_blocks = -(-r.num_computed_tokens // block_size) + spare_blocks
+    r.num_computed_tokens = prompt + generated - 1
     r.last_token_s = last_s
-    return r
+    return r, -(-r.num_computed_tokens // block_size) + spare_blocks
 
 
 @settings(max_examples=200, deadline=None)
@@ -30,18 +29,20 @@ def test_windows_match_stepping_each_request(bs, specs, windows):
     requests = []
     for i, (prompt, output, reserve, join_step) in enumerate(specs):
         spare = -(-(prompt + output) // bs) if reserve else 0  # reserving policies hold the whole output
-        requests.append((join_step, decoding(i, prompt, output, 1, bs, spare)))
-    shadow = {id(r): (r.num_computed_tokens, r.num_blocks) for _, r in requests}
+        r, blocks = decoding(i, prompt, output, 1, bs, spare)
+        requests.append((join_step, r, blocks))
+    shadow = {id(r): (r.num_computed_tokens, b) for _, r, b in requests}
     batch = DecodeBatch(bs)
-    pending = sorted(requests, key=lambda jr: jr[0])
+    pending = sorted(requests, key=lambda jrb: jrb[0])
     clock = 0.0
     for i, k in enumerate(windows):
         while pending and pending[0][0] <= batch.step:
-            assert batch.add(pending.pop(0)[1])
+            _, r, blocks = pending.pop(0)
+            assert batch.add(r, blocks)
         if not len(batch):
             break
         k = min(k, batch.steps_to_finish())
-        members = [r for _, r in requests if r in batch]
+        members = [r for _, r, _ in requests if r in batch]
         # by hand: per step, every member computes one token and takes a block when its KV outgrows its blocks
         expected_growth, total = [], 0
         for _ in range(k):

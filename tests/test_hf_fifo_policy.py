@@ -3,30 +3,22 @@
 from policies.batching.hf_fifo import HfFifoParams, HfFifoPolicy
 from simulator.request import Request, State
 from tests.conftest import make_config, make_stream, run_checked
+from tests.fake_view import FakeView
 
 
-class View:
-    """A hand-made replica view (blocks of 16 tokens)."""
+def View(waiting=(), running=(), free=100, total=100):  # a view of the requests running() made
+    view = FakeView(waiting, running, free, total)
+    view.blocks.update({r.request_id: _blocks[r] for r in running})
+    return view
 
-    def __init__(self, waiting=(), running=(), free=100, total=100):
-        self.waiting, self.running = list(waiting), list(running)
-        self.num_free_blocks, self.num_total_blocks, self.block_size, self.max_model_len = free, total, 16, 4096
 
-    @property
-    def num_running(self):
-        return len(self.running)
-
-    def num_new_blocks(self, req, num_kv_tokens):
-        return max(0, -(-num_kv_tokens // 16) - req.num_blocks)
-
-    def num_freeable_blocks(self, req):
-        return req.num_blocks
+_blocks: dict[Request, int] = {}  # blocks held by the requests running() makes
 
 
 def running(rid, prompt, computed, generated=0, blocks=None):
     r = Request(rid, 0.0, prompt, 100)
     r.state, r.num_computed_tokens, r.num_generated_tokens = State.RUNNING, computed, generated
-    r.num_blocks = -(-computed // 16) if blocks is None else blocks
+    _blocks[r] = -(-computed // 16) if blocks is None else blocks
     return r
 
 

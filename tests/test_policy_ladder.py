@@ -172,26 +172,19 @@ def test_parameter_of_another_policy_is_refused_with_its_name():
 def test_priority_preempts_nobody_for_a_request_that_still_cannot_run():
     """W2 could only run if both running requests left; R2 outranks it, so R1 must stay too."""
     from policies.batching.priority import PriorityParams, PriorityPolicy
-    from simulator.request import Request, State
-    from tests.test_hf_fifo_policy import View
+    from simulator.request import Request
+    from tests.fake_view import FakeView, running_request
 
-    def req(rid, priority, prompt, running=False):
+    view = FakeView(free=2, total=20)
+
+    def waiting(rid, priority, prompt):
         r = Request(rid, 0.0, prompt, 10, priority)
         r.enqueued_s = 0.0
-        if running:
-            r.state, r.num_computed_tokens, r.num_generated_tokens, r.num_blocks = State.RUNNING, prompt, 1, 4
         return r
 
-    r1, r2 = req(0, 5, 64, running=True), req(1, 1, 64, running=True)
-    w1, w2 = req(2, 0, 16), req(3, 2, 160)  # W1 needs 1 block, W2 10
-
-    class PriorityView(View):
-        def num_freeable_blocks(self, r):
-            return r.num_blocks
-
-        def prefix_hit_tokens(self, r):
-            return 0
-
-    view = PriorityView(waiting=[w1, w2], running=[r1, r2], free=2, total=20)
+    r1 = running_request(view, 0, 64, 64, generated=1, blocks=4, output=10, priority=5)
+    r2 = running_request(view, 1, 64, 64, generated=1, blocks=4, output=10, priority=1)
+    w1, w2 = waiting(2, 0, 16), waiting(3, 2, 160)  # W1 needs 1 block, W2 10
+    view.waiting, view.running = [w1, w2], [r1, r2]
     plan = PriorityPolicy(PriorityParams(max_num_seqs=8)).plan_step(view, 1.0)
     assert [r.request_id for r, _ in plan.scheduled] == [2] and plan.preempt == []

@@ -38,9 +38,9 @@ def test_second_request_reuses_the_cached_prefix():
     tokens, reload = kv.acquire_prefix(b)
     assert (tokens, reload) == (8, 0)
     kv.allocate(b, 12)
-    assert b.block_ids[:2] == a.block_ids[:2] and b.block_ids[2] != a.block_ids[2]
+    assert kv.block_ids(b)[:2] == kv.block_ids(a)[:2] and kv.block_ids(b)[2] != kv.block_ids(a)[2]
     assert kv.num_freeable_blocks(a) == 1 and kv.num_freeable_blocks(b) == 1
-    kv.check([a, b])
+    kv.check([a, b], [])
 
 
 def test_a_fully_cached_prompt_still_computes_its_last_token():
@@ -69,7 +69,7 @@ def test_freed_blocks_stay_cached_until_memory_is_needed_least_recent_first():
     kv.allocate(c, 12)
     assert kv.num_cached_blocks == 1
     assert kv.prefix_hit_tokens(req(2, 9, [1, 2, 3])) == 4  # the head block (1, 0) survived
-    kv.check([c])
+    kv.check([c], [])
 
 
 def _prompt_blocks_evicted_to_host():
@@ -117,7 +117,7 @@ def test_pool_invariants_under_random_requests(ops):
                 r.num_computed_tokens = prompt
                 kv.commit(r)
                 live[slot] = r
-        kv.check(live.values())
+        kv.check(live.values(), [])
 
 
 def _sessions(num_sessions=6, turns=4, width=16):

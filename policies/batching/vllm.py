@@ -82,7 +82,7 @@ class VllmPolicy:
         limit = self.max_num_batched_tokens or view.max_model_len
         watermark_blocks = int(self.watermark * view.num_total_blocks)
         waiting = view.waiting
-        if waiting and not waiting[0].is_swapped:
+        if waiting and not view.is_swapped(waiting[0]):
             budget = Budget(limit, self.max_num_seqs - view.num_running, view.num_free_blocks)
 
             def reject(req: RequestView) -> str | None:
@@ -101,8 +101,8 @@ class VllmPolicy:
         budget = Budget(limit, self.max_num_seqs, view.num_free_blocks)
         running = view.running
         schedule_running(view, running, plan, budget, admission_order(running))
-        if waiting and waiting[0].is_swapped and not plan.preempt:
+        if waiting and view.is_swapped(waiting[0]) and not plan.preempt:
             budget.seqs = self.max_num_seqs - len(plan.scheduled)
-            swapped = itertools.takewhile(lambda r: r.is_swapped, waiting)
+            swapped = itertools.takewhile(view.is_swapped, waiting)
             admit_waiting(view, swapped, plan, budget, watermark_blocks)
         return plan

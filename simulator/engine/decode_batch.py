@@ -22,7 +22,7 @@ reads or changes the running requests (a policy planning a step, an invariant ch
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import accumulate, count
 
 from simulator.request import Request
@@ -68,8 +68,9 @@ class DecodeBatch:
     def __contains__(self, req: Request) -> bool:
         return req in self._base
 
-    def add(self, req: Request) -> bool:
-        """Take in a running request whose counters are current and whose next step is a decode.
+    def add(self, req: Request, num_blocks: int) -> bool:
+        """Take in a running request, holding ``num_blocks`` KV blocks, whose counters are current and whose next
+        step is a decode.
 
         Returns False (and takes nothing) when its block growth does not follow the
         batch's model: it would first need a block more than ``block_size`` steps ahead
@@ -79,7 +80,7 @@ class DecodeBatch:
         s = self.step
         c = req.num_computed_tokens
         finish = s + req.num_output_tokens - req.num_generated_tokens
-        first = s + req.num_blocks * bs - c + 1  # the step that first needs a block it lacks
+        first = s + num_blocks * bs - c + 1  # the step that first needs a block it lacks
         if first > finish:
             phase = None  # holds all the KV it will need (reserved at admission)
         elif first <= s + bs:
@@ -97,14 +98,16 @@ class DecodeBatch:
         return True
 
     @classmethod
-    def of(cls, running: Sequence[Request], block_size: int) -> DecodeBatch | None:
+    def of(
+        cls, running: Sequence[Request], block_size: int, num_blocks: Callable[[Request], int]
+    ) -> DecodeBatch | None:
         """A batch of ``running``, or None unless every request's next step is a decode that the batch can model."""
         for r in reversed(running):  # newest first: a prompt still in progress is usually the last admitted
             if not is_decoding(r):
                 return None
         batch = cls(block_size)
         for r in running:
-            if not batch.add(r):
+            if not batch.add(r, num_blocks(r)):
                 return None
         return batch
 
@@ -172,7 +175,7 @@ class DecodeBatch:
             self._cross[phase] -= 1
         self._context -= req.num_computed_tokens - self._base.pop(req)
 
-    def check(self, running: list[Request]) -> None:
+    def check(self, running: list[Request], num_blocks: Callable[[Request], int]) -> None:
         """Assert the totals against the requests (all materialized, all running requests members)."""
         assert set(self._base) == set(running), "the decode batch is not the running batch"
         s, bs = self.step, self.block_size
@@ -182,7 +185,7 @@ class DecodeBatch:
         assert finish == sorted((s + r.num_output_tokens - r.num_generated_tokens, r.request_id) for r in running)
         cross = [0] * bs
         for r in running:
-            first = s + r.num_blocks * bs - r.num_computed_tokens + 1  # the next step that needs a block
+            first = s + num_blocks(r) * bs - r.num_computed_tokens + 1  # the next step that needs a block
             phase = self._phase[r]
             if phase is None:
                 assert first > s + r.num_output_tokens - r.num_generated_tokens, "a member's growth is not counted"

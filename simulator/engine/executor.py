@@ -30,7 +30,6 @@ from typing import Literal, Protocol
 from policies.batching.registry import BatchTraits
 from policies.interface import StepPlan
 from simulator.cost.shape import BatchShape
-from simulator.kv.host import HostPool
 from simulator.kv.pool import KvPool, Lease
 from simulator.request import Request, State, transition
 
@@ -116,7 +115,6 @@ class StepExecutor:
         replica_id: int = 0,
         engine_id: int = 0,
         role: Role = "mixed",
-        host: HostPool | None = None,
         block_bytes: float = 0.0,
         log: DecisionLog | None = None,
     ) -> None:
@@ -127,7 +125,6 @@ class StepExecutor:
         self.replica_id = replica_id
         self.engine_id = engine_id
         self.role = role
-        self.host = host
         self.block_bytes = block_bytes  # per GPU: the tp GPUs move their shards in parallel
         self.log = log
         self.lazy: LazyRunning | None = None  # set by a fast-forward seam
@@ -173,6 +170,9 @@ class StepExecutor:
 
     def prefix_hit_tokens(self, request: Request) -> int:
         return self.kv.prefix_hit_tokens(request)
+
+    def is_swapped(self, request: Request) -> bool:
+        return self.kv.is_swapped(request)
 
     @property
     def kv_capacity_tokens(self) -> int:
@@ -280,18 +280,20 @@ class StepExecutor:
             self.log.plan(plan)
         if self.lazy is not None:
             self.lazy.release(plan)
+        kv = self.kv
         for req, reason in plan.reject:
             self.waiting.remove(req)
-            if req.num_blocks:  # a transferred request that cannot run here after all
-                self.kv.free(req)
+            kv.free(req)  # a transferred request that cannot run here after all holds blocks
             self.end(req, State.REJECTED, now_s, reason)
         for req in plan.preempt:
             self._running.remove(req)
-            blocks = self.kv.free(req)
-            host = self.host
-            if plan.preemption_mode == "swap" and host is not None and 0 < blocks <= host.num_free_blocks:
-                host.store(req, blocks)  # KV kept in host memory; counters unchanged
-                carried.swap_bytes += blocks * self.block_bytes
+            if plan.preemption_mode == "swap":
+                kept = kv.swap_out(req)  # blocks kept in swap space, 0 when there is no room
+            else:
+                kv.free(req)
+                kept = 0
+            if kept:  # KV kept in host memory; counters unchanged
+                carried.swap_bytes += kept * self.block_bytes
                 carried.num_swaps += 1
                 self.num_swaps_out += 1
             else:
@@ -300,7 +302,7 @@ class StepExecutor:
             # Preempted newest first, so the oldest ends in front; but behind requests that already
             # hold their KV (received by transfer), which need no free blocks to start.
             holding = 0
-            while holding < len(self.waiting) and self.waiting[holding].num_blocks:
+            while holding < len(self.waiting) and kv.num_blocks(self.waiting[holding]):
                 holding += 1
             self.waiting.insert(holding, req)
         for req, _ in plan.scheduled:
@@ -313,13 +315,12 @@ class StepExecutor:
             first = req.first_scheduled_s is None
             transition(req, State.RUNNING, now_s)
             self._running.append(req)
-            if req.num_host_blocks:
-                assert self.host is not None
-                carried.swap_bytes += self.host.load(req) * self.block_bytes
+            if (swapped := kv.swap_in(req)) > 0:
+                carried.swap_bytes += swapped * self.block_bytes
                 carried.num_swaps += 1
             elif req.num_computed_tokens == 0:
                 # Reuse a cached prefix before any allocation below can evict it.
-                tokens, reload_blocks = self.kv.acquire_prefix(req)
+                tokens, reload_blocks = kv.acquire_prefix(req)
                 req.num_computed_tokens = tokens
                 if first:
                     req.num_cached_tokens = tokens
@@ -328,7 +329,7 @@ class StepExecutor:
                     carried.num_swaps += 1
         for req, n in plan.scheduled:
             assert req.num_computed_tokens + n <= req.num_tokens, "plan computes beyond the sequence"
-            self.kv.allocate(req, plan.kv_tokens.get(req, req.num_computed_tokens + n))
+            kv.allocate(req, plan.kv_tokens.get(req, req.num_computed_tokens + n))
         carried.num_preempted += len(plan.preempt)
 
     @staticmethod
@@ -433,30 +434,30 @@ class StepExecutor:
         queues = (*running, *waiting, *self.sending, *self.incoming, *self.receiving)
         ids = [id(r) for r in queues]
         assert len(ids) == len(set(ids)), "a request is in two queues"
-        holders = [*running, *self.sending, *self.receiving.values(), *(r for r in waiting if r.num_blocks)]
-        self.kv.check(holders)
-        bs = self.kv.block_size
+        kv = self.kv
+        kv.check([*running, *self.sending, *waiting], self.receiving.values())
+        bs = kv.block_size
         reserves = self.traits.reserves_kv
         for r in running:
             assert r.state is State.RUNNING
-            assert r.num_blocks == -(-r.num_kv_tokens // bs), "blocks do not match the KV tokens held"
-            assert r.num_kv_tokens >= r.num_computed_tokens, "running request lacks KV for its tokens"
+            blocks, kv_tokens = kv.num_blocks(r), kv.num_kv_tokens(r)
+            assert blocks == -(-kv_tokens // bs), "blocks do not match the KV tokens held"
+            assert kv_tokens >= r.num_computed_tokens, "running request lacks KV for its tokens"
             if not reserves:
-                assert r.num_kv_tokens == r.num_computed_tokens, "running request holds KV it does not use"
+                assert kv_tokens == r.num_computed_tokens, "running request holds KV it does not use"
             assert r.num_generated_tokens < r.num_output_tokens
+            assert not kv.is_swapped(r)
         for r in waiting:
             assert r.state in (State.WAITING, State.PREEMPTED)
-            if r.num_blocks:  # arrived by KV transfer, with room for its first decode step
-                assert r.num_blocks == -(-r.num_kv_tokens // bs) and r.num_kv_tokens > r.num_computed_tokens
+            if blocks := kv.num_blocks(r):  # arrived by KV transfer, with room for its first decode step
+                kv_tokens = kv.num_kv_tokens(r)
+                assert blocks == -(-kv_tokens // bs) and kv_tokens > r.num_computed_tokens
                 assert r.first_token_s is not None
-            elif r.num_host_blocks:
-                assert r.num_host_blocks == -(-r.num_computed_tokens // bs), "swapped KV does not match tokens"
+            elif kv.is_swapped(r):
+                assert kv.num_swapped_blocks(r) == -(-r.num_computed_tokens // bs), "swapped KV does not match tokens"
             else:
                 assert r.num_computed_tokens == 0, "a queued request kept computed tokens without KV"
         for r in self.sending:
             assert r.state is State.TRANSFERRING and r.num_computed_tokens == r.num_prompt_tokens
         for r in self.incoming:
             assert r not in self.receiving
-        if self.host is not None:
-            held = sum(r.num_host_blocks for r in waiting)
-            assert held == self.host.num_total_blocks - self.host.num_free_blocks, "host blocks leaked"

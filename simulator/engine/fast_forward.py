@@ -99,7 +99,7 @@ class FastForward:
             return
         for req, _ in scheduled:
             joins = req.state is State.RUNNING and req not in batch
-            if joins and not (is_decoding(req) and batch.add(req)):
+            if joins and not (is_decoding(req) and batch.add(req, self.executor.kv.num_blocks(req))):
                 self._drop()
                 return
 
@@ -112,11 +112,9 @@ class FastForward:
         """Bring a member's counters and KV blocks up to date."""
         assert self.batch is not None
         c = self.batch.materialize(req)
-        if c > req.num_kv_tokens:
-            kv = self.executor.kv
-            if c <= req.num_blocks * kv.block_size:
-                req.num_kv_tokens = c
-            elif kv.counted_growth:  # the windows took these blocks from the pool already
+        kv = self.executor.kv
+        if c > kv.num_kv_tokens(req):
+            if kv.counted_growth:  # the windows took any new blocks from the pool already
                 kv.settle_growth(req, c)
             else:
                 kv.allocate(req, c)
@@ -133,7 +131,7 @@ class FastForward:
         kv = ex.kv
         batch = self.batch
         if batch is None:
-            batch = self.batch = DecodeBatch.of(ex._running, kv.block_size)
+            batch = self.batch = DecodeBatch.of(ex._running, kv.block_size, kv.num_blocks)
             if batch is None:
                 return None
         assert len(batch) == len(ex._running), "a running request is missing from the decode batch"
@@ -266,4 +264,4 @@ class FastForward:
         """Assert the batch's totals against its members (all materialized)."""
         if self.batch is not None:
             self.bring_up_to_date()
-            self.batch.check(self.executor._running)
+            self.batch.check(self.executor._running, self.executor.kv.num_blocks)

@@ -24,7 +24,6 @@ from simulator.cost.link import Link
 from simulator.cost.shape import BatchShape, CostModel
 from simulator.engine.executor import Carried, Role, StepExecutor
 from simulator.engine.fast_forward import FastForward
-from simulator.kv.host import HostPool
 from simulator.kv.pool import KvPool
 from simulator.metrics.monitor import LevelMonitor
 from simulator.metrics.recorder import MetricsRecorder
@@ -65,7 +64,6 @@ class Engine:
         replica_id: int = 0,
         engine_id: int = 0,
         role: Role = "mixed",
-        host: HostPool | None = None,
         host_link: Link | None = None,
         block_bytes: float = 0.0,
         stages: list[simpy.Resource] | None = None,
@@ -88,7 +86,6 @@ class Engine:
             replica_id=replica_id,
             engine_id=engine_id,
             role=role,
-            host=host,
             block_bytes=block_bytes,
         )
         self.kv_monitor = LevelMonitor()

@@ -1,9 +1,9 @@
-"""Paged KV-cache accounting: how many blocks exist, and who holds how many.
+"""Paged KV-cache accounting as counts: how many blocks exist, and who holds how many.
 
 Without prefix caching a block pool is counts: every request holds
-``ceil(num_kv_tokens / block_size)`` private blocks, recorded on the request itself
-(``Request.num_blocks``, ``Request.num_kv_tokens``). Invariants (``check``): free + used == total; no request holds
-more blocks than exist; nothing is freed twice (freeing zeroes the holder's count).
+``ceil(num_kv_tokens / block_size)`` private blocks (its ``Holding``, keyed by request id).
+Invariants (``check``): free + used == total; no request holds more blocks than exist;
+nothing is freed twice; no holding outlives its request.
 """
 
 from __future__ import annotations
@@ -11,17 +11,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from simulator.kv.pool import Lease, ceil_div
+from simulator.kv.host import HostPool
+from simulator.kv.pool import Holding, Holdings, Lease, ceil_div
 from simulator.request import Request
 
 
-class BlockManager:
+class BlockManager(Holdings):
     """Counts of paged KV blocks on one replica (a ``KvPool``)."""
 
     counted_growth: ClassVar[bool] = True
 
-    def __init__(self, num_blocks: int, block_size: int) -> None:
+    def __init__(self, num_blocks: int, block_size: int, swap: HostPool | None = None) -> None:
         assert num_blocks >= 1 and block_size >= 1
+        super().__init__(swap)
         self.num_total_blocks = num_blocks
         self.block_size = block_size
         self.num_free_blocks = num_blocks
@@ -36,16 +38,19 @@ class BlockManager:
 
     def num_new_blocks(self, req: Request, num_kv_tokens: int) -> int:
         """Blocks ``req`` must newly get to hold ``num_kv_tokens`` tokens."""
-        return max(0, ceil_div(num_kv_tokens, self.block_size) - req.num_blocks)
+        return max(0, ceil_div(num_kv_tokens, self.block_size) - self.num_blocks(req))
 
     def allocate(self, req: Request, num_kv_tokens: int) -> None:
         """Grow ``req``'s blocks to cover ``num_kv_tokens``; the caller checked they are free."""
-        need = self.num_new_blocks(req, num_kv_tokens)
+        h = self._held.get(req.request_id)
+        if h is None:
+            h = self._held[req.request_id] = Holding()
+        need = max(0, ceil_div(num_kv_tokens, self.block_size) - h.num_blocks)
         assert need <= self.num_free_blocks, f"allocate {need} blocks with {self.num_free_blocks} free"
         self.num_free_blocks -= need
-        req.num_blocks += need
-        if num_kv_tokens > req.num_kv_tokens:
-            req.num_kv_tokens = num_kv_tokens
+        h.num_blocks += need
+        if num_kv_tokens > h.num_kv_tokens:
+            h.num_kv_tokens = num_kv_tokens
 
     @property
     def num_cached_blocks(self) -> int:
@@ -59,7 +64,7 @@ class BlockManager:
 
     def num_freeable_blocks(self, req: Request) -> int:
         """Blocks that would return to the free pool if ``req`` released its KV."""
-        return req.num_blocks
+        return self.num_blocks(req)
 
     def prefix_hit_tokens(self, req: Request) -> int:
         """Prompt tokens whose KV is cached and would be reused if ``req`` were admitted now (none here)."""
@@ -81,12 +86,12 @@ class BlockManager:
 
     def free(self, req: Request) -> int:
         """Release every block ``req`` holds; returns how many."""
-        n = req.num_blocks
-        req.num_blocks = 0
-        req.num_kv_tokens = 0
-        self.num_free_blocks += n
+        h = self._held.pop(req.request_id, None)
+        if h is None:
+            return 0
+        self.num_free_blocks += h.num_blocks
         assert self.num_free_blocks <= self.num_total_blocks, "blocks freed twice"
-        return n
+        return h.num_blocks
 
     def lease(self, num_kv_tokens: int, max_blocks: int) -> Lease | None:
         need = ceil_div(num_kv_tokens, self.block_size)
@@ -97,20 +102,20 @@ class BlockManager:
         return Lease(need, num_kv_tokens)
 
     def adopt(self, req: Request, lease: Lease) -> None:
-        assert req.num_blocks == 0, "a request adopts a lease holding nothing"
-        req.num_blocks, req.num_kv_tokens, req.block_ids = lease.num_blocks, lease.num_kv_tokens, lease.block_ids
-        lease.num_blocks = 0  # the blocks are the request's now
+        assert not self.num_blocks(req), "a request adopts a lease holding nothing here"
+        self._held[req.request_id] = lease
 
     def take_growth(self, num_blocks: int) -> None:
         assert 0 <= num_blocks <= self.num_free_blocks, f"grow {num_blocks} blocks with {self.num_free_blocks} free"
         self.num_free_blocks -= num_blocks
 
     def settle_growth(self, req: Request, num_kv_tokens: int) -> None:
-        req.num_blocks = ceil_div(num_kv_tokens, self.block_size)
-        req.num_kv_tokens = num_kv_tokens
+        h = self._held[req.request_id]
+        h.num_blocks = ceil_div(num_kv_tokens, self.block_size)
+        h.num_kv_tokens = num_kv_tokens
 
-    def check(self, holders: Iterable[Request | Lease]) -> None:
-        """Assert the accounting invariants given every request and lease that holds blocks."""
-        held = sum(r.num_blocks for r in holders)
+    def check(self, holders: Iterable[Request], leases: Iterable[Lease]) -> None:
+        """Assert the accounting invariants given the requests that may hold blocks and the leases."""
+        held = self._check_holders(holders, leases)
         assert 0 <= self.num_free_blocks <= self.num_total_blocks
         assert held == self.num_used_blocks, f"held {held} != used {self.num_used_blocks}"

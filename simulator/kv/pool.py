@@ -6,10 +6,16 @@ commit, free and check, and never touches its counts itself. Two pools implement
 ``BlockManager`` (counted blocks) and ``PrefixCache`` (block ids, hashes, LRU reuse and
 an optional host tier).
 
-A **lease** holds blocks for KV that has not arrived yet: a decode engine of a
-disaggregated cluster takes one when it accepts a transfer and hands it to the request
-(``adopt``) when the KV lands. Running out of blocks for a lease is a normal outcome
-(``lease`` returns None), never an exception.
+A pool keeps what each request holds, keyed by request id (``Holding``): the request
+itself carries counters and timestamps only, so a request moving between engines (a KV
+transfer) holds blocks in each pool independently. A pool also owns the engine's swap
+space in host memory (``HostPool``): a preempted request's KV may go there
+(``swap_out``) and come back (``swap_in``).
+
+A **lease** is a holding no request owns yet: blocks for KV that has not arrived. A
+decode engine of a disaggregated cluster takes one when it accepts a transfer and gives
+it to the request (``adopt``) when the KV lands. Running out of blocks for a lease is a
+normal outcome (``lease`` returns None), never an exception.
 
 A pool declares ``counted_growth``: whether its blocks are plain counts, so that the
 fast-forward seam may take a window's block growth in one subtraction (``take_growth``)
@@ -23,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
+from simulator.kv.host import HostPool
 from simulator.request import Request
 
 
@@ -31,12 +38,68 @@ def ceil_div(a: int, b: int) -> int:
 
 
 @dataclass(slots=True, eq=False)
-class Lease:
-    """Blocks reserved for KV on its way: as many as ``num_kv_tokens`` tokens need (their ids in a pool of ids)."""
+class Holding:
+    """The device blocks one request (or a lease) holds: enough for ``num_kv_tokens`` tokens of KV."""
 
-    num_blocks: int
-    num_kv_tokens: int
-    block_ids: list[int] | None = None
+    num_blocks: int = 0
+    num_kv_tokens: int = 0
+    block_ids: list[int] | None = None  # in a pool of block ids
+    num_hashed_blocks: int = 0  # prompt blocks registered in the prefix cache's index
+
+
+Lease = Holding  # a holding that no request owns yet
+
+
+class Holdings:
+    """What a pool's requests hold, keyed by request id, and the swap space in host memory (shared by both pools)."""
+
+    def __init__(self, swap: HostPool | None) -> None:
+        self._held: dict[int, Holding] = {}
+        self.swap = swap if swap is not None else HostPool(0)
+
+    def num_blocks(self, req: Request) -> int:
+        """Device blocks ``req`` holds here."""
+        h = self._held.get(req.request_id)
+        return h.num_blocks if h is not None else 0
+
+    def num_kv_tokens(self, req: Request) -> int:
+        """Tokens of KV ``req``'s blocks here are allocated for."""
+        h = self._held.get(req.request_id)
+        return h.num_kv_tokens if h is not None else 0
+
+    def is_swapped(self, req: Request) -> bool:
+        """``req``'s KV sits in host swap space (preempted by swap)."""
+        return self.swap.holds(req)
+
+    def num_swapped_blocks(self, req: Request) -> int:
+        return self.swap.num_blocks(req)
+
+    def free(self, req: Request) -> int:
+        raise NotImplementedError
+
+    def swap_out(self, req: Request) -> int:
+        """Free ``req``'s device blocks, keeping its KV in swap space if there is room; returns the blocks kept there.
+
+        0: nothing held, or no room; the KV is gone (the caller recomputes it).
+        """
+        n = self.free(req)
+        if 0 < n <= self.swap.num_free_blocks:
+            self.swap.store(req, n)
+            return n
+        return 0
+
+    def swap_in(self, req: Request) -> int:
+        """Release ``req``'s swap space (its KV goes back to the device); returns how many blocks (0: not swapped)."""
+        return self.swap.load(req)
+
+    def _check_holders(self, holders: Iterable[Request], leases: Iterable[Holding]) -> int:
+        """Assert no holding outlives its holder; returns the device blocks held by requests and leases."""
+        holders = list(holders)
+        ids = {r.request_id for r in holders}
+        orphans = [rid for rid, h in self._held.items() if h.num_blocks and rid not in ids]
+        assert not orphans, f"blocks held by requests that left: {orphans[:5]}"
+        self.swap.check(ids)
+        return sum(h.num_blocks for h in self._held.values()) + sum(lease.num_blocks for lease in leases)
 
 
 class KvPool(Protocol):
@@ -64,6 +127,24 @@ class KvPool(Protocol):
         ...
 
     def blocks_for(self, num_tokens: int) -> int: ...
+    def num_blocks(self, req: Request) -> int:
+        """Device blocks ``req`` holds here."""
+        ...
+
+    def num_kv_tokens(self, req: Request) -> int: ...
+    def is_swapped(self, req: Request) -> bool:
+        """``req``'s KV sits in host swap space."""
+        ...
+
+    def num_swapped_blocks(self, req: Request) -> int: ...
+    def swap_out(self, req: Request) -> int:
+        """Free ``req``'s blocks, keeping its KV in swap space if there is room; returns the blocks kept (0: gone)."""
+        ...
+
+    def swap_in(self, req: Request) -> int:
+        """Bring ``req``'s swapped KV back; returns how many blocks (0: not swapped)."""
+        ...
+
     def num_new_blocks(self, req: Request, num_kv_tokens: int) -> int:
         """Blocks ``req`` must newly get to hold ``num_kv_tokens`` tokens (a cached prefix counted)."""
         ...
@@ -105,7 +186,7 @@ class KvPool(Protocol):
         ...
 
     def adopt(self, req: Request, lease: Lease) -> None:
-        """Give ``req`` (holding nothing) the blocks of ``lease``."""
+        """Give ``req`` (holding nothing here) the blocks of ``lease``."""
         ...
 
     def take_growth(self, num_blocks: int) -> None:
@@ -116,6 +197,6 @@ class KvPool(Protocol):
         """Counted pools: ``req`` holds ``num_kv_tokens`` tokens, its new blocks already taken by ``take_growth``."""
         ...
 
-    def check(self, holders: Iterable[Request | Lease]) -> None:
-        """Assert the pool's invariants given every request and lease that holds blocks."""
+    def check(self, holders: Iterable[Request], leases: Iterable[Lease]) -> None:
+        """Assert the pool's invariants: ``holders`` are the requests that may hold blocks or swap space here."""
         ...

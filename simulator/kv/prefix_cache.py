@@ -24,7 +24,8 @@ from collections import OrderedDict, deque
 from collections.abc import Iterable
 from typing import ClassVar
 
-from simulator.kv.pool import Lease, ceil_div
+from simulator.kv.host import HostPool
+from simulator.kv.pool import Holding, Holdings, Lease, ceil_div
 from simulator.request import Request
 
 BlockKey = tuple[int, int]  # (workload chained hash, KV block index)
@@ -47,13 +48,20 @@ def block_keys(req: Request, block_size: int) -> tuple[BlockKey, ...]:
     return req.block_keys
 
 
-class PrefixCache:
-    """A replica's KV block pool with prefix caching and an optional host-memory tier (a ``KvPool``)."""
+class PrefixCache(Holdings):
+    """A replica's KV block pool with prefix caching and an optional host-memory tier (a ``KvPool``).
+
+    ``num_host_blocks`` is the prefix cache's host tier (evicted prefixes kept for reuse);
+    ``swap`` is the engine's swap space for preempted requests.
+    """
 
     counted_growth: ClassVar[bool] = False  # blocks have ids: each request's growth is allocated
 
-    def __init__(self, num_blocks: int, block_size: int, num_host_blocks: int = 0) -> None:
+    def __init__(
+        self, num_blocks: int, block_size: int, num_host_blocks: int = 0, swap: HostPool | None = None
+    ) -> None:
         assert num_blocks >= 1 and block_size >= 1
+        super().__init__(swap)
         self.num_total_blocks = num_blocks
         self.block_size = block_size
         self._ref = [0] * num_blocks
@@ -123,9 +131,13 @@ class PrefixCache:
         """Forget the hits planned for the previous step: only this step's plan is acquired."""
         self._planned.clear()
 
+    def _has_kv(self, req: Request) -> bool:
+        """``req`` holds KV already (device blocks, swap space, or computed tokens): it reuses no prefix."""
+        return bool(self.num_blocks(req) or req.num_computed_tokens or self.swap.holds(req))
+
     def prefix_hit_tokens(self, req: Request) -> int:
         """Tokens ``req`` would reuse if admitted now; remembered so that admission takes exactly these."""
-        if req.num_blocks or req.num_host_blocks or req.num_computed_tokens:
+        if self._has_kv(req):
             return 0
         gpu, _, host = self._match(req)
         self._planned[req.request_id] = (gpu, host)
@@ -138,13 +150,16 @@ class PrefixCache:
 
     def num_new_blocks(self, req: Request, num_kv_tokens: int) -> int:
         want = ceil_div(num_kv_tokens, self.block_size)
-        if req.num_blocks or req.num_host_blocks or req.num_computed_tokens:
-            return max(0, want - req.num_blocks)
+        if self._has_kv(req):
+            return max(0, want - self.num_blocks(req))
         gpu, consuming, _ = self._match(req)
         return max(0, want - gpu) + consuming
 
     def num_freeable_blocks(self, req: Request) -> int:
-        return sum(1 for bid in req.block_ids or () if self._ref[bid] == 1)
+        h = self._held.get(req.request_id)
+        if h is None or not h.block_ids:
+            return 0
+        return sum(1 for bid in h.block_ids if self._ref[bid] == 1)
 
     # -- engine actions ------------------------------------------------------------------
 
@@ -156,8 +171,11 @@ class PrefixCache:
         """
         gpu, host = self._planned.pop(req.request_id, (0, 0))
         keys = block_keys(req, self.block_size)
-        if req.block_ids is None:
-            req.block_ids = []
+        h = self._held.get(req.request_id)
+        if h is None:
+            h = self._held[req.request_id] = Holding(block_ids=[])
+        ids = h.block_ids
+        assert ids is not None
         self.num_queried_blocks += (req.num_prompt_tokens - 1) // self.block_size if keys else 0
         self.num_queried_tokens += req.num_prompt_tokens
         for key in keys[:gpu]:
@@ -165,9 +183,9 @@ class PrefixCache:
             if self._ref[bid] == 0:
                 del self._cached[bid]
             self._ref[bid] += 1
-            req.block_ids.append(bid)
-        req.num_blocks = len(req.block_ids)
-        req.num_hashed_blocks = gpu
+            ids.append(bid)
+        h.num_blocks = len(ids)
+        h.num_hashed_blocks = gpu
         for key in keys[gpu : gpu + host]:
             # reloaded: it becomes a GPU block again below (a request admitted in the same step may have
             # taken it already; each then reloads its own copy)
@@ -176,7 +194,7 @@ class PrefixCache:
         self.num_host_hit_blocks += host
         tokens = (gpu + host) * self.block_size
         self.num_hit_tokens += tokens
-        req.num_kv_tokens = gpu * self.block_size
+        h.num_kv_tokens = gpu * self.block_size
         return tokens, host
 
     def _take_block(self) -> int:
@@ -194,34 +212,48 @@ class PrefixCache:
         return bid
 
     def allocate(self, req: Request, num_kv_tokens: int) -> None:
-        if req.block_ids is None:
-            req.block_ids = []
-        need = ceil_div(num_kv_tokens, self.block_size) - len(req.block_ids)
+        h = self._held.get(req.request_id)
+        if h is None:
+            h = self._held[req.request_id] = Holding(block_ids=[])
+        ids = h.block_ids
+        assert ids is not None
+        need = ceil_div(num_kv_tokens, self.block_size) - len(ids)
         assert need <= self.num_free_blocks, f"allocate {need} blocks with {self.num_free_blocks} free"
         for _ in range(need):
             bid = self._take_block()
             self._ref[bid] = 1
-            req.block_ids.append(bid)
-        req.num_blocks = len(req.block_ids)
-        if num_kv_tokens > req.num_kv_tokens:
-            req.num_kv_tokens = num_kv_tokens
+            ids.append(bid)
+        h.num_blocks = len(ids)
+        if num_kv_tokens > h.num_kv_tokens:
+            h.num_kv_tokens = num_kv_tokens
+
+    def block_ids(self, req: Request) -> list[int]:
+        """The ids of ``req``'s blocks, in token order (its page table)."""
+        h = self._held.get(req.request_id)
+        return (h.block_ids or []) if h is not None else []
 
     def commit(self, req: Request) -> None:
         """Register the prompt blocks ``req`` has filled since the last call."""
         keys = block_keys(req, self.block_size)
         full = min(req.num_computed_tokens, req.num_prompt_tokens) // self.block_size
-        for j in range(req.num_hashed_blocks, min(full, len(keys))):
+        h = self._held.get(req.request_id)
+        if h is None:
+            return
+        ids = h.block_ids
+        assert ids is not None
+        for j in range(h.num_hashed_blocks, min(full, len(keys))):
             key = keys[j]
             if key not in self._by_key:  # the same content computed twice stays private the second time
-                bid = req.block_ids[j]
+                bid = ids[j]
                 self._key[bid] = key
                 self._by_key[key] = bid
-        if full > req.num_hashed_blocks:
-            req.num_hashed_blocks = full
+        if full > h.num_hashed_blocks:
+            h.num_hashed_blocks = full
 
     def free(self, req: Request) -> int:
         """Drop ``req``'s references; its unshared hashed blocks become cached (tail blocks evicted first)."""
-        ids = req.block_ids or []
+        h = self._held.pop(req.request_id, None)
+        ids = (h.block_ids or []) if h is not None else []
         n = len(ids)
         for bid in reversed(ids):
             self._ref[bid] -= 1
@@ -231,10 +263,6 @@ class PrefixCache:
                     self._cached[bid] = None
                 else:
                     self._free.append(bid)
-        req.block_ids = []
-        req.num_blocks = 0
-        req.num_kv_tokens = 0
-        req.num_hashed_blocks = 0
         return n
 
     def lease(self, num_kv_tokens: int, max_blocks: int) -> Lease | None:
@@ -250,10 +278,9 @@ class PrefixCache:
         return Lease(need, num_kv_tokens, ids)
 
     def adopt(self, req: Request, lease: Lease) -> None:
-        assert req.num_blocks == 0 and not req.block_ids, "a request adopts a lease holding nothing"
+        assert not self.num_blocks(req), "a request adopts a lease holding nothing here"
         assert lease.block_ids is not None
-        req.num_blocks, req.num_kv_tokens, req.block_ids = lease.num_blocks, lease.num_kv_tokens, lease.block_ids
-        lease.num_blocks, lease.block_ids = 0, []  # the blocks are the request's now
+        self._held[req.request_id] = lease
 
     def take_growth(self, num_blocks: int) -> None:
         raise TypeError("a prefix cache allocates each request's blocks (counted_growth is False)")
@@ -261,13 +288,15 @@ class PrefixCache:
     def settle_growth(self, req: Request, num_kv_tokens: int) -> None:
         raise TypeError("a prefix cache allocates each request's blocks (counted_growth is False)")
 
-    def check(self, holders: Iterable[Request | Lease]) -> None:
-        """Assert: free + used + cached == total; references match holders (requests and leases); the hash index
-        is consistent."""
+    def check(self, holders: Iterable[Request], leases: Iterable[Lease]) -> None:
+        """Assert: free + used + cached == total; references match the holdings (requests' and leases'); the hash
+        index is consistent; no holding outlives its request."""
+        leases = list(leases)
+        self._check_holders(holders, leases)
         refs = [0] * self.num_total_blocks
-        for r in holders:
-            ids = r.block_ids or []
-            assert r.num_blocks == len(ids)
+        for h in (*self._held.values(), *leases):
+            ids = h.block_ids or []
+            assert h.num_blocks == len(ids)
             for bid in ids:
                 refs[bid] += 1
         assert refs == self._ref, "block references do not match their holders"
