@@ -10,7 +10,7 @@ each component on its own rows by least squares to
 
 then prints the constants as the ``VIDUR_A100`` literal of the module, each component's fit
 error (rms and max relative error, max absolute error in ms), the error of the summed default
-against the summed measured rows, and a few of those rows (the ones tests/test_overhead.py embeds).
+against the summed measured rows, and a few of those rows (the ones tests/simulator/cost/test_overhead.py embeds).
 
 What is fitted, and why (the module docstring says more):
 
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         f"\n# default (sum of {', '.join(DEFAULT)}) against the summed rows: "
         f"rms {sum_rms:.3f}, max {sum_worst:.3f} relative, {sum_worst_ms:.3f} ms"
     )
-    print("# rows for tests/test_overhead.py: model, batch, tp, summed default components (ms), fit (ms)")
+    print("# rows for tests/simulator/cost/test_overhead.py: model, batch, tp, summed default components, fit (ms)")
     for model, batch in TEST_ROWS:
         rows = df[(df["model_name"] == model) & (df["batch_size"] == batch)]
         for i in range(len(rows)):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,6 +12,10 @@ from simulator.build import build
 from simulator.config.scenario import validate_scenario
 from simulator.metrics.results import RunResult
 from workloads import RequestStream
+
+TESTS_DIR = Path(__file__).resolve().parent
+ROOT = TESTS_DIR.parent  # the repository
+DATA_DIR = TESTS_DIR / "data"
 
 
 def make_stream(arrivals: list[float], prompts: list[int], outputs: list[int]) -> RequestStream:

@@ -27,6 +27,10 @@ class Replica:
         self.engines = engines
         self.kv_link = simpy.Resource(env, capacity=1)  # outgoing KV transfers, one at a time
         self._total_blocks = sum(e.kv.num_total_blocks for e in engines)
+        # routers ask every replica on every arrival: read the executors and block counts without the engine's hops
+        self._executors = [e.executor for e in engines]
+        self._single = self._executors[0] if len(engines) == 1 else None
+        self._used_now = [e.used_blocks_now for e in engines]
 
     # -- ReplicaState ---------------------------------------------------------------------
 
@@ -40,14 +44,15 @@ class Replica:
 
     @property
     def num_outstanding(self) -> int:
-        if len(self.engines) == 1:  # routers ask every replica on every arrival
-            return self.engines[0].num_outstanding
-        return sum(e.num_outstanding for e in self.engines)
+        if self._single is not None:
+            return self._single.num_outstanding
+        return sum(ex.num_outstanding for ex in self._executors)
 
     @property
     def kv_usage(self) -> float:
-        used = sum(e.num_used_blocks_now for e in self.engines)
-        return used / self._total_blocks
+        if self._single is not None:
+            return self._used_now[0]() / self._total_blocks
+        return sum(f() for f in self._used_now) / self._total_blocks
 
     def prefix_hit_tokens(self, request: Request) -> int:
         return max(e.kv.peek_hit_tokens(request) for e in self.engines)

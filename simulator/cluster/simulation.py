@@ -8,7 +8,6 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import simpy
 
 from policies.routing import Router
@@ -17,7 +16,7 @@ from simulator.cost.link import Link
 from simulator.engine.loop import Engine
 from simulator.metrics.recorder import MetricsRecorder
 from simulator.metrics.results import RunResult
-from simulator.metrics.summary import request_latencies, summarize
+from simulator.metrics.tables import run_result
 from simulator.request import Request, State, transition
 from workloads import RequestStream
 
@@ -225,76 +224,6 @@ class Simulation:
         assert self.recorder.num_done == n, (
             f"{n - self.recorder.num_done} of {n} requests never finished: the simulation stalled"
         )
-        return self._result()
-
-    # -- results --------------------------------------------------------------------------
-
-    def _per_replica(self, duration: float) -> list[dict[str, Any]]:
-        rows = []
-        for r in self.replicas:
-            total = sum(e.kv.num_total_blocks for e in r.engines)
-            rows.append(
-                {
-                    "replica_id": r.replica_id,
-                    "group": r.group,
-                    "role": r.role,
-                    "num_kv_blocks": total,
-                    "mean_kv_usage": sum(e.kv_monitor.time_average(duration) for e in r.engines) / total,
-                    "max_kv_usage": sum(e.kv_monitor.max_level for e in r.engines) / total,
-                    "mean_kv_cached_fraction": sum(e.cached_monitor.time_average(duration) for e in r.engines) / total,
-                    "num_steps": sum(e.num_steps for e in r.engines),
-                    "swaps_out": sum(e.num_swaps_out for e in r.engines),
-                }
-            )
-        return rows
-
-    def _result(self) -> RunResult:
-        rec = self.recorder
-        requests = rec.requests_frame()
-        lat = request_latencies(requests, self.stream_delay_s)
-        done_rows = np.flatnonzero((requests["status"] == "finished").to_numpy())
-        for column in ("ttft_s", "tpot_s", "e2el_s"):  # NaN for requests that did not finish
-            values = np.full(len(requests), np.nan)
-            values[done_rows] = lat[column].to_numpy()
-            requests[column] = values
-        ids = requests["request_id"].to_numpy()
-        for column in ("priority", "session_id", "parent"):
-            values = getattr(self.stream, column)
-            if values is not None:
-                requests[column] = values[ids]
-        for column, names in (("slo_class", self.stream.slo_class_names), ("tenant", self.stream.tenant_names)):
-            codes = getattr(self.stream, column)
-            if codes is not None:
-                requests[column] = np.asarray(names, dtype=object)[codes[ids]] if names else codes[ids]
-        itl_values, itl_counts = rec.itl_pairs()
-        duration = float(requests["finished_s"].max()) if len(requests) else 0.0
-        per_replica = self._per_replica(duration)
-        total_blocks = sum(row["num_kv_blocks"] for row in per_replica)
-        done = requests[requests["status"] == "finished"]
-        prompt_tokens = int(done["num_prompt_tokens"].sum())
-        transfers = (done["transfer_end_s"] - done["transfer_start_s"]).dropna().to_numpy()
-        extra: dict[str, Any] = {
-            "mean_kv_usage": sum(r["mean_kv_usage"] * r["num_kv_blocks"] for r in per_replica) / total_blocks,
-            "max_kv_usage": max(r["max_kv_usage"] for r in per_replica),
-            "mean_requests_in_system": rec.in_system.time_average(duration),
-            "num_steps": sum(r["num_steps"] for r in per_replica),
-            "swaps_out": sum(r["swaps_out"] for r in per_replica),
-            "num_kv_blocks": total_blocks,
-            "num_replicas": len(self.replicas),
-            "prefix_cache_hit_rate_tokens": (int(done["num_cached_tokens"].sum()) / prompt_tokens)
-            if prompt_tokens
-            else 0.0,
-        }
-        if len(transfers):
-            extra["mean_kv_transfer_ms"] = float(transfers.mean() * 1000)
-            extra["p99_kv_transfer_ms"] = float(np.percentile(transfers, 99) * 1000)
-        summary = summarize(requests, itl_values, itl_counts, self.slo, self.stream_delay_s, extra)
-        return RunResult(
-            self.resolved_config,
-            summary,
-            requests,
-            rec.steps_frame(),
-            itl_values,
-            itl_counts,
-            pd.DataFrame(per_replica),
+        return run_result(
+            self.recorder, self.stream, self.replicas, self.resolved_config, self.slo, self.stream_delay_s
         )

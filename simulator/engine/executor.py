@@ -24,6 +24,7 @@ The simulator's SimPy loop (``simulator.engine.loop``) and the builtin torch eng
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -127,6 +128,11 @@ class StepExecutor:
         self.role = role
         self.block_bytes = block_bytes  # per GPU: the tp GPUs move their shards in parallel
         self.log = log
+        # what an allocation or a preemption would take, and swap state: the pool answers (bound here, one call less)
+        self.num_new_blocks: Callable[[Request, int], int] = kv.num_new_blocks
+        self.num_freeable_blocks: Callable[[Request], int] = kv.num_freeable_blocks
+        self.prefix_hit_tokens: Callable[[Request], int] = kv.prefix_hit_tokens
+        self.is_swapped: Callable[[Request], bool] = kv.is_swapped
         self.lazy: LazyRunning | None = None  # set by a fast-forward seam
         self.waiting: deque[Request] = deque()
         self._running: list[Request] = []
@@ -162,17 +168,7 @@ class StepExecutor:
     def block_size(self) -> int:
         return self.kv.block_size
 
-    def num_new_blocks(self, request: Request, num_kv_tokens: int) -> int:
-        return self.kv.num_new_blocks(request, num_kv_tokens)
-
-    def num_freeable_blocks(self, request: Request) -> int:
-        return self.kv.num_freeable_blocks(request)
-
-    def prefix_hit_tokens(self, request: Request) -> int:
-        return self.kv.prefix_hit_tokens(request)
-
-    def is_swapped(self, request: Request) -> bool:
-        return self.kv.is_swapped(request)
+    # num_new_blocks, num_freeable_blocks, prefix_hit_tokens and is_swapped are the pool's own (set in __init__)
 
     @property
     def kv_capacity_tokens(self) -> int:

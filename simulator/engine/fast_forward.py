@@ -89,9 +89,14 @@ class FastForward:
         batch = self.batch
         if batch is None:
             return
-        touched = any(r in batch for r, _ in plan.scheduled) or any(r in batch for r in plan.preempt)
-        if touched:
-            self._drop()
+        for r, _ in plan.scheduled:
+            if r in batch:
+                self._drop()
+                return
+        for r in plan.preempt:
+            if r in batch:
+                self._drop()
+                return
 
     def join(self, scheduled: list[tuple[Request, int]]) -> None:
         batch = self.batch

@@ -98,6 +98,10 @@ class Engine:
             else None
         )
         self._steady = cast(SteadyDecode, policy).steady_decode if steady else None  # declared by its traits
+        # blocks in use at this moment, mid fast-forward window included (routers read it on every arrival)
+        self.used_blocks_now: Callable[[], int] = (
+            self.fast_forward.num_used_blocks_now if self.fast_forward is not None else lambda: kv.num_used_blocks
+        )
         self._wake: simpy.Event | None = None
         self.hooks: EngineHooks | None = None
         self.process: simpy.Process | None = None
@@ -153,9 +157,7 @@ class Engine:
     @property
     def num_used_blocks_now(self) -> int:
         """Blocks in use at this moment, mid fast-forward window included."""
-        if self.fast_forward is not None:
-            return self.fast_forward.num_used_blocks_now()
-        return self.executor.kv.num_used_blocks
+        return self.used_blocks_now()
 
     # -- requests reaching the engine ----------------------------------------------------
 
@@ -193,7 +195,7 @@ class Engine:
         while True:
             ex.kv.new_plan()
             # a window records no preemptions or swap time: one carried from a preempt-only plan goes by the plain path
-            if ff is not None and ex.num_running and not carried.num_preempted and not carried.num_swaps:
+            if ff is not None and ex._running and not carried.num_preempted and not carried.num_swaps:
                 assert self._steady is not None
                 if self._steady(ex):
                     window = ff.plan()
@@ -201,11 +203,14 @@ class Engine:
                         self._wake = wake = env.event()
                         k = yield from ff.wait(window, wake)
                         self._wake = None
-                        self._dispatch(ff.advance(window, k), 0.0)
+                        finished = ff.advance(window, k)
+                        if finished:
+                            self._dispatch(finished, 0.0)
                         self._reserve_incoming()  # freed blocks may let queued KV in, before the rows (as plain)
                         ff.record(window)
                         self._sample_levels()
-                        self._check()
+                        if self.check_invariants:
+                            self.check()
                         continue
             plan = self.policy.plan_step(ex, env.now)
             ex.carry_out(plan, env.now, carried)
@@ -230,12 +235,15 @@ class Engine:
             else:
                 yield from self._run_pipeline(shape, step.stage_s or (step.total_s,), transfer_s)
             duration = env.now - start
-            self._dispatch(ex.apply(plan, env.now), duration)
+            left = ex.apply(plan, env.now)
+            if left:
+                self._dispatch(left, duration)
             self._reserve_incoming()
             self._sample_levels()
             ex.record(start, duration, shape, carried)
             carried.clear()
-            self._check()
+            if self.check_invariants:
+                self.check()
 
     def _idle(self, wake_at_s: float | None) -> Generator[simpy.Event, None, None]:
         """Sleep until a request arrives (or KV lands, or blocks are freed), or until ``wake_at_s``."""
@@ -292,6 +300,8 @@ class Engine:
 
     def _reserve_incoming(self) -> None:
         ex = self.executor
+        if not ex.incoming:
+            return
         # mid-window, the steps begun so far have taken blocks not yet handed out
         pending = self.num_used_blocks_now - ex.kv.num_used_blocks
         for req in ex.reserve_incoming(pending):
@@ -302,10 +312,6 @@ class Engine:
         kv = self.executor.kv
         self.kv_monitor.set(now, kv.num_used_blocks)
         self.cached_monitor.set(now, kv.num_cached_blocks)
-
-    def _check(self) -> None:
-        if self.check_invariants:
-            self.check()
 
     def check(self) -> None:
         """Assert the engine's invariants (tests call this after every step)."""

@@ -1,0 +1,254 @@
+"""The real console script, run as a user runs it."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DATA_DIR
+
+SERVESIM = shutil.which("servesim") or str(Path(sys.executable).parent / "servesim")
+
+
+def servesim(*args, cwd=None):
+    return subprocess.run([SERVESIM, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+VLLM_KEYS = {
+    "completed",
+    "duration",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "mean_itl_ms",
+    "median_itl_ms",
+    "p99_itl_ms",
+    "mean_e2el_ms",
+    "median_e2el_ms",
+    "p99_e2el_ms",
+}
+
+
+def test_run_without_arguments_runs_the_default(tmp_path):
+    proc = servesim("run", "--quiet", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Llama-3.1-8B on H100-SXM5-80GB" in proc.stdout and "Successful requests" in proc.stdout
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert set(summary) >= VLLM_KEYS
+    assert summary["completed"] == 1000 and summary["rejected"] == 0
+    for name in ("config.json", "requests.parquet", "steps.parquet", "itl.parquet"):
+        assert (run_dir / name).is_file()
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["model"]["name"] == "Llama-3.1-8B" and config["kv_cache"]["num_blocks"] > 0
+
+
+def test_run_with_scenario_file_and_overrides(tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        "model: llama-2-7b\nhardware: a100-80gb\npolicy: {kind: vllm, max_num_seqs: 64}\n"
+        "workload:\n  num_requests: 50\n  arrival: {kind: gamma, rate_per_s: 2, burstiness: 0.5}\n"
+        "  lengths: {kind: independent, prompt: {kind: fixed, tokens: 300}, output: {kind: fixed, tokens: 50}}\n"
+    )
+    out = tmp_path / "out"
+    proc = servesim(
+        "run",
+        scenario,
+        "--num-requests",
+        30,
+        "--seed",
+        3,
+        "--slo-ttft-ms",
+        500,
+        "--slo-tpot-ms",
+        50,
+        "--out",
+        out,
+        "--format",
+        "csv",
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["completed"] == 30 and "request_goodput" in summary
+    assert (out / "requests.csv").is_file()
+    config = json.loads((out / "config.json").read_text())
+    assert config["seed"] == 3 and config["model"]["name"] == "Llama-2-7B"
+    assert config["policy"]["max_num_seqs"] == 64
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("run", "--model", "llama-9"), "unknown model 'llama-9'"),
+        (("run", "--hardware", "h900"), "unknown hardware 'h900'"),
+        (("run", "--rate", "-2"), "workload.arrival.poisson.rate_per_s: Input should be greater than 0"),
+        (("run", "--policy", "fancy"), "unknown batch policy 'fancy'; known:"),
+        (("run", "missing.yaml"), "missing.yaml: no such file"),
+        (("run", "--model", "llama-3.1-70b"), "does not fit on H100-SXM5-80GB with tp=1"),
+        (("run", "--tp", "3"), "tp=3 does not divide"),
+        (("run", "--policy", "hf_fifo", "--prefix-caching"), "policy hf_fifo does not reuse cached prefixes"),
+        (("estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"), "give at least one --prefill"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_exit_2(args, message, tmp_path):
+    proc = servesim(*args, "--quiet" if args[0] == "run" else "--json", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_misspelt_yaml_field_names_file_and_field(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("modle: llama-3.1-8b\nworkload:\n  num_requests: 5\n  arival: {kind: poisson, rate_per_s: 1}\n")
+    proc = servesim("run", bad, "--quiet", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "bad.yaml: modle: unknown field" in proc.stderr
+    assert "bad.yaml: workload.arival: unknown field" in proc.stderr
+
+
+def test_invalid_yaml_names_the_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seed: 1\nworkload: [unclosed\n")
+    proc = servesim("run", bad, "--quiet", cwd=tmp_path)
+    assert proc.returncode == 2 and "bad.yaml: line 3" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_unknown_flag_exits_2():
+    proc = servesim("run", "--no-such-flag")
+    assert proc.returncode == 2 and "unrecognized arguments" in proc.stderr
+
+
+def test_estimate_json():
+    proc = servesim(
+        "estimate",
+        "--model",
+        "llama-3.1-8b",
+        "--hardware",
+        "h100-sxm",
+        "--prefill",
+        "512:128",
+        "--decode",
+        "32:1000",
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert set(out) == {"step_time_s", "ops", "flops", "bytes", "cost_model", "sources"}
+    assert out["cost_model"] == "silicon" and set(out["sources"]) == set(out["ops"])
+    assert out["sources"]["o_proj"] in ("measured", "interpolated")
+    assert out["step_time_s"] == pytest.approx(sum(out["ops"].values()))
+    assert {
+        "embed",
+        "qkv_proj",
+        "attn_prefill",
+        "attn_decode",
+        "o_proj",
+        "mlp_gate_up",
+        "mlp_act",
+        "mlp_down",
+        "norm",
+        "lm_head",
+        "cpu_overhead",
+    } == set(out["ops"])
+    proc = servesim(
+        "estimate", "--model", "llama-3.1-70b", "--hardware", "h100-sxm", "--tp", "4", "--decode", "8:100", "--json"
+    )
+    assert "all_reduce" in json.loads(proc.stdout)["ops"]
+
+
+def test_estimate_table():
+    proc = servesim("estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--prefill", "100")
+    assert proc.returncode == 0 and "attn_prefill" in proc.stdout and "total" in proc.stdout
+
+
+def test_explain_reproduces_the_course_arithmetic():
+    proc = servesim("explain")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for figure in (
+        "320,000",
+        "1,280,000",
+        "5,120,000",
+        "20,480,000",
+        "81,920,000",
+        "4.0x",
+        "102,134,400",
+        "803,200",
+        "127.2x",
+        "131,072 bytes per token",
+    ):
+        assert figure in out
+    assert "with KV cache (vllm)" in out and "no_kv_cache" in out
+
+
+def test_presets_json():
+    proc = servesim("presets", "--json")
+    data = json.loads(proc.stdout)
+    assert data["models"]["llama-3.1-8b"]["kv_bytes_per_token"] == 131072
+    assert data["models"]["llama-3.1-8b"]["num_params"] == pytest.approx(8.03e9, rel=0.001)
+    assert {"a100-40gb", "a100-80gb", "h100-sxm", "h200", "l40s", "b200", "mi300x"} <= set(data["hardware"])
+    assert servesim("presets").returncode == 0
+
+
+def test_python_module_entry_point():
+    proc = subprocess.run([sys.executable, "-m", "servesim", "--version"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "servesim" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "message"),
+    [
+        (b"workload: 5\n", ("--num-requests", "10"), "s.yaml: cannot set workload.num_requests: workload is 5"),
+        (b"parallelism: 2\n", ("--tp", "2"), "s.yaml: cannot set parallelism.tp: parallelism is 2"),
+        (b"\xff\xfeseed: 1\n", (), "s.yaml: not a text file (byte 0 is not UTF-8)"),
+        (b"- 1\n- 2\n", (), "s.yaml: expected a mapping of scenario fields, got list"),
+    ],
+)
+def test_a_scenario_the_overrides_cannot_apply_to_is_one_clear_line(content, args, message, tmp_path):
+    (tmp_path / "s.yaml").write_bytes(content)
+    proc = servesim("run", "s.yaml", *args, "--quiet", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_router_named_bare_keeps_its_parameters_under_the_same_kind(tmp_path):
+    (tmp_path / "s.yaml").write_text(
+        "router: {kind: session_affinity, max_kv_usage: 0.5}\nreplicas: 2\nworkload: {num_requests: 20}\n"
+    )
+    out = tmp_path / "out"
+    proc = servesim(
+        "run", "s.yaml", "--router", "session_affinity", "--quiet", "--no-report", "--out", out, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((out / "config.json").read_text())["router"]["max_kv_usage"] == 0.5
+
+
+def test_calibrate_checks_out_before_measuring(tmp_path):
+    (tmp_path / "afile").touch()
+    tiny = DATA_DIR / "tiny_llama_config.json"
+    proc = servesim("calibrate", "--model", tiny, "--device", "cpu", "--out", "afile/p.json", "--quiet", cwd=tmp_path)
+    assert proc.returncode == 2 and "--out afile/p.json: cannot create afile" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_calibrate_refuses_a_context_too_short_to_time_steps_before_measuring(tmp_path):
+    import json
+
+    cfg = json.loads((DATA_DIR / "tiny_llama_config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(cfg | {"max_position_embeddings": 7}))
+    proc = servesim(
+        "calibrate", "--model", "config.json", "--device", "cpu", "--out", "p.json", "--quiet", cwd=tmp_path
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "maximum context (7 tokens, config.json max_position_embeddings) is too short" in proc.stderr

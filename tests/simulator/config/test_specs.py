@@ -1,0 +1,112 @@
+import json
+
+import pytest
+
+from simulator.config.hf_config import model_spec_from_hf_config
+from simulator.config.presets import hardware_presets, model_presets, resolve_hardware, resolve_model
+from tests.conftest import DATA_DIR
+
+# Published parameter counts (model cards) and KV bytes per token in bf16.
+PUBLISHED = {
+    "llama-2-7b": (6.74e9, 524_288),
+    "llama-2-70b": (68.98e9, 327_680),
+    "llama-3.1-8b": (8.03e9, 131_072),
+    "llama-3.1-70b": (70.55e9, 327_680),
+    "mistral-7b": (7.25e9, 131_072),
+    "qwen2.5-7b": (7.62e9, 57_344),
+    "qwen2.5-72b": (72.7e9, 327_680),
+    "mixtral-8x7b": (46.7e9, 131_072),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_parameter_count_and_kv_bytes_match_published_figures(name):
+    spec = model_presets()[name]
+    params, kv = PUBLISHED[name]
+    assert spec.num_params() == pytest.approx(params, rel=0.005)
+    assert spec.kv_bytes_per_token() == kv
+
+
+def test_mixtral_active_parameters():
+    assert model_presets()["mixtral-8x7b"].num_active_params() == pytest.approx(12.9e9, rel=0.01)
+
+
+def test_required_hardware_presets_exist_with_datasheet_figures():
+    hw = hardware_presets()
+    for name in ("a100-40gb", "a100-80gb", "h100-sxm", "h200", "l40s", "b200", "mi300x"):
+        assert name in hw
+    assert hw["h100-sxm"].flops_per_s == pytest.approx(989.4e12)
+    assert hw["h100-sxm"].memory_bandwidth_bytes_per_s == pytest.approx(3.35e12)
+    assert hw["h200"].memory_bandwidth_bytes_per_s == pytest.approx(4.8e12)
+    assert hw["a100-80gb"].flops_per_s == pytest.approx(312e12)
+
+
+def test_hf_config_loader_reads_llama_fields(tmp_path):
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "max_position_embeddings": 131072,
+        "torch_dtype": "bfloat16",
+        "tie_word_embeddings": False,
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    spec = model_spec_from_hf_config(path)
+    assert spec.num_params() == model_presets()["llama-3.1-8b"].num_params()
+    assert spec.kv_bytes_per_token() == 131_072
+    assert resolve_model(str(path)).num_layers == 32
+
+
+def test_hf_config_loader_names_missing_field(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"hidden_size": 64, "num_attention_heads": 4}))
+    with pytest.raises(ValueError, match=r"config.json: missing field 'num_hidden_layers'"):
+        model_spec_from_hf_config(path)
+
+
+def test_custom_hardware_yaml(tmp_path):
+    path = tmp_path / "gpu.yaml"
+    path.write_text(
+        "name: MyGPU\nflops_per_s: 100e12\nmemory_bytes: 24e9\nmemory_bandwidth_bytes_per_s: 1e12\n"
+        "interconnect_bandwidth_bytes_per_s: 32e9\ninterconnect_latency_s: 1e-5\n"
+        "host_link_bandwidth_bytes_per_s: 32e9\nhost_link_latency_s: 1e-5\n"
+    )
+    hw = resolve_hardware(str(path))
+    assert hw.name == "MyGPU" and hw.flops_per_s == 100e12
+
+
+def test_custom_hardware_yaml_misspelt_field_is_named(tmp_path):
+    path = tmp_path / "gpu.yaml"
+    path.write_text("name: X\nflop_per_s: 1\n")
+    with pytest.raises(ValueError, match=r"gpu.yaml: flop_per_s: unknown field"):
+        resolve_hardware(str(path))
+
+
+def test_unknown_preset_lists_known_ones():
+    with pytest.raises(ValueError, match=r"unknown model 'llama-9'.*llama-3.1-8b"):
+        resolve_model("llama-9")
+    with pytest.raises(ValueError, match=r"unknown hardware 'h900'.*h100-sxm"):
+        resolve_hardware("h900")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("hidden_size", "abc"),
+        ("num_attention_heads", 0),
+        ("num_local_experts", "8"),
+        ("head_dim", -1),
+        ("num_key_value_heads", 0),  # an optional count of 0 is an error, not "absent"
+    ],
+)
+def test_a_bad_count_in_a_config_json_names_the_field(tmp_path, field, value):
+    cfg = json.loads((DATA_DIR / "tiny_llama_config.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg | {field: value}))
+    with pytest.raises(ValueError, match=f"config.json: field '{field}' must be a positive integer, got {value!r}"):
+        model_spec_from_hf_config(path)

@@ -1,0 +1,279 @@
+"""FP8 quantization and the KV-cache dtype as deployment settings (vLLM's names)."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import servesim
+from simulator.build import build, deployed_model, setup_group
+from simulator.config.hf_config import model_spec_from_hf_config
+from simulator.config.presets import hardware_presets, model_presets
+from simulator.config.scenario import validate_scenario
+from simulator.config.specs import ModelSpec
+from simulator.cost import BatchShape
+from simulator.cost.profile import parse_profile
+from simulator.cost.profiled import ProfiledCostModel, ProfiledParams
+from simulator.cost.roofline import RooflineCostModel, RooflineParams
+from tests.simulator.cost.test_profiled import make_profile
+
+SERVESIM = shutil.which("servesim") or str(Path(sys.executable).parent / "servesim")
+M = model_presets()["llama-3.1-8b"]
+FP8 = deployed_model(M, "fp8")
+HW = hardware_presets()
+
+
+def setup(**fields):
+    cfg = validate_scenario(fields)
+    return setup_group(cfg, cfg.replica_groups()[0], 0, None)
+
+
+# -- the model spec -----------------------------------------------------------------------------
+
+
+def test_fp8_needs_one_byte_weights():
+    with pytest.raises(ValueError, match=r"quantization 'fp8' stores weights in 1 byte: weight_bytes must be 1"):
+        ModelSpec(**(M.model_dump() | {"quantization": "fp8"}))
+    assert FP8.quantization == "fp8" and FP8.weight_bytes == 1 and FP8.kv_cache_bytes == 2
+
+
+def test_fp8_halves_the_linear_weights_and_keeps_embedding_and_lm_head_16_bit():
+    embedding = 2 * M.vocab_size * M.hidden_size  # embedding and untied LM head
+    assert FP8.weight_bytes_total() == (M.num_params() - embedding) * 1 + embedding * 2
+    assert 0.5 < FP8.weight_bytes_total() / M.weight_bytes_total() < 0.6
+    # without quantization, weight_bytes is the plain low-level override of every weight
+    one_byte = M.model_copy(update={"weight_bytes": 1.0})
+    assert one_byte.weight_bytes_total() == M.num_params()
+
+
+def test_deployed_model_applies_kv_cache_dtype():
+    assert deployed_model(M, None) is M
+    assert deployed_model(M, None, "fp8").kv_cache_bytes == 1
+    assert deployed_model(M, None, "fp8").kv_bytes_per_token() == M.kv_bytes_per_token() / 2
+    fp32_kv = M.model_copy(update={"kv_cache_bytes": 4.0})
+    assert deployed_model(fp32_kv, None, "bfloat16").kv_cache_bytes == 2
+    assert deployed_model(fp32_kv, None, "float16").kv_cache_bytes == 2
+    assert deployed_model(fp32_kv, None, "auto").kv_cache_bytes == 4
+
+
+# -- KV capacity --------------------------------------------------------------------------------
+
+
+def test_fp8_weights_free_memory_for_kv_and_fp8_kv_doubles_the_blocks():
+    base = setup(model="llama-3.1-8b", hardware="h100-sxm")
+    quant = setup(model="llama-3.1-8b", hardware="h100-sxm", quantization="fp8")
+    kv8 = setup(model="llama-3.1-8b", hardware="h100-sxm", kv_cache={"dtype": "fp8"})
+    both = setup(model="llama-3.1-8b", hardware="h100-sxm", quantization="fp8", kv_cache={"dtype": "fp8"})
+    assert quant.model.weight_bytes == 1 and quant.model.quantization == "fp8"
+    # the weights saved become KV memory, block for block
+    saved = M.weight_bytes_total() - FP8.weight_bytes_total()
+    assert quant.memory.kv_bytes - base.memory.kv_bytes == pytest.approx(saved)
+    assert quant.num_blocks == int(quant.memory.kv_bytes // base.memory.block_bytes) > base.num_blocks
+    # 1-byte KV: half the block bytes, twice the blocks in the same memory
+    assert kv8.memory.block_bytes == base.memory.block_bytes / 2
+    assert kv8.num_blocks in (2 * base.num_blocks, 2 * base.num_blocks + 1)
+    assert both.num_blocks in (2 * quant.num_blocks, 2 * quant.num_blocks + 1)
+
+
+def test_a_run_reports_the_blocks_and_the_applied_model():
+    workload = {"num_requests": 20}
+    base = servesim.run(servesim.scenario(workload=workload))
+    fp8 = servesim.run(servesim.scenario(workload=workload, quantization="fp8", kv_cache={"dtype": "fp8"}))
+    assert fp8.summary["num_kv_blocks"] > 2 * base.summary["num_kv_blocks"]
+    assert fp8.summary["completed"] == 20
+    assert fp8.config["model"]["quantization"] == "fp8" and fp8.config["model"]["weight_bytes"] == 1
+    assert fp8.config["model"]["kv_cache_bytes"] == 1
+    assert fp8.config["resolved_groups"][0]["model"]["weight_bytes"] == 1
+    # prefill-heavy: FP8 GEMMs on an H100 shorten the steps
+    assert fp8.summary["mean_ttft_ms"] < base.summary["mean_ttft_ms"]
+
+
+def test_a_group_quantization_overrides_the_scenarios():
+    cfg = validate_scenario(
+        {
+            "quantization": "fp8",
+            "groups": [{"name": "a", "count": 1}, {"name": "b", "count": 1, "hardware": "a100-80gb"}],
+        }
+    )
+    a, b = (setup_group(cfg, g, i, None) for i, g in enumerate(cfg.replica_groups()))
+    assert a.model.quantization == b.model.quantization == "fp8"
+    cfg = validate_scenario({"groups": [{"count": 1}, {"count": 1, "quantization": "fp8"}]})
+    a, b = (setup_group(cfg, g, i, None) for i, g in enumerate(cfg.replica_groups()))
+    assert a.model.quantization is None and a.model.weight_bytes == 2
+    assert b.model.quantization == "fp8" and b.model.weight_bytes == 1
+
+
+def test_bad_settings_name_the_field():
+    with pytest.raises(ValueError, match=r"kv_cache.dtype"):
+        validate_scenario({"kv_cache": {"dtype": "int4"}})
+    with pytest.raises(ValueError, match=r"quantization"):
+        validate_scenario({"quantization": "awq"})
+
+
+# -- calibration profiles -----------------------------------------------------------------------
+
+
+def test_a_bf16_profile_is_refused_for_an_fp8_model():
+    profile = make_profile()
+    fp8 = deployed_model(profile.model, "fp8")
+    with pytest.raises(ValueError, match=r"weight_bytes 2.0 != 1.0; quantization None != fp8"):
+        ProfiledCostModel(ProfiledParams(), fp8, profile.hardware, 1, profile=profile)
+
+
+def test_a_profile_written_before_quantization_still_loads():
+    data = json.loads(make_profile().model_dump_json())
+    del data["model"]["quantization"]
+    assert parse_profile(data).model.quantization is None
+
+
+# -- Hugging Face config.json -------------------------------------------------------------------
+
+LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "torch_dtype": "bfloat16",
+}
+
+
+def hf(tmp_path, **fields) -> Path:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA | fields))
+    return path
+
+
+@pytest.mark.parametrize(
+    "qc",
+    [
+        {"quant_method": "fp8", "activation_scheme": "dynamic"},
+        {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128], "activation_scheme": "dynamic"},
+        {
+            "quant_method": "compressed-tensors",
+            "format": "float-quantized",
+            "config_groups": {
+                "group_0": {
+                    "targets": ["Linear"],
+                    "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True},
+                    "input_activations": {"num_bits": 8, "type": "float", "dynamic": True, "strategy": "token"},
+                }
+            },
+            "ignore": ["lm_head"],
+        },
+    ],
+    ids=["fp8", "deepseek-block-fp8", "compressed-tensors-fp8"],
+)
+def test_an_fp8_quantization_config_gives_an_fp8_spec(tmp_path, qc):
+    spec = model_spec_from_hf_config(hf(tmp_path, quantization_config=qc))
+    assert spec.quantization == "fp8" and spec.weight_bytes == 1 and spec.kv_cache_bytes == 2
+    assert spec.num_params() == M.num_params()
+
+
+def test_no_quantization_config_leaves_the_spec_unquantized(tmp_path):
+    spec = model_spec_from_hf_config(hf(tmp_path))
+    assert spec.quantization is None and spec.weight_bytes == 2
+
+
+@pytest.mark.parametrize(
+    ("qc", "method"),
+    [
+        ({"quant_method": "awq", "bits": 4, "group_size": 128}, "'awq'"),
+        ({"quant_method": "gptq", "bits": 4}, "'gptq'"),
+        ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "'bitsandbytes'"),
+        ({"quant_method": "mxfp4"}, "'mxfp4'"),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int", "group_size": 128}}},
+            },
+            "'compressed-tensors' with weights other than 8-bit float",
+        ),
+    ],
+)
+def test_other_quantization_methods_are_refused_naming_method_and_file(tmp_path, qc, method):
+    path = hf(tmp_path, quantization_config=qc)
+    with pytest.raises(ValueError) as exc:
+        model_spec_from_hf_config(path)
+    text = str(exc.value)
+    assert text.startswith(f"{path}: quantization_config.quant_method {method} is not modelled by servesim")
+    assert "(it models fp8)" in text and "\n" not in text
+
+
+# -- the roofline -------------------------------------------------------------------------------
+
+PREFILL = BatchShape((8192,), (0,), num_sampled_tokens=1)
+DECODE = BatchShape(num_decode_seqs=1, decode_context_tokens=1000, num_sampled_tokens=1)
+
+
+def ops(model, hardware, shape=PREFILL):
+    return RooflineCostModel(RooflineParams(), model, HW[hardware]).breakdown(shape).ops
+
+
+def test_fp8_gemms_run_at_the_fp8_rate_on_h100():
+    bf16, fp8 = ops(M, "h100-sxm"), ops(FP8, "h100-sxm")
+    ratio = fp8["qkv_proj"].seconds / bf16["qkv_proj"].seconds
+    assert ratio == pytest.approx(HW["h100-sxm"].flops_per_s / HW["h100-sxm"].fp8_flops_per_s, rel=0.02)
+    for op in ("o_proj", "mlp_gate_up", "mlp_down"):
+        assert fp8[op].seconds < 0.52 * bf16[op].seconds
+    # attention and the (unquantized) LM head keep their bf16 time
+    assert fp8["attn_prefill"].seconds == bf16["attn_prefill"].seconds
+    assert fp8["lm_head"].seconds == bf16["lm_head"].seconds
+    assert fp8["qkv_proj"].flops == bf16["qkv_proj"].flops
+
+
+def test_without_fp8_tensor_cores_only_the_weight_bytes_change():
+    assert HW["a100-80gb"].fp8_flops_per_s is None
+    bf16, fp8 = ops(M, "a100-80gb"), ops(FP8, "a100-80gb")
+    assert fp8["qkv_proj"].seconds == bf16["qkv_proj"].seconds  # compute-bound at the bf16 rate
+    qkv_weights = M.hidden_size * (M.q_size + 2 * M.kv_size) * M.num_layers
+    assert bf16["qkv_proj"].bytes - fp8["qkv_proj"].bytes == qkv_weights
+    # decode reads the weights: weight-only FP8 (Marlin) is faster there
+    dec_bf16, dec_fp8 = ops(M, "a100-80gb", DECODE), ops(FP8, "a100-80gb", DECODE)
+    assert dec_fp8["mlp_down"].seconds < 0.55 * dec_bf16["mlp_down"].seconds
+
+
+@pytest.mark.parametrize("cost_model", ["roofline", None])
+def test_the_cost_model_of_a_run_receives_the_deployed_spec(cost_model):
+    fields = {"quantization": "fp8", "kv_cache": {"dtype": "fp8"}, "workload": {"num_requests": 5}}
+    if cost_model is not None:  # None: the scenario's default cost model
+        fields["cost_model"] = cost_model
+    sim = build(validate_scenario(fields))
+    model = sim.replicas[0].engines[0].cost_model.model
+    assert model.quantization == "fp8" and model.weight_bytes == 1 and model.kv_cache_bytes == 1
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([SERVESIM, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_cli_runs_fp8_and_config_json_shows_the_applied_spec(tmp_path):
+    out = tmp_path / "out"
+    proc = cli(
+        "run", "--quantization", "fp8", "--kv-cache-dtype", "fp8", "--num-requests", 20, "--no-report", "--quiet",
+        "--out", out,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    config = json.loads((out / "config.json").read_text())
+    assert config["quantization"] == "fp8" and config["kv_cache"]["dtype"] == "fp8"
+    assert config["model"]["weight_bytes"] == 1 and config["model"]["quantization"] == "fp8"
+    assert config["model"]["kv_cache_bytes"] == 1
+    assert json.loads((out / "summary.json").read_text())["completed"] == 20
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--kv-cache-dtype", "bogus"), ("--quantization", "int4")])
+def test_cli_bad_value_is_one_line_and_exit_2(tmp_path, flag, value):
+    proc = cli("run", flag, value, "--num-requests", 5, "--no-report", "--quiet", cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and flag in lines[0] and repr(value) in lines[0], proc.stderr
+    assert not (tmp_path / "runs").exists()
