@@ -42,7 +42,8 @@ from calibration.device import (
 from calibration.engine import BuiltinEngine, StepRecord, make_requests
 from calibration.grid import grid_spec, held_out_pairs, held_out_values
 from calibration.model import TorchModel
-from calibration.timing import Timing, make_timer, pooled
+from calibration.quality import NOISE_BOUND, LoadMeter, assess, measure_points
+from calibration.timing import CpuTimer, CudaTimer, Timing, make_timer
 from policies.batching.hf_fifo import HfFifoParams, HfFifoPolicy
 from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost.profile import (
@@ -57,6 +58,7 @@ from simulator.cost.profile import (
     OpFitError,
     OpTable,
     ProfilePoint,
+    ProfileQuality,
     StepOverhead,
 )
 from simulator.cost.profiled import ProfiledCostModel, ProfiledParams, interpolator
@@ -205,9 +207,14 @@ class _OpBench:
         raise AssertionError(f"no benchmark for op {op!r}")
 
 
-def _point(at: tuple[int, ...], t: Timing) -> ProfilePoint:
+def _point(at: tuple[int, ...], t: Timing, noisy: bool = False) -> ProfilePoint:
     return ProfilePoint(
-        at=at, median_s=max(t.median_s, 1e-9), iqr_s=t.iqr_s, num_repeats=t.num_repeats, kernel_s=t.kernel_s
+        at=at,
+        median_s=max(t.median_s, 1e-9),
+        iqr_s=t.iqr_s,
+        num_repeats=t.num_repeats,
+        kernel_s=t.kernel_s,
+        noisy=noisy,
     )
 
 
@@ -340,8 +347,12 @@ def calibrate(
     num_threads: int | None = None,
     progress: ProgressFn | None = None,
     seed: int = 0,
+    timer: CpuTimer | CudaTimer | None = None,
 ) -> CalibrationProfile:
-    """Measure ``spec`` on the device and return its profile (see the module docstring)."""
+    """Measure ``spec`` on the device and return its profile (see the module docstring).
+
+    ``timer`` replaces the device's op timer (tests inject noise with it).
+    """
     torch = import_torch()
     device = resolve_device(device_kind, num_threads)
     torch.manual_seed(seed)
@@ -368,7 +379,8 @@ def calibrate(
     # the whole model's weights: a bound, since the op model is freed before the whole model is built
     check_fits(run_spec, device, copies * layer_bytes + kv_bytes + act_bytes + 2 * vocab_copies * vocab_bytes)
 
-    timer = make_timer(device, quick=grid_name == "quick", passes=PASSES)
+    if timer is None:
+        timer = make_timer(device, quick=grid_name == "quick", passes=PASSES)
     points = _op_points(grid)
     overhead_runs = _overhead_runs(grid, run_spec.max_context_tokens)
     total_work = PASSES * sum(len(g) + len(h) for g, h in points.values()) + len(overhead_runs) + 2
@@ -387,19 +399,21 @@ def calibrate(
     bench = _OpBench(op_model, seed, cache_bytes)
     tables: dict[str, OpTable] = {}
     held_out: dict[str, tuple[ProfilePoint, ...]] = {}
+    noisy_points: list[str] = []
+    num_points = 0
+    load = LoadMeter().start()
     with torch.inference_mode():
         for op, (grid_points, held_points) in points.items():
             calls = {at: bench.call(op, at) for at in [*grid_points, *held_points]}
-            timings: dict[tuple[int, ...], list[Timing]] = {at: [] for at in calls}
-            for pass_index in range(PASSES):  # interleaved passes: see timing.pooled
-                for at, call in calls.items():
-                    timings[at].append(timer.time(call, profile=pass_index == 0))
-                    tick()
+            # interleaved passes (see timing.pooled), noisy points measured again (see calibration.quality)
+            timings, noisy = measure_points(calls, timer.time, PASSES, tick)
             del calls
-            measured = [_point(at, pooled(timings[at])) for at in grid_points]
+            noisy_points += [f"{op}@{','.join(map(str, at))}" for at in sorted(noisy)]
+            num_points += len(timings)
+            measured = [_point(at, timings[at], at in noisy) for at in grid_points]
             scope = "model" if op in MODEL_SCOPE_OPS else "layer"
             tables[op] = OpTable(axes=OP_AXES[op], scope=scope, points=tuple(measured))
-            held_out[op] = tuple(_point(at, pooled(timings[at])) for at in held_points)
+            held_out[op] = tuple(_point(at, timings[at], at in noisy) for at in held_points)
     del op_model, bench
     if device.is_cuda:
         torch.cuda.empty_cache()
@@ -461,11 +475,22 @@ def calibrate(
     step_errors = [
         abs(p + step_s + per_seq_s * n - m) / m for m, p, n in zip(measured, predicted_ops, seqs, strict=True)
     ]
+    other_cores = load.other_cores()
+    quality = ProfileQuality(
+        noise_bound=NOISE_BOUND,
+        num_points=num_points,
+        num_noisy_points=len(noisy_points),
+        other_cores=other_cores,
+        warnings=tuple(
+            assess(num_points, noisy_points, {op: f.held_out_mean_rel_error for op, f in fits.items()}, other_cores)
+        ),
+    )
     return CalibrationProfile.model_validate(
         draft.model_dump()
         | {
             "overhead": StepOverhead(step_s=step_s, per_seq_s=per_seq_s, num_steps=len(steps)).model_dump(),
             "step_fit_mean_rel_error": float(np.mean(step_errors)) if step_errors else None,
+            "quality": quality.model_dump(),
         }
     )
 

@@ -137,3 +137,9 @@ def table_from_rows(
     for row in rows:
         table.add_row(*(_fmt(row.get(key), digits) for key, _ in columns))
     return table
+
+
+def warn_suspect_profile(profile: Any, source: object) -> None:
+    """Say on stderr, one line each, what makes a calibration profile suspect (``CalibrationProfile.warnings``)."""
+    for warning in profile.warnings:  # plain lines: a console would wrap them
+        print(f"servesim: warning: profile {source} is suspect: {warning}", file=sys.stderr)

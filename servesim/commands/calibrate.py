@@ -30,6 +30,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, help="torch threads on a CPU (default: torch's)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random weights and inputs")
     p.add_argument("--out", type=Path, required=True, help="profile file to write (JSON)")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse to write a suspect profile (over 25%% of points noisy, a busy machine, an op's held-out "
+        "error above 25%%)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=main)
 
@@ -61,6 +67,8 @@ def main(args: argparse.Namespace) -> int:
     with display.progress_bar("calibrating", enabled=not args.quiet) as progress:
         profile = calibrate(model, args.device, dtype, args.grid, args.threads, progress, args.seed)
     elapsed = time.perf_counter() - started
+    if profile.warnings and args.strict:
+        raise ValueError(f"--strict: the profile is suspect, not written: {'; '.join(profile.warnings)}")
     out = save_profile(profile, args.out)
     o = display.stdout
     o.print(fit_table(profile))
@@ -79,4 +87,9 @@ def main(args: argparse.Namespace) -> int:
     o.print(
         f"measured {profile.model.name} ({profile.dtype}) on {profile.device.name} in {elapsed:.0f} s; profile: {out}"
     )
+    q = profile.quality
+    if q is not None:
+        load = "not measurable here" if q.other_cores is None else f"{q.other_cores:.2f} cores used by other processes"
+        o.print(f"quality: {q.num_noisy_points} of {q.num_points} points noisy; {load}")
+    display.warn_suspect_profile(profile, out)  # loud, on stderr: the profile was written all the same
     return 0

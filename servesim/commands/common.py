@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from servesim import display
 from simulator.config.errors import format_validation_error
 from simulator.config.scenario import read_scenario_dict
 from simulator.config.schema import ScenarioConfig
@@ -220,8 +221,10 @@ def check_workload_flags(
 
 
 def _apply_profile(data: dict[str, Any], path: Path) -> None:
-    """Point the scenario at a calibration profile (read here to default the model and hardware)."""
+    """Point the scenario at a calibration profile (read here to default the model and hardware, and to repeat
+    what calibrate warned of it)."""
     profile = load_profile(path)
+    display.warn_suspect_profile(profile, path)
     cost = data.get("cost_model") if isinstance(data.get("cost_model"), dict) else None
     params = cost if cost is not None and cost.get("kind") == "profiled" else {}
     data["cost_model"] = params | {"kind": "profiled", "profile": str(path.resolve())}

@@ -87,6 +87,8 @@ def main(args: argparse.Namespace) -> int:
     if args.tp < 1:
         raise ValueError(f"--tp must be at least 1 (got {args.tp})")
     profile = load_profile(args.profile) if args.profile is not None else None
+    if profile is not None:
+        display.warn_suspect_profile(profile, args.profile)
     if profile is None and (args.model is None or args.hardware is None):
         raise ValueError("give --model and --hardware, or --profile")
     model = resolve_model(args.model) if args.model is not None else profile.model  # type: ignore[union-attr]

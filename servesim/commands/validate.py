@@ -66,6 +66,7 @@ def main(args: argparse.Namespace) -> int:
     if args.requests is not None and args.requests < 1:
         raise ValueError(f"--requests must be at least 1 (got {args.requests})")
     profile = load_profile(args.profile)
+    display.warn_suspect_profile(profile, args.profile)
     workload = read_scenario_dict(args.workload) if args.workload is not None else None
     with output_folder(args.out, "validate", args.overwrite) as out:  # before the engine runs; undone if it fails
         with display.progress_bar(f"running the {args.engine} engine", enabled=not args.quiet) as progress:

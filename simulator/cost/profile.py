@@ -25,7 +25,8 @@ from simulator.config.files import read_text
 from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost.shape import OP_NAMES
 
-PROFILE_SCHEMA_VERSION = 1
+PROFILE_SCHEMA_VERSION = 2  # 2: noisy points and the calibration's quality; version 1 is still read
+READABLE_SCHEMA_VERSIONS = (1, 2)
 
 # The axes each measured op is tabulated over, and whether its time is per layer or per step.
 OP_AXES: dict[str, tuple[str, ...]] = {
@@ -80,6 +81,9 @@ class ProfilePoint(_Frozen):
     num_repeats: int = Field(ge=1, description="Timed repeats behind the median.")
     kernel_s: float | None = Field(
         None, ge=0, description="Device kernel time per call from the torch profiler (CUDA only), seconds."
+    )
+    noisy: bool = Field(
+        False, description="Its median stayed uncertain by more than 5% (standard error) after the harness's retries."
     )
 
 
@@ -170,10 +174,22 @@ class OpFitError(_Frozen):
     num_held_out: int = Field(0, ge=0, description="Held-out points measured.")
 
 
+class ProfileQuality(_Frozen):
+    """How far the calibration can be trusted (``calibration.quality``): noise, load, and the warnings they earn."""
+
+    noise_bound: float = Field(ge=0, description="Relative standard error of a median above which a point is noisy.")
+    num_points: int = Field(ge=0, description="Points measured (grid and held-out).")
+    num_noisy_points: int = Field(ge=0, description="Points still noisy after the retries.")
+    other_cores: float | None = Field(
+        None, ge=0, description="Cores other processes used on average while calibrating (None: not measurable)."
+    )
+    warnings: tuple[str, ...] = Field((), description="What makes this profile suspect; empty when none.")
+
+
 class CalibrationProfile(_Frozen):
     """Everything ``servesim calibrate`` measured for one model on one device."""
 
-    schema_version: Literal[1] = Field(description="Version of this format.")
+    schema_version: Literal[1, 2] = Field(description="Version of this format.")
     harness_version: str = Field(description="Version of the calibration harness that wrote it.")
     created_utc: str = Field(description="When it was measured (ISO 8601, UTC).")
     device: DeviceInfo
@@ -191,6 +207,7 @@ class CalibrationProfile(_Frozen):
     step_fit_mean_rel_error: float | None = Field(
         None, ge=0, description="Mean error of predicted against measured whole steps of the decode loop."
     )
+    quality: ProfileQuality | None = Field(None, description="Noise, load and warnings (None in version 1 files).")
 
     @model_validator(mode="after")
     def _check_ops(self) -> CalibrationProfile:
@@ -207,6 +224,11 @@ class CalibrationProfile(_Frozen):
             if any(len(p.at) != len(OP_AXES[name]) for p in points):
                 raise ValueError(f"held-out point of {name!r} has the wrong number of coordinates")
         return self
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What makes this profile suspect (noise, a busy machine, held-out error); empty for version 1 files."""
+        return self.quality.warnings if self.quality is not None else ()
 
     def check_model(self, model: ModelSpec, source: str = "profile") -> None:
         """Raise ValueError when ``model`` differs from the model this profile measured."""
@@ -245,10 +267,11 @@ def parse_profile(data: object, source: str = "profile") -> CalibrationProfile:
     if not isinstance(data, dict):
         raise ValueError(f"{source}: corrupted profile, expected a JSON object")
     version = data.get("schema_version")
-    if version != PROFILE_SCHEMA_VERSION:
+    if version not in READABLE_SCHEMA_VERSIONS:
+        readable = " and ".join(str(v) for v in READABLE_SCHEMA_VERSIONS)
         raise ValueError(
-            f"{source}: profile schema version {version!r} is not supported (this servesim reads version "
-            f"{PROFILE_SCHEMA_VERSION}); re-run `servesim calibrate` to write a current profile"
+            f"{source}: profile schema version {version!r} is not supported (this servesim reads versions "
+            f"{readable}); re-run `servesim calibrate` to write a current profile"
         )
     try:
         return CalibrationProfile.model_validate(data)
