@@ -44,8 +44,8 @@ python3 -c "import torch, transformers; print('torch', torch.__version__, 'cuda'
 
 model="${MODEL:-llama-3.1-8b}" device="${DEVICE:-cuda}" dtype="${DTYPE:-bf16}" requests="${REQUESTS:-100}"
 profile="$out/profile-$device-$dtype.json"
-timeout 300 "${servesim[@]}" calibrate --model "$model" --device "$device" --dtype "$dtype" --grid quick \
-    --out "$profile" --quiet 2>&1 | tee "$out/calibrate.log"
+timeout 420 "${servesim[@]}" calibrate --model "$model" --device "$device" --dtype "$dtype" --grid quick \
+    --engine hf --engine builtin --out "$profile" --quiet 2>&1 | tee "$out/calibrate.log"
 for engine in hf builtin; do
     timeout 200 "${servesim[@]}" validate --profile "$profile" --engine "$engine" --requests "$requests" --json --quiet \
         --out "$out/validate-$engine" > "$out/validate-$engine.json" 2> "$out/validate-$engine.log" \

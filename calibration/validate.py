@@ -40,7 +40,7 @@ from policies.batching.hf_fifo import HfFifoParams
 from simulator.build import build
 from simulator.config.scenario import validate_scenario
 from simulator.config.schema import ScenarioConfig
-from simulator.cost.profile import CalibrationProfile
+from simulator.cost.profile import CalibrationProfile, EngineCalibration
 from simulator.cost.profiled import ProfiledCostModel, ProfiledParams
 from simulator.kv.pool import ceil_div
 from simulator.metrics.summary import summarize
@@ -346,6 +346,37 @@ def fit_engine(
     )
 
 
+TIMINGS = ("profile", "in-run", "ops")
+DRIFT_WARNING = 0.15  # warm-up steps this much slower or faster than the profile's engine fit predicts
+
+
+def predict(fit: EngineFit, steps: list[StepRecord], attention: str, profile: CalibrationProfile) -> np.ndarray:
+    """The fitted step model's time for each of ``steps``."""
+    params = ProfiledParams(step_overhead_s=0.0, per_seq_overhead_s=0.0, attention=attention)  # type: ignore[arg-type]
+    bare = ProfiledCostModel(params, profile.model, profile.hardware, 1, profile=profile)
+    shapes = [s.shape() for s in steps]
+    ops = np.array([bare.step_time(shape).total_s for shape in shapes])
+    seqs = np.array([shape.num_seqs for shape in shapes], dtype=float)
+    keys = np.array([shape.num_kv_tokens for shape in shapes], dtype=float)
+    return (
+        fit.time_scale * ops + fit.step_overhead_s + fit.per_seq_overhead_s * seqs + fit.per_kv_token_overhead_s * keys
+    )
+
+
+def from_calibration(c: EngineCalibration) -> EngineFit:
+    """The engine timing a profile's engine-level fit gives (nothing fitted here)."""
+    return EngineFit(
+        time_scale=c.time_scale,
+        step_overhead_s=c.step_overhead_s,
+        per_seq_overhead_s=c.per_seq_overhead_s,
+        per_kv_token_overhead_s=c.per_kv_token_overhead_s,
+        ingest_delay_s=c.ingest_delay_s,
+        num_steps=c.num_steps,
+        mean_rel_error=c.fit_mean_rel_error,
+        fitted=True,
+    )
+
+
 def _cost_model(cfg: ScenarioConfig, attention: str, fit: EngineFit) -> dict[str, Any]:
     return cfg.cost_model.model_dump() | {
         "attention": attention,
@@ -415,6 +446,8 @@ class ValidationResult:
     predicted_requests: pd.DataFrame
     engine_steps: list[StepRecord] = field(default_factory=list)
     wall_s: float = 0.0
+    timing_source: str = "fitted in-run"  # where the engine's time per step came from (see validate)
+    timing_drift: float | None = None  # warm-up steps' time over the profile's engine fit, less 1 (profile timing)
 
     def write(self, out_dir: Path) -> Path:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -436,6 +469,8 @@ class ValidationResult:
                 "engine": self.engine,
                 "engine_version": self.engine_version,
                 "engine_fit": asdict(self.fit),
+                "timing_source": self.timing_source,
+                "timing_drift": self.timing_drift,
                 "scenario": self.scenario.model_dump(mode="json"),
                 "wall_s": self.wall_s,
             },
@@ -462,9 +497,15 @@ def validate(
     workload_data: dict[str, Any] | None = None,
     num_requests: int | None = None,
     progress: ProgressFn | None = None,
-    fit_engine_timing: bool = True,
+    timing: str = "profile",
 ) -> ValidationResult:
-    """Run ``engine_name`` ("hf" or "builtin") on the workload, simulate it, and compare (module docstring)."""
+    """Run ``engine_name`` ("hf" or "builtin") on the workload, simulate it, and compare (module docstring).
+
+    ``timing`` says where the engine's time per step comes from: "profile" (the default, a held-out
+    check) uses the profile as calibrated, its engine-level fit for this engine when it has one
+    (``servesim calibrate --engine``), else its op times and the harness's overhead; "in-run" fits the
+    engine's timing to warm-up requests served around the compared ones; "ops" ignores any engine fit.
+    """
     if engine_name not in ENGINES:
         raise ValueError(f"unknown engine {engine_name!r}; one of {', '.join(ENGINES)}")
     started = time.perf_counter()
@@ -476,25 +517,42 @@ def validate(
             f"{profile_path}: measured on {profile.device.kind} ({profile.device.name}); validate runs the engine "
             "on the profile's device, and torch sees none here"
         ) from None
+    if timing not in TIMINGS:
+        raise ValueError(f"unknown timing {timing!r}; one of {', '.join(TIMINGS)}")
+    calibrated = profile.engines.get(engine_name) if timing == "profile" else None
     engine = (_Hf if engine_name == "hf" else _Builtin)(profile, cfg, device, cfg.seed)
     engine.start()
     try:
         # warm-ups before and after the compared requests bracket them: if the machine's speed
-        # drifts during the run (other load), the fit sees both ends of it
+        # drifts during the run (other load), an in-run fit sees both ends of it
         steps, ingest = collect_warmup(engine, profile, cfg, cfg.seed)
+        first = (
+            from_calibration(calibrated)
+            if calibrated is not None
+            else fit_engine(steps, ingest, engine.attention, profile, timing == "in-run")
+        )
+        drift = None
+        if calibrated is not None and steps:  # the engine's speed now against its speed at calibrate time
+            measured_s = np.array([s.end_s - s.start_s for s in steps])
+            drift = float(np.median(measured_s / predict(first, steps, calibrated.attention, profile)) - 1)
         if workload_data is None or "workload" not in workload_data:
-            first = fit_engine(steps, ingest, engine.attention, profile, fit_engine_timing)
             cfg = with_default_rate(cfg, _cost_model(cfg, engine.attention, first))
         stream = generate(cfg.workload, cfg.seed)
         requests = make_requests(
             stream.arrival_s, stream.num_prompt_tokens, stream.num_output_tokens, profile.model.vocab_size, cfg.seed
         )
         engine_steps = engine.run(requests, progress)
-        after, ingest_after = collect_warmup(engine, profile, cfg, cfg.seed + 7)
+        after, ingest_after = collect_warmup(engine, profile, cfg, cfg.seed + 7) if timing == "in-run" else ([], [])
     finally:
         engine.stop()
-    fit = fit_engine(steps + after, ingest + ingest_after, engine.attention, profile, fit_engine_timing)
-    cost = _cost_model(cfg, engine.attention, fit)
+    if calibrated is not None:
+        fit, source = first, f"profile (engine fit of {calibrated.engine_version})"
+    elif timing == "in-run":
+        fit, source = fit_engine(steps + after, ingest + ingest_after, engine.attention, profile), "fitted in-run"
+    else:
+        fit, source = first, "profile (op times only: no engine fit for this engine)"
+    attention = calibrated.attention if calibrated is not None else engine.attention
+    cost = _cost_model(cfg, attention, fit)
     measured_requests = measured_frame(requests)
     itl = measured_itl(requests)
     measured_summary = _clean(summarize(measured_requests, itl, np.ones(len(itl), dtype=np.int64)))
@@ -513,6 +571,8 @@ def validate(
         engine_version=engine.version,
         scenario=sim_cfg,
         fit=fit,
+        timing_source=source,
+        timing_drift=drift,
         comparison=compare(measured_summary, predicted.summary),
         measured_summary=measured_summary,
         predicted_summary=_clean(predicted.summary),

@@ -28,6 +28,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), help="default: bf16 on cuda, fp32 on cpu")
     p.add_argument("--grid", choices=("quick", "full"), default="quick", help="grid of shapes (default quick)")
     p.add_argument("--threads", type=int, help="torch threads on a CPU (default: torch's)")
+    p.add_argument(
+        "--engine",
+        action="append",
+        choices=("builtin", "hf"),
+        help="also fit this engine's own time per step on whole steps it runs (repeatable); kept in the profile, "
+        "applied by `servesim run --profile`, used as it is by `servesim validate`",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the random weights and inputs")
     p.add_argument("--out", type=Path, required=True, help="profile file to write (JSON)")
     p.add_argument(
@@ -66,6 +73,10 @@ def main(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     with display.progress_bar("calibrating", enabled=not args.quiet) as progress:
         profile = calibrate(model, args.device, dtype, args.grid, args.threads, progress, args.seed)
+    for name in dict.fromkeys(args.engine or ()):
+        from calibration.engine_fit import calibrate_engine, with_engine
+
+        profile = with_engine(profile, calibrate_engine(profile, name, args.seed))
     elapsed = time.perf_counter() - started
     if profile.warnings and args.strict:
         raise ValueError(f"--strict: the profile is suspect, not written: {'; '.join(profile.warnings)}")
@@ -87,6 +98,14 @@ def main(args: argparse.Namespace) -> int:
     o.print(
         f"measured {profile.model.name} ({profile.dtype}) on {profile.device.name} in {elapsed:.0f} s; profile: {out}"
     )
+    for e in profile.engines.values():
+        held = "-" if e.held_out_mean_rel_error is None else f"{e.held_out_mean_rel_error:.1%}"
+        o.print(
+            f"engine {e.engine} ({e.engine_version}): {e.time_scale:.3f} x op times + {e.step_overhead_s * 1e3:.3f} ms "
+            f"per step + {e.per_seq_overhead_s * 1e6:.1f} us per sequence + {e.per_kv_token_overhead_s * 1e9:.0f} ns "
+            f"per key; ingest {e.ingest_delay_s * 1e3:.2f} ms; {e.num_steps} steps, mean error "
+            f"{e.fit_mean_rel_error:.1%}; held out ({e.num_held_out} steps) {held}"
+        )
     q = profile.quality
     if q is not None:
         load = "not measurable here" if q.other_cores is None else f"{q.other_cores:.2f} cores used by other processes"

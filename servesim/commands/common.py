@@ -228,6 +228,8 @@ def _apply_profile(data: dict[str, Any], path: Path) -> None:
     cost = data.get("cost_model") if isinstance(data.get("cost_model"), dict) else None
     params = cost if cost is not None and cost.get("kind") == "profiled" else {}
     data["cost_model"] = params | {"kind": "profiled", "profile": str(path.resolve())}
+    if len(profile.engines) == 1 and "engine" not in params:  # the engine it was calibrated against
+        data["cost_model"]["engine"] = next(iter(profile.engines))
     data.setdefault("model", profile.model.model_dump())
     data.setdefault("hardware", profile.hardware.model_dump())
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from rich.table import Table
@@ -35,11 +36,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--json", action="store_true", help="print one JSON object {metric: {measured, predicted, rel_error}}"
     )
     add_out_args(p, "folder for the tables and the comparison (default: runs/validate-...)")
-    p.add_argument(
+    timing = p.add_mutually_exclusive_group()
+    timing.add_argument(
+        "--fit-in-run",
+        action="store_true",
+        help="fit the engine's time scale and overheads to warm-up requests served around the compared ones "
+        "(reported as fitted in-run) instead of using the profile's engine-level fit (servesim calibrate --engine)",
+    )
+    timing.add_argument(
         "--no-engine-fit",
         action="store_true",
-        help="use the profile as it is (time scale 1, the harness's step overhead) instead of fitting the "
-        "engine's scale and overhead on warm-up requests",
+        help="use the profile's op times and the harness's overhead only, ignoring any engine-level fit",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=main)
@@ -61,7 +68,7 @@ def comparison_table(comparison: dict, title: str) -> Table:
 
 
 def main(args: argparse.Namespace) -> int:
-    from calibration.validate import validate
+    from calibration.validate import DRIFT_WARNING, validate
 
     if args.requests is not None and args.requests < 1:
         raise ValueError(f"--requests must be at least 1 (got {args.requests})")
@@ -71,9 +78,23 @@ def main(args: argparse.Namespace) -> int:
     with output_folder(args.out, "validate", args.overwrite) as out:  # before the engine runs; undone if it fails
         with display.progress_bar(f"running the {args.engine} engine", enabled=not args.quiet) as progress:
             result = validate(
-                profile, args.profile, args.engine, workload, args.requests, progress, not args.no_engine_fit
+                profile,
+                args.profile,
+                args.engine,
+                workload,
+                args.requests,
+                progress,
+                "in-run" if args.fit_in_run else "ops" if args.no_engine_fit else "profile",
             )
         result.write(out)
+    drift = result.timing_drift
+    if drift is not None and abs(drift) > DRIFT_WARNING:
+        print(
+            f"servesim: warning: the engine's warm-up steps ran {abs(drift):.0%} {'slower' if drift > 0 else 'faster'} "
+            "than the profile's engine fit predicts: the machine's speed has changed since calibrate (other load, "
+            "clock frequency), and this validation measures that too",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(result.comparison))
         return 0
@@ -83,11 +104,10 @@ def main(args: argparse.Namespace) -> int:
         f"{result.measured_summary['completed']} requests)"
     )
     display.stdout.print(comparison_table(result.comparison, title))
-    how = "fitted on warm-up requests" if fit.fitted else "taken from the profile"
     display.stdout.print(
-        f"engine timing {how}: {fit.time_scale:.3f} x the profile's op times + {fit.step_overhead_s * 1e3:.3f} ms "
-        f"per step + {fit.per_seq_overhead_s * 1e6:.1f} us per sequence + {fit.per_kv_token_overhead_s * 1e9:.0f} ns "
-        f"per key attended (over {fit.num_steps} warm-up steps: "
+        f"engine timing ({result.timing_source}): {fit.time_scale:.3f} x the profile's op times + "
+        f"{fit.step_overhead_s * 1e3:.3f} ms per step + {fit.per_seq_overhead_s * 1e6:.1f} us per sequence + "
+        f"{fit.per_kv_token_overhead_s * 1e9:.0f} ns per key attended (over {fit.num_steps} steps: "
         f"mean error {fit.mean_rel_error:.1%}); ingest delay {fit.ingest_delay_s * 1e3:.3f} ms"
     )
     display.stdout.print(f"folder: {out}")

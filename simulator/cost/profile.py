@@ -186,6 +186,28 @@ class ProfileQuality(_Frozen):
     warnings: tuple[str, ...] = Field((), description="What makes this profile suspect; empty when none.")
 
 
+class EngineCalibration(_Frozen):
+    """One engine's own time per step, fitted to whole steps it ran (``servesim calibrate --engine``).
+
+    step = time_scale x (the profile's op times) + step_overhead_s + per_seq_overhead_s x sequences
+    + per_kv_token_overhead_s x keys attended; requests reach the engine ``ingest_delay_s`` after they are sent.
+    """
+
+    engine: Literal["builtin", "hf"] = Field(description="The engine measured.")
+    engine_version: str = Field(description="Its version as it reports it.")
+    attention: Literal["per_sequence", "packed"] = Field(description="How its attention is laid out (cost model).")
+    num_threads: int = Field(ge=1, description="torch threads it ran with.")
+    time_scale: float = Field(gt=0, description="Its kernels' time relative to the harness's op tables.")
+    step_overhead_s: float = Field(ge=0, description="Seconds per step besides the ops.")
+    per_seq_overhead_s: float = Field(ge=0, description="Seconds per scheduled sequence.")
+    per_kv_token_overhead_s: float = Field(ge=0, description="Seconds per key attended in a step.")
+    ingest_delay_s: float = Field(ge=0, description="From a request's sending to the engine's first sight of it.")
+    num_steps: int = Field(ge=1, description="Whole steps the fit used.")
+    fit_mean_rel_error: float = Field(ge=0, description="Mean error of the fit on its own steps.")
+    num_held_out: int = Field(ge=0, description="Steps of separate runs measured only to check the fit.")
+    held_out_mean_rel_error: float | None = Field(None, ge=0, description="Mean error on those steps.")
+
+
 class CalibrationProfile(_Frozen):
     """Everything ``servesim calibrate`` measured for one model on one device."""
 
@@ -208,6 +230,9 @@ class CalibrationProfile(_Frozen):
         None, ge=0, description="Mean error of predicted against measured whole steps of the decode loop."
     )
     quality: ProfileQuality | None = Field(None, description="Noise, load and warnings (None in version 1 files).")
+    engines: dict[str, EngineCalibration] = Field(
+        default_factory=dict, description="Engine-level fits by engine name (servesim calibrate --engine)."
+    )
 
     @model_validator(mode="after")
     def _check_ops(self) -> CalibrationProfile:

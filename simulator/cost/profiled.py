@@ -74,12 +74,38 @@ class ProfiledParams(BaseModel):
         description="Multiplies every op's time (not the overhead): an engine's kernels relative to the "
         "calibration harness's, as `servesim validate` fits it; 1 for the harness's own engine.",
     )
+    engine: Literal["builtin", "hf"] | None = Field(
+        None,
+        description="Apply the profile's engine-level fit for this engine (servesim calibrate --engine): its time "
+        "scale, overheads and attention layout replace the fields above.",
+    )
     roofline: RooflineParams = Field(default_factory=RooflineParams, description="The fallback roofline's parameters.")
 
 
 def interpolator(table: OpTable, space: Space | None = None) -> GridInterpolator:
     """The table's interpolating function, in its own space or in ``space``."""
     return GridInterpolator(table.axis_values(), {p.at: p.median_s for p in table.points}, space or table.space)
+
+
+def _with_engine_fit(params: ProfiledParams, profile: CalibrationProfile | None) -> ProfiledParams:
+    """``params`` with the profile's engine-level fit for ``params.engine`` (ValueError naming what is missing)."""
+    source = params.profile or "profile"
+    fit = profile.engines.get(params.engine) if profile is not None and params.engine is not None else None
+    if fit is None:
+        have = ", ".join(profile.engines) if profile is not None and profile.engines else "none"
+        raise ValueError(
+            f"cost_model.engine: {source} holds no fit for engine {params.engine!r} (it has: {have}); "
+            f"run `servesim calibrate --engine {params.engine}`"
+        )
+    return params.model_copy(
+        update={
+            "time_scale": fit.time_scale,
+            "step_overhead_s": fit.step_overhead_s,
+            "per_seq_overhead_s": fit.per_seq_overhead_s,
+            "per_kv_token_overhead_s": fit.per_kv_token_overhead_s,
+            "attention": fit.attention,
+        }
+    )
 
 
 @COST_MODELS.register("profiled", params=ProfiledParams)
@@ -95,6 +121,8 @@ class ProfiledCostModel:
         pp: int = 1,
         profile: CalibrationProfile | None = None,
     ) -> None:
+        if params.engine is not None:
+            params = _with_engine_fit(params, profile)
         self.params = params
         self.model = model
         self.tp = tp  # pp: the engine splits a step evenly over the stages (StepTime.stage_s is left unset)

@@ -103,6 +103,10 @@ def test_calibrate_then_validate_against_hf_and_builtin_engines(tmp_path):
         "quick",
         "--threads",
         1,
+        "--engine",
+        "hf",
+        "--engine",
+        "builtin",
         "--out",
         profile_path,
         "--quiet",
@@ -114,7 +118,8 @@ def test_calibrate_then_validate_against_hf_and_builtin_engines(tmp_path):
     assert profile.model.name == "tiny-llama" and profile.device.kind == "cpu" and profile.dtype == "fp32"
     assert profile.memory.weight_bytes == pytest.approx(profile.model.weight_bytes_total(), rel=0.01)
     assert all(fit.grid_max_rel_error < 1e-9 for fit in profile.fit.values())
-    assert calibrate_s < 120
+    assert set(profile.engines) == {"hf", "builtin"} and profile.engines["hf"].attention == "packed"
+    assert calibrate_s < 180
 
     report: dict = {"quiet": quiet, "calibrate_s": round(calibrate_s, 1)}
     scenario = tmp_path / "builtin.yaml"
@@ -130,14 +135,19 @@ def test_calibrate_then_validate_against_hf_and_builtin_engines(tmp_path):
         "builtin": ("--engine", "builtin", "--workload", scenario),
     }
     for name, args in runs.items():
-        # Wall-clock latencies on a 2-core machine shared with the other test worker: the engine's
-        # speed can drift between the warm-ups that fit it and the compared run (transformers'
-        # engine, with its own thread, the most). Up to three full measurements, each compared
-        # as a whole, so that one burst of foreign load does not decide the test.
-        for attempt in range(3):
+        # Held out: the engine's timing is the profile's, fitted at calibrate time, never to this run.
+        # Wall-clock latencies on a 2-core virtual machine: its speed drifts by 20-30% over minutes
+        # (other tenants, clock frequency), which a held-out check cannot absorb; validate measures the
+        # drift on its warm-ups and says so. Up to five full measurements, each compared as a whole, so
+        # that one slow spell does not decide the test.
+        for attempt in range(5):
             out = tmp_path / f"{name}-{attempt}"
             result = errors(servesim("validate", "--profile", profile_path, *args, "--json", "--quiet", "--out", out))
-            report[f"{name}-{attempt}"] = {k: round(v["rel_error"], 3) for k, v in result.items()}
+            validation = json.loads((out / "validation.json").read_text())
+            assert validation["timing_source"].startswith("profile (engine fit of"), validation["timing_source"]
+            report[f"{name}-{attempt}"] = {k: round(v["rel_error"], 3) for k, v in result.items()} | {
+                "drift": round(validation["timing_drift"], 3)
+            }
             misses = {m: result[m] for m, bound in BOUNDS.items() if abs(result[m]["rel_error"]) > bound}
             if not misses:
                 break
@@ -146,6 +156,24 @@ def test_calibrate_then_validate_against_hf_and_builtin_engines(tmp_path):
         for file in ("measured_requests.csv", "predicted_requests.csv", "comparison.json", "validation.json"):
             assert (out / file).is_file()
         assert (out / "engine_steps.csv").is_file() == (name == "builtin")
+    # fitting the engine to the compared run's own warm-ups is asked for, and said
+    out = tmp_path / "in-run"
+    errors(
+        servesim(
+            "validate",
+            "--profile",
+            profile_path,
+            *runs["builtin"],
+            "--requests",
+            8,
+            "--fit-in-run",
+            "--json",
+            "--quiet",
+            "--out",
+            out,
+        )
+    )
+    assert json.loads((out / "validation.json").read_text())["timing_source"] == "fitted in-run"
 
 
 def test_paged_slots_follow_the_block_tables():
