@@ -120,7 +120,6 @@ class BuiltinEngine:
         # A pool of block ids (the KV tensor's pages); with no workload hashes nothing is ever shared or cached.
         self._kv = PrefixCache(model.num_kv_blocks, model.block_size)
         self.executor = StepExecutor(self._kv, traits, self._client, max_model_len, log=log)
-        self._requests: dict[int, Request] = {}
         self._carried = Carried()
         self.wake_at_s: float | None = None  # when an idle policy asked to plan again
         self.replan = False  # the last plan only preempted or rejected: plan again at once
@@ -139,7 +138,6 @@ class BuiltinEngine:
             rec.request_id, rec.arrival_s, rec.num_prompt_tokens, rec.num_output_tokens, rec.priority, rec.session_id
         )
         self._client.records[rec.request_id] = rec
-        self._requests[rec.request_id] = req
         rec.admitted_s = now_s
         if self.executor.enqueue(req, now_s):
             rec.status = "waiting"

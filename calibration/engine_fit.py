@@ -16,9 +16,6 @@ give the held-out error. The result is the profile's ``engines[name]``, which
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import numpy as np
 
 from calibration.device import resolve_device
@@ -36,7 +33,7 @@ from calibration.validate import (
     warmup_steps,
 )
 from simulator.config.schema import ScenarioConfig
-from simulator.cost.profile import CalibrationProfile, EngineCalibration, save_profile
+from simulator.cost.profile import CalibrationProfile, EngineCalibration
 
 
 def _held_out_runs(cfg: ScenarioConfig) -> list[tuple[int, int, int]]:
@@ -55,10 +52,7 @@ def calibrate_engine(profile: CalibrationProfile, engine_name: str, seed: int = 
     if engine_name not in ENGINES:
         raise ValueError(f"--engine: unknown engine {engine_name!r}; one of {', '.join(ENGINES)}")
     device = resolve_device(profile.device.kind, profile.device.num_threads)
-    with tempfile.TemporaryDirectory() as tmp:
-        # the scenario names a profile file; the profile being written is not one yet
-        path = save_profile(profile, Path(tmp) / "profile.json")
-        cfg = validation_scenario(profile, path, engine_name, None, None)
+    cfg = validation_scenario(profile, None, engine_name, None, None)  # the profile is not a file yet
     engine = (_Hf if engine_name == "hf" else _Builtin)(profile, cfg, device, seed)
     engine.start()
     try:

@@ -81,12 +81,14 @@ def default_policy(profile: CalibrationProfile) -> dict[str, Any]:
 
 def validation_scenario(
     profile: CalibrationProfile,
-    profile_path: Path,
+    profile_path: Path | None,
     engine: str,
     workload_data: dict[str, Any] | None,
     num_requests: int | None,
 ) -> ScenarioConfig:
     """The scenario both sides run: the profile's model and device, the workload, policy and KV limits.
+
+    ``profile_path`` None: a profile not yet written (engine-level calibration), which nothing builds from.
 
     ``workload_data`` is a scenario mapping (its workload, seed, policy, kv_cache and
     max_model_len are used); without one, a default Poisson workload (``validate`` sets
@@ -107,7 +109,7 @@ def validation_scenario(
         **{k: v for k, v in data.items() if v is not None},
         "model": profile.model.model_dump(),
         "hardware": profile.hardware.model_dump(),
-        "cost_model": {"kind": "profiled", "profile": str(profile_path.resolve())},
+        "cost_model": {"kind": "profiled"} | ({"profile": str(profile_path.resolve())} if profile_path else {}),
     }
     if isinstance(scenario["workload"], dict) and num_requests is not None:
         scenario["workload"] = {k: v for k, v in scenario["workload"].items() if k != "duration_s"}
@@ -304,6 +306,19 @@ def collect_warmup(
     return steps, ingest
 
 
+def step_terms(
+    steps: list[StepRecord], attention: str, profile: CalibrationProfile
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per step: the profile's op time (no overhead), the sequences scheduled and the keys attended."""
+    params = ProfiledParams(step_overhead_s=0.0, per_seq_overhead_s=0.0, attention=attention)  # type: ignore[arg-type]
+    bare = ProfiledCostModel(params, profile.model, profile.hardware, 1, profile=profile)
+    shapes = [s.shape() for s in steps]
+    ops = np.array([bare.step_time(shape).total_s for shape in shapes])
+    seqs = np.array([shape.num_seqs for shape in shapes], dtype=float)
+    keys = np.array([shape.num_kv_tokens for shape in shapes], dtype=float)
+    return ops, seqs, keys
+
+
 def fit_engine(
     steps: list[StepRecord], ingest: list[float], attention: str, profile: CalibrationProfile, fit: bool = True
 ) -> EngineFit:
@@ -313,13 +328,8 @@ def fit_engine(
     profile is taken as it is (scale 1, the harness's overhead; ``fitted`` False) and only
     the ingest delay is measured.
     """
-    params = ProfiledParams(step_overhead_s=0.0, per_seq_overhead_s=0.0, attention=attention)  # type: ignore[arg-type]
-    bare = ProfiledCostModel(params, profile.model, profile.hardware, 1, profile=profile)
     measured = np.array([s.end_s - s.start_s for s in steps])
-    shapes = [s.shape() for s in steps]
-    ops = np.array([bare.step_time(shape).total_s for shape in shapes])
-    seqs = np.array([shape.num_seqs for shape in shapes], dtype=float)
-    keys = np.array([shape.num_kv_tokens for shape in shapes], dtype=float)
+    ops, seqs, keys = step_terms(steps, attention, profile)
     if fit:
         # least squares with every coefficient >= 0 in relative terms; the few prefill steps weigh as
         # much in total as the many decode steps (TTFT rests on the former, TPOT on the latter)
@@ -352,12 +362,7 @@ DRIFT_WARNING = 0.15  # warm-up steps this much slower or faster than the profil
 
 def predict(fit: EngineFit, steps: list[StepRecord], attention: str, profile: CalibrationProfile) -> np.ndarray:
     """The fitted step model's time for each of ``steps``."""
-    params = ProfiledParams(step_overhead_s=0.0, per_seq_overhead_s=0.0, attention=attention)  # type: ignore[arg-type]
-    bare = ProfiledCostModel(params, profile.model, profile.hardware, 1, profile=profile)
-    shapes = [s.shape() for s in steps]
-    ops = np.array([bare.step_time(shape).total_s for shape in shapes])
-    seqs = np.array([shape.num_seqs for shape in shapes], dtype=float)
-    keys = np.array([shape.num_kv_tokens for shape in shapes], dtype=float)
+    ops, seqs, keys = step_terms(steps, attention, profile)
     return (
         fit.time_scale * ops + fit.step_overhead_s + fit.per_seq_overhead_s * seqs + fit.per_kv_token_overhead_s * keys
     )

@@ -6,6 +6,7 @@ and a constant step time is an M/D/1 queue) and for timelines worked out by hand
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -33,6 +34,11 @@ class ConstantCostModel:
 
     def step_time(self, shape: BatchShape) -> StepTime:
         return StepTime(self.step_time_s + self.per_token_s * shape.num_new_tokens)
+
+    def decode_step_times(self, num_seqs: int, context_tokens: Sequence[int]) -> list[float]:
+        """Decode steps of ``num_seqs`` sequences: the same time whatever the context."""
+        t = self.step_time(BatchShape((), (), num_seqs, 0, num_seqs)).total_s
+        return [t] * len(context_tokens)
 
     def breakdown(self, shape: BatchShape) -> StepTime:
         total = self.step_time(shape).total_s

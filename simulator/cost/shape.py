@@ -7,7 +7,7 @@ changes from step to step).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -94,6 +94,11 @@ class CostModel(Protocol):
     """Predicts the duration of an engine step. Pure and deterministic."""
 
     def step_time(self, shape: BatchShape) -> StepTime: ...
+
+    def decode_step_times(self, num_seqs: int, context_tokens: Sequence[int]) -> list[float]:
+        """The times of decode-only steps of ``num_seqs`` sequences, one per total context given: the same
+        floats ``step_time`` gives for each (the fast-forward windows' many steps at once)."""
+        ...
 
     def breakdown(self, shape: BatchShape) -> StepTime:
         """Like ``step_time`` but always with the per-op breakdown (slower)."""

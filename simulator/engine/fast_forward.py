@@ -18,14 +18,14 @@ touches a member gives the batch up.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator
 from dataclasses import dataclass
 from itertools import accumulate, pairwise
 
 import simpy
 
 from policies.interface import StepPlan
-from simulator.cost.shape import BatchShape, CostModel
+from simulator.cost.shape import CostModel
 from simulator.engine.decode_batch import DecodeBatch, is_decoding
 from simulator.engine.executor import StepExecutor
 from simulator.metrics.monitor import LevelMonitor
@@ -67,10 +67,6 @@ class FastForward:
         self.recorder = recorder
         self.kv_monitor = kv_monitor
         self.cached_monitor = cached_monitor
-        # many decode steps' times at once, or None: one step_time call per step
-        self._decode_times: Callable[[int, Sequence[int]], list[float]] | None = getattr(
-            cost_model, "decode_step_times", None
-        )
         self.batch: DecodeBatch | None = None  # the running requests while they only decode
         self.window: Window | None = None  # the window in progress
         executor.lazy = self
@@ -152,10 +148,7 @@ class FastForward:
         n = len(batch)
         context = batch.context_tokens()
         contexts = range(context + n, context + n + n * k, n)
-        if self._decode_times is not None:
-            durations = self._decode_times(n, contexts)
-        else:
-            durations = [self.cost_model.step_time(BatchShape((), (), n, c, n)).total_s for c in contexts]
+        durations = self.cost_model.decode_step_times(n, contexts)
         # blocks in use after each step's allocation, or None while no request crosses a block boundary
         used0 = kv.num_used_blocks
         used = [used0 + b for b in new] if new is not None and new[-1] else None

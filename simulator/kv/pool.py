@@ -25,6 +25,7 @@ allocates each request's blocks instead.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
@@ -50,7 +51,7 @@ class Holding:
 Lease = Holding  # a holding that no request owns yet
 
 
-class Holdings:
+class Holdings(ABC):
     """What a pool's requests hold, keyed by request id, and the swap space in host memory (shared by both pools)."""
 
     def __init__(self, swap: HostPool | None) -> None:
@@ -74,8 +75,9 @@ class Holdings:
     def num_swapped_blocks(self, req: Request) -> int:
         return self.swap.num_blocks(req)
 
+    @abstractmethod
     def free(self, req: Request) -> int:
-        raise NotImplementedError
+        """Release every device block ``req`` holds; returns how many."""
 
     def swap_out(self, req: Request) -> int:
         """Free ``req``'s device blocks, keeping its KV in swap space if there is room; returns the blocks kept there.
