@@ -33,7 +33,7 @@ t0 = time.perf_counter()
 from simulator.build import build
 from simulator.config.scenario import validate_scenario
 case, fast = sys.argv[1], sys.argv[2] == "fast"
-sharegpt = {"kind": "dataset", "name": "sharegpt"}
+sharegpt = {"kind": "dataset", "name": "sharegpt-8k-multiturn"}
 azure = {"kind": "empirical", "source": "azure-conv", "max_total_tokens": 4096}
 if case == "default":
     data = {"workload": {"num_requests": 100_000}}

@@ -35,6 +35,7 @@ def _fmt(value: Any, digits: int = 2) -> str:
 
 SUMMARY_ROWS: tuple[tuple[str, str], ...] = (
     ("completed", "Successful requests"),
+    ("failed", "Failed requests"),
     ("rejected", "Rejected requests"),
     ("duration", "Duration (s)"),
     ("total_input_tokens", "Total input tokens"),
@@ -43,6 +44,8 @@ SUMMARY_ROWS: tuple[tuple[str, str], ...] = (
     ("request_goodput", "Request goodput (req/s)"),
     ("slo_attainment", "SLO attainment"),
     ("output_throughput", "Output token throughput (tok/s)"),
+    ("max_output_tokens_per_s", "Peak output token throughput (tok/s)"),
+    ("max_concurrent_requests", "Peak concurrent requests"),
     ("total_token_throughput", "Total token throughput (tok/s)"),
     ("preemptions", "Preemptions"),
     ("mean_kv_usage", "Mean KV-cache usage"),

@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from workloads.classes import RequestClass, assign_classes, check_classes
 from workloads.durations import FixedSeconds, TimeDistribution, draw_seconds
 from workloads.lengths import DatasetLengths, LengthConfig, draw_lengths
 from workloads.rng import Stream, rng_for
 from workloads.stream import RequestStream
-from workloads.validators import FINITE, NumRequests, Seconds
+from workloads.validators import FINITE, NumRequests, Seconds, field_error
 
 DEFAULT_NUM_REQUESTS = 1000
 
@@ -41,6 +41,20 @@ class ClosedLoopWorkload(BaseModel):
     classes: tuple[RequestClass, ...] | None = Field(
         None, description="Request classes, drawn per user by weight (None: unlabelled)."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_arrival_process(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "arrival" in data:
+            raise field_error(
+                "ClosedLoopWorkload",
+                ("arrival",),
+                "a closed loop has no arrival process: each user sends its next request when its previous one "
+                "ends (with ramp_s 0 every user's first request is at t = 0); remove arrival, or for every request "
+                "at t = 0 use a synthetic workload with arrival: {kind: offline}",
+                data["arrival"],
+            )
+        return data
 
     @field_validator("classes")
     @classmethod

@@ -24,7 +24,7 @@ from workloads.sessions import SessionWorkload
 from workloads.validators import FINITE, NumRequests, PositiveSeconds, one_stop_rule, refuse_non_finite
 
 DEFAULT_NUM_REQUESTS = 1000
-# Llama-3.1-8B on one H100 with ShareGPT lengths saturates near 6.7 requests/s under the
+# Llama-3.1-8B on one H100 with the sharegpt-8k-multiturn lengths saturates near 6.7 requests/s under the
 # roofline model; 5 keeps it busy (about 75% load) but stable.
 DEFAULT_RATE_PER_S = 5.0
 

@@ -20,7 +20,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
-from workloads.datasets import load_length_dataset
+from workloads.datasets import DEFAULT_LENGTH_DATASET, load_length_dataset
 from workloads.traces import FormatName, read_length_column, read_trace
 from workloads.validators import FINITE, MAX_TOKENS, TAIL_SIGMAS, MeanTokens, Tokens, lognormal_tail, tail_beyond
 
@@ -171,7 +171,11 @@ class DatasetLengths(_Frozen):
     """(prompt, output) pairs sampled jointly, with replacement, from a shipped trace."""
 
     kind: Literal["dataset"] = "dataset"
-    name: str = Field("sharegpt", description="A shipped trace name (see `servesim presets`).")
+    name: str = Field(
+        DEFAULT_LENGTH_DATASET,
+        description="A shipped trace name (see `servesim workload list`; the old name sharegpt still works, "
+        "with a warning).",
+    )
 
 
 class EmpiricalLengths(_Frozen):

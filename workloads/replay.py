@@ -17,12 +17,12 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from workloads.arrivals import ArrivalConfig, arrival_times
+from workloads.arrivals import OFFLINE_DURATION, ArrivalConfig, OfflineArrivals, arrival_times
 from workloads.classes import RequestClass, assign_classes, check_classes
 from workloads.rng import Stream, rng_for
 from workloads.stream import RequestStream
 from workloads.traces import FormatName, Trace, read_trace
-from workloads.validators import one_stop_rule
+from workloads.validators import field_error, one_stop_rule
 
 
 class TraceWorkload(BaseModel):
@@ -37,8 +37,8 @@ class TraceWorkload(BaseModel):
     kind: Literal["trace"] = "trace"
     source: str = Field(
         min_length=1,
-        description="A shipped trace name (azure-code, azure-conv, mooncake-conversation, sharegpt, ...) or a "
-        "file path, relative to the scenario file's folder.",
+        description="A shipped trace name (azure-code, azure-conv, mooncake-conversation, sharegpt-8k-multiturn, "
+        "...) or a file path, relative to the scenario file's folder.",
     )
     format: FormatName = Field("auto", description="The file's format (auto: recognised from its header).")
     window_s: tuple[float, float] | None = Field(
@@ -95,6 +95,17 @@ class TraceWorkload(BaseModel):
     @classmethod
     def _classes(cls, value: tuple[RequestClass, ...] | None) -> tuple[RequestClass, ...] | None:
         return check_classes(value)
+
+    @model_validator(mode="after")
+    def _offline_has_a_count(self) -> TraceWorkload:
+        if isinstance(self.arrival, OfflineArrivals) and self.duration_s is not None:
+            raise field_error(
+                "TraceWorkload",
+                ("duration_s",),
+                OFFLINE_DURATION.format(count="num_requests (or neither: every row of the trace)"),
+                self.duration_s,
+            )
+        return self
 
 
 def generate_trace(cfg: TraceWorkload, seed: int, base_dir: Path | None = None) -> RequestStream:

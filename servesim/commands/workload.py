@@ -3,7 +3,8 @@
 - ``describe SOURCE``: a workload's statistics. SOURCE is a shipped trace name
   (``azure-conv``), a trace file path, or a scenario YAML (its workload is generated with
   the scenario's seed).
-- ``list``: the traces shipped with servesim.
+- ``list``: the traces shipped with servesim, with their rows and mean / median prompt and
+  output lengths (computed from the files), and the old names that still work.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from rich.table import Table
 from servesim import display
 from simulator.config.scenario import read_scenario_dict, validate_scenario
 from workloads import generate
+from workloads.datasets import length_summary
 from workloads.describe import describe, describe_trace
-from workloads.traces import FORMATS, SHIPPED_TRACES, read_trace
+from workloads.traces import FORMATS, SHIPPED_TRACES, TRACE_ALIASES, read_trace
 
 SCENARIO_SUFFIXES = (".yaml", ".yml")
 
@@ -47,7 +49,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--hash-block-tokens", type=int, help="tokens per prefix block of a generic file's hash_ids")
     d.add_argument("--json", action="store_true", help="print one JSON object")
     d.set_defaults(func=main_describe)
-    ls = verbs.add_parser("list", help="the traces shipped with servesim", description="List the shipped traces.")
+    ls = verbs.add_parser(
+        "list",
+        help="the traces shipped with servesim",
+        description="List the shipped traces: format, what they are, rows, and mean / median prompt and output "
+        "tokens (computed from the files).",
+    )
     ls.add_argument("--json", action="store_true", help="print one JSON object")
     ls.set_defaults(func=main_list)
 
@@ -100,6 +107,8 @@ def render(title: str, s: dict[str, Any]) -> list[Table]:
     which = "independent arrival" if s["num_dependent_requests"] else "arrival"
     if arrivals is None:
         facts.add_row("arrival times", "none (lengths only)")
+    elif arrivals.get("num_arrivals", 0) > 1 and arrivals.get("span_s") == 0:
+        facts.add_row(f"{which}s", f"all at once, t = {_num(arrivals['first_s'], 3)} s (offline)")
     else:
         facts.add_row(f"duration (s, first to last {which})", _num(arrivals.get("span_s"), 1))
         facts.add_row(f"mean rate ({which}s/s)", _rate(arrivals.get("mean_rate_per_s")))
@@ -156,13 +165,30 @@ def main_describe(args: argparse.Namespace) -> int:
 
 
 def main_list(args: argparse.Namespace) -> int:
+    lengths = {name: length_summary(name) for name in SHIPPED_TRACES}
     if args.json:
-        print(json.dumps({k: {"format": t.format, "description": t.description} for k, t in SHIPPED_TRACES.items()}))
+        traces = {
+            k: {"format": t.format, "description": t.description}
+            | lengths[k]
+            | {"aliases": [old for old, (target, _) in TRACE_ALIASES.items() if target == k]}
+            for k, t in SHIPPED_TRACES.items()
+        }
+        print(json.dumps(traces))
         return 0
     table = Table(title="shipped traces (see workloads/data/ATTRIBUTION.md)", title_justify="left")
-    for col in ("name", "format", "what"):
-        table.add_column(col)
+    for col in ("name", "format", "what", "rows", "prompt mean / median", "output mean / median"):
+        table.add_column(col, justify="right" if col[0] in "rpo" else "left")
     for name, t in SHIPPED_TRACES.items():
-        table.add_row(name, t.format, t.description)
+        n = lengths[name]
+        table.add_row(
+            name,
+            t.format,
+            t.description,
+            f"{n['num_rows']:,}",
+            f"{n['mean_prompt_tokens']:,.0f} / {_num(n['median_prompt_tokens'])}",
+            f"{n['mean_output_tokens']:,.0f} / {_num(n['median_output_tokens'])}",
+        )
     display.stdout.print(table)
+    for old, (target, what) in TRACE_ALIASES.items():
+        display.stdout.print(f"old name {old!r}: {target!r}, {what}")
     return 0

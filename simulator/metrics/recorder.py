@@ -4,6 +4,15 @@ Rows are appended as primitives into typed arrays (8 bytes a value, 4 for step c
 tables after the run; nothing per token is kept per request. ITLs are pooled as
 (value, count) pairs: every request that emitted at the end of the previous step and
 emits again at the end of this one has the same gap, so one pair covers them all.
+
+Token emissions are kept per step, not per token: (step end, tokens emitted then that were
+not a request's first). Every such token reports one ITL, and an engine reports a step's
+ITLs (``itl`` / ``itl_bulk``) just before its row (``step``; nothing yields in between), so
+the ITL counts since the last row are that step's emissions. A window of fast-forwarded
+steps (``steps_bulk``) only decodes: every step emits one token per decoding request, at
+the step's end on the window's clock. First tokens are in the request rows
+(``first_token_s``). A step row's end is ``start_s + duration_s``, which is the engine's
+clock exactly unless a step lasts longer than the time it started at (float rounding).
 """
 
 from __future__ import annotations
@@ -79,6 +88,9 @@ class MetricsRecorder:
         self._step_i = {c: array("i") for c in STEP_INT_COLUMNS}  # 4 bytes a value: steps outnumber requests
         self._itl_value = array("d")
         self._itl_count = array("q")
+        self._emit_s = array("d")  # step ends at which tokens other than first tokens were emitted
+        self._emit_n = array("q")  # how many
+        self._pending_tokens = 0  # ITLs reported since the engine's last step row
         self.in_system = LevelMonitor()
         self.num_arrived = 0
 
@@ -115,6 +127,7 @@ class MetricsRecorder:
     def itl(self, value_s: float, count: int = 1) -> None:
         self._itl_value.append(value_s)
         self._itl_count.append(count)
+        self._pending_tokens += count
 
     def step(
         self,
@@ -133,6 +146,10 @@ class MetricsRecorder:
         num_transfer_queue: int,
     ) -> None:
         """One engine step: when, how long, and the engine's state right after it."""
+        if self._pending_tokens:
+            self._emit_s.append(start_s + duration_s)
+            self._emit_n.append(self._pending_tokens)
+            self._pending_tokens = 0
         if not self.record_steps:
             return
         self._step_f["start_s"].append(start_s)
@@ -162,10 +179,24 @@ class MetricsRecorder:
 
         Step j starts at ``clock_s[j]`` and lasts ``durations_s[j]``; ``columns`` holds every
         other step column as a list, a constant, or (list or constant, last step's value).
+        The steps only decode: each emits one token per decode, at ``clock_s[j + 1]``.
         """
+        n = len(durations_s)
+        self._pending_tokens = 0  # the window's ITLs: its decodes, counted below
+        decodes = columns["num_decode_tokens"]
+        if isinstance(decodes, tuple):
+            decodes = decodes[0] if isinstance(decodes[0], int) else [*decodes[0][: n - 1], decodes[1]]
+        if isinstance(decodes, int):
+            if decodes:
+                self._emit_s.fromlist(clock_s[1 : n + 1])
+                self._emit_n.frombytes(_COUNT.pack(decodes) * n)
+        else:
+            for end_s, count in zip(clock_s[1 : n + 1], decodes, strict=True):
+                if count:
+                    self._emit_s.append(end_s)
+                    self._emit_n.append(count)
         if not self.record_steps:
             return
-        n = len(durations_s)
         self._step_f["start_s"].fromlist(clock_s[:n])
         self._step_f["duration_s"].fromlist(durations_s)
         self._step_i["replica_id"].frombytes(_repeat(replica_id, n))
@@ -190,6 +221,7 @@ class MetricsRecorder:
         """ITLs of ``count`` requests each, one pair per value."""
         self._itl_value.fromlist(values_s)
         self._itl_count.frombytes(_COUNT.pack(count) * len(values_s))
+        self._pending_tokens += count * len(values_s)
 
     # -- after the run -----------------------------------------------------------------
 
@@ -223,6 +255,13 @@ class MetricsRecorder:
         if len(start) > 1 and not (np.all(start[1:] > start[:-1])):
             frame = frame.sort_values(["start_s", "replica_id", "engine_id"], kind="stable").reset_index(drop=True)
         return frame
+
+    def token_emissions(self) -> tuple[np.ndarray, np.ndarray]:
+        """(step end in s, tokens emitted then) for every token but requests' first, in recording order."""
+        return (
+            np.frombuffer(self._emit_s, dtype=np.float64).copy(),
+            np.frombuffer(self._emit_n, dtype=np.int64).copy(),
+        )
 
     def itl_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """Pooled inter-token latencies as (values in s, counts)."""

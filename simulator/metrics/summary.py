@@ -5,6 +5,22 @@ for n > 1 output tokens; ITL = gaps between consecutive token emissions pooled o
 requests. Duration = last finish - start of the arrival schedule (0). Percentiles use
 numpy's default (linear) interpolation. Client-side delays shift arrivals and token
 receipts as a benchmark client would see them. Field names follow vLLM's result JSON.
+
+Three more of `vllm bench serve`'s fields (``calculate_metrics`` in vllm/benchmarks/serve.py;
+the peak fields came with vLLM PR #23867, Aug 2025, and are in every release since):
+
+- ``failed``: requests that did not complete. vLLM counts the requests whose response
+  failed; here, the requests that did not finish (rejected, plus any left unfinished).
+- ``max_output_tokens_per_s``: output tokens of the completed requests bucketed by the
+  whole second, counted from the earliest send time of a completed request, in which the
+  client received them (bucket = floor(token time - earliest send)); the most in any one
+  bucket. A token's time is its emission plus ``stream_delay_s``.
+- ``max_concurrent_requests``: the most completed requests in flight at any one instant,
+  each over its half-open [send, finish as received) interval (at equal times one leaving
+  goes before one arriving). This is vLLM main's definition (commit 009e6d4a, after issue
+  #56653); vLLM releases up to at least 0.28 report instead the most requests touching any
+  one-second bucket (every bucket from floor(send) to floor(end) inclusive), which counts
+  short requests that follow each other within a second as concurrent.
 """
 
 from __future__ import annotations
@@ -116,6 +132,37 @@ def latencies_meet_slo(
     )
 
 
+def max_concurrent_requests(start_s: np.ndarray, end_s: np.ndarray) -> int:
+    """The most half-open intervals [start, end) holding one instant (an end before a start at the same time)."""
+    if len(start_s) == 0:
+        return 0
+    times = np.concatenate([start_s, end_s])
+    deltas = np.concatenate([np.ones(len(start_s), dtype=np.int64), -np.ones(len(end_s), dtype=np.int64)])
+    order = np.lexsort((deltas, times))  # by time, then -1 before +1
+    return int(np.cumsum(deltas[order]).max())
+
+
+def max_tokens_per_second(
+    requests: pd.DataFrame, token_emissions: tuple[np.ndarray, np.ndarray], stream_delay_s: float = 0.0
+) -> float:
+    """The most output tokens received in one whole second (vLLM's ``max_output_tokens_per_s``).
+
+    ``token_emissions`` are (time, count) of every emitted token but requests' first (the
+    recorder's ``token_emissions``); first tokens come from the finished requests' rows.
+    Seconds are counted from the earliest arrival of a finished request.
+    """
+    done = requests[requests["status"] == "finished"]
+    if len(done) == 0:
+        return 0.0
+    origin = float(done["arrival_s"].min())
+    times, counts = token_emissions
+    t = np.concatenate([done["first_token_s"].to_numpy(), np.asarray(times, dtype=np.float64)]) + stream_delay_s
+    n = np.concatenate([np.ones(len(done), dtype=np.int64), np.asarray(counts, dtype=np.int64)])
+    buckets = np.floor(t - origin).astype(np.int64)
+    keep = buckets >= 0  # a token before the origin (none in a run) is outside vLLM's buckets
+    return float(np.bincount(buckets[keep], weights=n[keep]).max()) if keep.any() else 0.0
+
+
 def summarize(
     requests: pd.DataFrame,
     itl_values_s: np.ndarray,
@@ -123,8 +170,12 @@ def summarize(
     slo: Mapping[str, float | None] | None = None,
     stream_delay_s: float = 0.0,
     extra: Mapping[str, float | int | None] | None = None,
+    token_emissions: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, float | int | None]:
-    """The run's headline numbers (vLLM field names, plus servesim's own)."""
+    """The run's headline numbers (vLLM field names, plus servesim's own).
+
+    ``max_output_tokens_per_s`` needs ``token_emissions`` (None without them).
+    """
     lat = request_latencies(requests, stream_delay_s)
     completed = len(lat)
     finished_s = requests.loc[requests["status"] == "finished", "finished_s"].to_numpy()
@@ -135,6 +186,7 @@ def summarize(
     out: dict[str, float | int | None] = {
         "num_requests": len(requests),
         "completed": completed,
+        "failed": len(requests) - completed,
         "rejected": int((requests["status"] == "rejected").sum()),
         "duration": duration,
         "total_input_tokens": total_in,
@@ -142,6 +194,12 @@ def summarize(
         "request_throughput": per_s(completed),
         "output_throughput": per_s(total_out),
         "total_token_throughput": per_s(total_in + total_out),
+        "max_output_tokens_per_s": None
+        if token_emissions is None
+        else max_tokens_per_second(requests, token_emissions, stream_delay_s),
+        "max_concurrent_requests": max_concurrent_requests(
+            requests.loc[requests["status"] == "finished", "arrival_s"].to_numpy(), finished_s + stream_delay_s
+        ),
     }
     if slo is not None and any(v is not None for v in slo.values()):
         good = latencies_meet_slo(lat, slo.get("ttft_ms"), slo.get("tpot_ms"), slo.get("e2el_ms"))

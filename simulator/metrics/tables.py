@@ -122,7 +122,7 @@ def run_result(
     if len(transfers):
         extra["mean_kv_transfer_ms"] = float(transfers.mean() * 1000)
         extra["p99_kv_transfer_ms"] = float(np.percentile(transfers, 99) * 1000)
-    summary = summarize(requests, itl_values, itl_counts, slo, stream_delay_s, extra)
+    summary = summarize(requests, itl_values, itl_counts, slo, stream_delay_s, extra, rec.token_emissions())
     return RunResult(
         resolved_config,
         summary,

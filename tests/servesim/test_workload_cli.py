@@ -31,7 +31,7 @@ def test_describe_table_names_the_figures(capsys):
     assert code == 0
     for text in ("19,366", "mean rate", "5.53", "burstiness", "prompt tokens", "14,050"):
         assert text in out
-    code, out, _ = _cli(capsys, "workload", "describe", "sharegpt")
+    code, out, _ = _cli(capsys, "workload", "describe", "sharegpt-8k-multiturn")
     assert code == 0 and "none (lengths only)" in out
 
 
@@ -144,3 +144,41 @@ def test_run_rejects_a_misspelt_trace_field(tmp_path, capsys):
     (tmp_path / "s.yaml").write_text("workload: {kind: trace, source: azure-conv, time_scal: 2}\n")
     code, _, err = _cli(capsys, "run", tmp_path / "s.yaml", "--quiet")
     assert code == 2 and f"{tmp_path / 's.yaml'}: workload.time_scal: unknown field" in err
+
+
+def test_workload_list_says_each_datasets_lengths(capsys):
+    code, out, _ = _cli(capsys, "workload", "list", "--json")
+    listed = json.loads(out)
+    share = listed["sharegpt-8k-multiturn"]
+    assert share["num_rows"] == 30731 and share["aliases"] == ["sharegpt"]
+    assert round(share["mean_prompt_tokens"]) == 2340 and share["median_prompt_tokens"] == 1730
+    assert round(share["mean_output_tokens"]) == 439 and share["median_output_tokens"] == 415
+    assert all({"num_rows", "mean_prompt_tokens", "median_output_tokens"} <= set(v) for v in listed.values())
+    code, out, _ = _cli(capsys, "workload", "list")
+    assert code == 0
+    for text in (
+        "sharegpt-8k-multiturn",
+        "30,731",
+        "2,340 / 1,730",
+        "439 / 415",
+        "12,035 / 6,909",
+        "old name 'sharegpt'",
+    ):
+        assert text in out
+
+
+def test_old_sharegpt_name_still_works_with_one_warning_line(capsys, monkeypatch):
+    from workloads.traces import catalog
+
+    monkeypatch.setattr(catalog, "_warned", set())
+    code, out, err = _cli(capsys, "workload", "describe", "sharegpt", "--json")
+    assert code == 0 and json.loads(out)["num_requests"] == 30731
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("servesim: warning: dataset name 'sharegpt' is")
+    assert "'sharegpt-8k-multiturn'" in lines[0] and "vllm bench serve" in lines[0]
+    from workloads import WorkloadConfig, generate
+
+    s = generate(
+        WorkloadConfig.model_validate({"num_requests": 5, "lengths": {"kind": "dataset", "name": "sharegpt"}}), 0
+    )
+    assert len(s) == 5 and capsys.readouterr().err == ""  # once per process

@@ -132,3 +132,111 @@ def test_synthetic_draws_are_those_of_earlier_versions():
     s = generate(WorkloadConfig.model_validate({"num_requests": 50}), 11)
     assert s.arrival_s[:2].tolist() == [0.645889714902016, 1.2625325732565924]
     assert s.num_prompt_tokens[:4].tolist() == [1260, 5339, 1203, 1291]
+
+
+# -- offline: every request at t = 0 ------------------------------------------------------
+
+OFFLINE_LENGTHS = {
+    "kind": "independent",
+    "prompt": {"kind": "fixed", "tokens": 64},
+    "output": {"kind": "fixed", "tokens": 8},
+}
+
+
+def test_offline_puts_every_request_at_zero_whatever_the_seed():
+    cfg = WorkloadConfig.model_validate({"num_requests": 37, "arrival": {"kind": "offline"}})
+    a, b = generate(cfg, 1), generate(cfg, 99)
+    assert len(a) == 37 and np.array_equal(a.arrival_s, np.zeros(37)) and np.array_equal(b.arrival_s, a.arrival_s)
+    assert not np.array_equal(a.num_prompt_tokens, b.num_prompt_tokens)  # lengths still follow the seed
+
+
+def test_offline_with_lengths_and_classes():
+    cfg = WorkloadConfig.model_validate(
+        {
+            "num_requests": 50,
+            "arrival": {"kind": "offline"},
+            "lengths": OFFLINE_LENGTHS,
+            "classes": [{"weight": 1, "priority": 0}, {"weight": 1, "priority": 1}],
+        }
+    )
+    s = generate(cfg, 3)
+    assert set(s.arrival_s) == {0.0} and set(s.num_prompt_tokens) == {64} and set(s.priority) == {0, 1}
+
+
+def test_offline_default_count_and_lengths_only_trace():
+    assert len(generate(WorkloadConfig.model_validate({"arrival": {"kind": "offline"}}), 0)) == 1000
+    trace = {"kind": "trace", "source": "arxiv", "arrival": {"kind": "offline"}, "num_requests": 20}
+    s = generate(WorkloadConfig.model_validate(trace), 0)
+    assert len(s) == 20 and set(s.arrival_s) == {0.0}
+
+
+@pytest.mark.parametrize(
+    "workload",
+    [
+        {"duration_s": 10, "arrival": {"kind": "offline"}},
+        {"kind": "trace", "source": "arxiv", "duration_s": 10, "arrival": {"kind": "offline"}},
+        {
+            "kind": "sessions",
+            "duration_s": 10,
+            "arrival": {"kind": "offline"},
+            "turns": {"kind": "fixed", "count": 2},
+            "user_tokens": {"kind": "fixed", "tokens": 10},
+            "output_tokens": {"kind": "fixed", "tokens": 10},
+        },
+    ],
+    ids=["synthetic", "trace", "sessions"],
+)
+def test_offline_refuses_a_duration_naming_the_field(workload):
+    with pytest.raises(ValidationError) as err:
+        WorkloadConfig.model_validate(workload)
+    errors = err.value.errors()
+    assert len(errors) == 1 and errors[0]["loc"] == ("duration_s",)
+    assert "offline arrivals put every request at t = 0" in errors[0]["msg"]
+
+
+def test_offline_refuses_a_rate_and_closed_loop_refuses_an_arrival():
+    with pytest.raises(ValidationError, match="offline arrivals have no rate"):
+        WorkloadConfig.model_validate({"arrival": {"kind": "offline", "rate_per_s": 4}})
+    with pytest.raises(ValidationError, match="a closed loop has no arrival process") as err:
+        WorkloadConfig.model_validate({"kind": "closed_loop", "concurrency": 4, "arrival": {"kind": "offline"}})
+    assert err.value.errors()[0]["loc"] == ("arrival",)
+
+
+def test_offline_sessions_all_start_at_zero():
+    cfg = WorkloadConfig.model_validate(
+        {
+            "kind": "sessions",
+            "num_sessions": 6,
+            "arrival": {"kind": "offline"},
+            "turns": {"kind": "fixed", "count": 2},
+            "user_tokens": {"kind": "fixed", "tokens": 10},
+            "output_tokens": {"kind": "fixed", "tokens": 10},
+        }
+    )
+    s = generate(cfg, 0)
+    roots = s.parent < 0
+    assert roots.sum() == 6 and set(s.arrival_s[roots]) == {0.0}
+
+
+def test_offline_span_helpers():
+    from workloads.arrivals import OfflineArrivals, expected_arrivals, expected_span_s
+
+    offline = OfflineArrivals()
+    assert expected_span_s(offline, 10_000) == 0.0
+    with pytest.raises(ValueError, match="a duration bounds nothing"):
+        expected_arrivals(offline, 5.0)
+    with pytest.raises(ValueError, match="a duration bounds nothing"):
+        arrival_times(offline, rng_for(0, Stream.ARRIVALS), None, 5.0)
+
+
+def test_offline_run_finishes():
+    from simulator.build import build
+    from simulator.config.scenario import validate_scenario
+
+    cfg = validate_scenario(
+        {"seed": 1, "workload": {"num_requests": 40, "arrival": {"kind": "offline"}, "lengths": OFFLINE_LENGTHS}}
+    )
+    result = build(cfg).run()
+    assert result.summary["completed"] == 40 and result.summary["failed"] == 0
+    assert (result.requests["arrival_s"] == 0).all()
+    assert result.summary["max_concurrent_requests"] == 40  # all in flight from t = 0

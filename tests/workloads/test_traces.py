@@ -43,7 +43,7 @@ README = {
         (149, 69, 768, 893),
         "bd070915a98fc0ed264d7cfef2ce746002eb3076a695ec31ba2674c0111ec131",
     ),
-    "sharegpt": (30731, None, (2340, 1730, 7434, 8141), (439, 415, 998, 1024), None),
+    "sharegpt-8k-multiturn": (30731, None, (2340, 1730, 7434, 8141), (439, 415, 998, 1024), None),
     "arxiv": (28257, None, (2588, 2730, 3933, 4054), (291, 167, 3271, 4056), None),
     "bwb": (33768, None, (1067, 1037, 1800, 3504), (1613, 1601, 2533, 2858), None),
 }
@@ -207,7 +207,7 @@ def test_format_detection_and_names(tmp_path):
     for name, shipped in SHIPPED_TRACES.items():
         source, _ = resolve_source(name)
         assert detect_format(source) == shipped.format, name
-    with pytest.raises(ValueError, match="unknown trace 'azure-cnv'; shipped: sharegpt, arxiv"):
+    with pytest.raises(ValueError, match="unknown trace 'azure-cnv'; shipped: sharegpt-8k-multiturn, arxiv"):
         read_trace("azure-cnv")
     (tmp_path / "x.csv").write_text("a,b\n1,2\n")
     with pytest.raises(ValueError, match=r"x\.csv: line 1: cannot tell the trace format"):

@@ -72,7 +72,7 @@ def test_fixed_lengths():
 
 
 def test_sharegpt_dataset_ships_with_published_statistics():
-    prompt, output = load_length_dataset("sharegpt")
+    prompt, output = load_length_dataset("sharegpt-8k-multiturn")
     assert len(prompt) == 30731
     assert prompt.mean() == pytest.approx(2340, abs=1) and prompt.max() == 8141
     assert output.mean() == pytest.approx(439, abs=1) and output.max() == 1024
@@ -80,7 +80,7 @@ def test_sharegpt_dataset_ships_with_published_statistics():
 
 def test_sharegpt_sampling_is_joint_and_matches_moments():
     s = _gen(num_requests=20000)
-    prompt, output = load_length_dataset("sharegpt")
+    prompt, output = load_length_dataset("sharegpt-8k-multiturn")
     assert s.num_prompt_tokens.mean() == pytest.approx(prompt.mean(), rel=0.03)
     assert s.num_output_tokens.mean() == pytest.approx(output.mean(), rel=0.03)
     pairs = set(zip(prompt.tolist(), output.tolist(), strict=True))
@@ -96,7 +96,7 @@ def test_same_seed_same_stream():
 
 
 def test_unknown_dataset_lists_shipped_ones():
-    with pytest.raises(ValueError, match="unknown length dataset 'nope'; shipped: sharegpt"):
+    with pytest.raises(ValueError, match="unknown length dataset 'nope'; shipped: sharegpt-8k-multiturn"):
         _gen(num_requests=3, lengths={"kind": "dataset", "name": "nope"})
 
 

@@ -1,8 +1,9 @@
 """Trace readers: files of recorded requests, shipped by name or given by path.
 
 ``read_trace(source)`` reads a shipped trace (``azure-conv``, ``mooncake-conversation``,
-``sharegpt``, ... see ``SHIPPED_TRACES``) or a file (plain or ``.gz``) in one of the
-formats below, chosen by ``format`` or recognised from the header / first record:
+``sharegpt-8k-multiturn``, ... see ``SHIPPED_TRACES``; old names in ``TRACE_ALIASES`` still
+work) or a file (plain or ``.gz``) in one of the formats below, chosen by ``format`` or
+recognised from the header / first record:
 
 - ``azure``: Azure LLM inference traces (``TIMESTAMP,ContextTokens,GeneratedTokens``).
 - ``vidur``: Vidur / Sarathi-Serve length files (``num_prefill_tokens,num_decode_tokens``,
@@ -25,7 +26,7 @@ import numpy as np
 
 from workloads.traces.agent_rounds import read_agent_rounds
 from workloads.traces.azure import read_azure
-from workloads.traces.catalog import SHIPPED_TRACES, ShippedTrace
+from workloads.traces.catalog import SHIPPED_TRACES, TRACE_ALIASES, ShippedTrace, canonical_name
 from workloads.traces.files import (
     RowChecker,
     TextSource,
@@ -91,6 +92,7 @@ def detect_format(source: TextSource) -> str:
 
 def resolve_source(source: str, base_dir: Path | None = None) -> tuple[TextSource, ShippedTrace | None]:
     """The text of a shipped trace name or a file path (relative paths against ``base_dir``)."""
+    source = canonical_name(source)
     if source in SHIPPED_TRACES:
         shipped = SHIPPED_TRACES[source]
         return read_package_source(shipped.filename, source), shipped
@@ -130,6 +132,7 @@ def read_trace(
     """
     if format != "auto" and format not in FORMATS:
         raise ValueError(f"unknown trace format {format!r}; known: auto, {', '.join(FORMATS)}")
+    source = canonical_name(source)
     if source in SHIPPED_TRACES:
         shipped = SHIPPED_TRACES[source]
         fmt = shipped.format if format == "auto" else format
@@ -163,8 +166,10 @@ def read_length_column(source: str, column: str, base_dir: Path | None = None) -
 __all__ = [
     "FORMATS",
     "SHIPPED_TRACES",
+    "TRACE_ALIASES",
     "FormatName",
     "Trace",
+    "canonical_name",
     "detect_format",
     "read_length_column",
     "read_trace",

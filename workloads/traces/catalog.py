@@ -1,7 +1,13 @@
-"""Traces shipped inside the package (``workloads/data``), by name; see data/ATTRIBUTION.md."""
+"""Traces shipped inside the package (``workloads/data``), by name; see data/ATTRIBUTION.md.
+
+``TRACE_ALIASES`` are older names that still work: ``canonical_name`` maps one to its
+shipped name and prints one warning line on stderr (once per name and process) saying
+what the trace is and which name to use.
+"""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 
@@ -15,8 +21,10 @@ class ShippedTrace:
 
 
 SHIPPED_TRACES: dict[str, ShippedTrace] = {
-    "sharegpt": ShippedTrace(
-        "sharegpt_8k_filtered_stats_llama2_tokenizer.csv.gz", "vidur", "ShareGPT chat lengths (8K), 30,731 rows"
+    "sharegpt-8k-multiturn": ShippedTrace(
+        "sharegpt_8k_filtered_stats_llama2_tokenizer.csv.gz",
+        "vidur",
+        "ShareGPT multi-turn chats up to 8K tokens (Sarathi-Serve's chat trace), 30,731 rows",
     ),
     "arxiv": ShippedTrace(
         "arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv.gz",
@@ -44,3 +52,28 @@ SHIPPED_TRACES: dict[str, ShippedTrace] = {
         "round_trace.jsonl.gz", "agent_rounds", "TraceLab sample: 2 coding-agent sessions, 19 rounds"
     ),
 }
+
+# old name -> (shipped name, what the old name stood for)
+TRACE_ALIASES: dict[str, tuple[str, str]] = {
+    "sharegpt": (
+        "sharegpt-8k-multiturn",
+        "Sarathi-Serve's 8K multi-turn ShareGPT set (mean 2,340 prompt / 439 output "
+        "tokens), not the ~200-token first-turn prompts of `vllm bench serve --dataset-name sharegpt`",
+    ),
+}
+_warned: set[str] = set()
+
+
+def canonical_name(name: str) -> str:
+    """The shipped name ``name`` stands for: itself, or an alias's target (warning once on stderr)."""
+    alias = TRACE_ALIASES.get(name)
+    if alias is None:
+        return name
+    target, what = alias
+    if name not in _warned:
+        _warned.add(name)
+        print(
+            f"servesim: warning: dataset name {name!r} is {what}; it still works, but use {target!r}",
+            file=sys.stderr,
+        )
+    return target
