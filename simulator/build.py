@@ -46,6 +46,8 @@ class GroupSetup:
     num_blocks: int  # per replica
     memory: MemoryPlan | None
     profile: CalibrationProfile | None = None
+    ep: int = 1  # expert parallelism over each stage's tp GPUs
+    policy: Any = None  # the batch policy's parameters, hardware-dependent defaults filled in for this GPU
 
 
 # Bytes per cached K or V element of each kv_cache.dtype ("auto" keeps the model's).
@@ -101,6 +103,7 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
     hardware = resolve_hardware(g.hardware if g.hardware is not None else cfg.hardware, base_dir)
     par = g.parallelism or cfg.parallelism
     model.check_tensor_parallel(par.tp)
+    model.check_expert_parallel(par.ep, par.tp)
     model.layers_per_stage(par.pp)
     max_model_len = cfg.max_model_len or model.max_context_tokens
     if max_model_len > model.max_context_tokens:
@@ -140,7 +143,11 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
         )
     if num_blocks < par.pp:
         raise ValueError(f"group {name}: {num_blocks} KV blocks cannot be shared by {par.pp} pipeline engines")
-    return GroupSetup(name, g, model, hardware, par.tp, par.pp, max_model_len, num_blocks, memory, profile)
+    # hardware-dependent policy defaults (vllm's None budget and max_num_seqs) for this GPU
+    policy = policies.batching.resolve_for_hardware(g.policy or cfg.policy, hardware.memory_bytes, hardware.name)
+    return GroupSetup(
+        name, g, model, hardware, par.tp, par.pp, max_model_len, num_blocks, memory, profile, par.ep, policy
+    )
 
 
 def _make_replica(
@@ -155,7 +162,7 @@ def _make_replica(
 ) -> Replica:
     g, model, hw, tp, pp = setup.group, setup.model, setup.hardware, setup.tp, setup.pp
     kvc = g.kv_cache or cfg.kv_cache
-    policy_params = g.policy or cfg.policy
+    policy_params = setup.policy
     policy_entry = policies.BATCH_POLICIES.entry(policy_params.kind)
     block_bytes = model.kv_bytes_per_token_per_gpu(tp, pp) * kvc.block_size
     host_link = Link(hw.host_link_bandwidth_bytes_per_s, hw.host_link_latency_s)
@@ -204,13 +211,16 @@ def make_cost_model(
     tp: int = 1,
     pp: int = 1,
     profile: CalibrationProfile | None = None,
+    ep: int = 1,
 ) -> CostModel:
     """A cost model from its validated parameters (``profile`` for those that read one).
 
     ``build`` makes one per replica group, shared by its replicas and engines: step times
     are pure functions of the batch shape, so its memos serve them all.
     """
-    kwargs = {} if profile is None else {"profile": profile}
+    kwargs: dict[str, Any] = {} if profile is None else {"profile": profile}
+    if ep != 1:
+        kwargs["ep"] = ep
     return COST_MODELS.get(params.kind)(params, model, hardware, tp, pp, **kwargs)
 
 
@@ -251,7 +261,9 @@ def build(
     ids = itertools.count()
     replicas = []
     for s in setups:
-        cost_model = make_cost_model(s.group.cost_model or cfg.cost_model, s.model, s.hardware, s.tp, s.pp, s.profile)
+        cost_model = make_cost_model(
+            s.group.cost_model or cfg.cost_model, s.model, s.hardware, s.tp, s.pp, s.profile, s.ep
+        )
         replicas += [
             _make_replica(env, next(ids), s, cfg, recorder, cost_model, check_invariants, fast_forward)
             for _ in range(s.group.count)
@@ -288,6 +300,8 @@ def resolved_config(cfg: ScenarioConfig, setups: list[GroupSetup], base_dir: Pat
         "max_model_len": first.max_model_len,
         "kv_cache": cfg.kv_cache.model_dump(mode="json") | {"num_blocks": first.num_blocks},
     }
+    if first.group.policy is None:  # the scenario's policy as the first group runs it
+        out["policy"] = first.policy.model_dump(mode="json")
     path = profile_path(cfg.cost_model, base_dir)
     if path is not None:  # so that a report read from elsewhere finds it
         out["cost_model"]["profile"] = str(path)
@@ -300,6 +314,8 @@ def resolved_config(cfg: ScenarioConfig, setups: list[GroupSetup], base_dir: Pat
             "hardware": s.hardware.model_dump(mode="json"),
             "tp": s.tp,
             "pp": s.pp,
+            "ep": s.ep,
+            "policy": s.policy.model_dump(mode="json"),
             "num_blocks_per_replica": s.num_blocks,
             "max_model_len": s.max_model_len,
         }

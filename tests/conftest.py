@@ -31,6 +31,8 @@ def make_config(**fields: Any):
     """A scenario: constant 1 s steps and 64 blocks of 16 tokens unless overridden."""
     base: dict[str, Any] = {
         "cost_model": {"kind": "constant", "step_time_s": 1.0},
+        # the timelines were worked out for vLLM V0's prefill-first steps (the default `vllm` is V1)
+        "policy": {"kind": "vllm_v0"},
         "kv_cache": {"num_blocks": 64, "block_size": 16},
         # hand-timed tests count from the engine's queue: no API-server or tokenizer time in front of it
         "client": {"ingest_delay_s": 0.0, "tokenize_s_per_token": 0.0},

@@ -54,9 +54,29 @@ def total_tokens(req: RequestView) -> int:
 
 
 def oversized(req: RequestView, limit: int | None) -> str | None:
-    """A rejection reason when prompt plus output exceed a per-step token ``limit`` the request needs whole."""
-    if limit is not None and total_tokens(req) > limit:
-        return f"prompt + output of {total_tokens(req)} tokens exceeds max_num_batched_tokens ({limit})"
+    """A rejection reason when the tokens a waiting request must prefill in one step exceed the per-step ``limit``.
+
+    For a policy without chunked prefill: its prompt (or, after a recompute preemption, prompt
+    plus generated tokens) must be computed in the step it joins, as vLLM V0 refuses a prompt
+    longer than its prompt limit. Its output is generated one token a step and never counts
+    against the limit.
+    """
+    n = req.num_tokens - req.num_computed_tokens
+    if limit is not None and n > limit:
+        what = "prompt" if req.num_generated_tokens == 0 else "recompute (prompt + generated)"
+        return f"{what} of {n} tokens exceeds max_num_batched_tokens ({limit}), which must hold it in one step"
+    return None
+
+
+def never_fits(view: ReplicaView, req: RequestView) -> str | None:
+    """A rejection reason when prompt plus output need more KV blocks than the replica has at all.
+
+    Such a request would preempt itself at its last block for ever; a real engine refuses to
+    start when one ``max_model_len`` sequence does not fit its KV cache.
+    """
+    need = -(-total_tokens(req) // view.block_size)
+    if need > view.num_total_blocks:
+        return f"needs {need} KV blocks for prompt + output but the cache holds {view.num_total_blocks}"
     return None
 
 
@@ -107,6 +127,7 @@ def admit_waiting(
     reserve_full: bool = False,
     reject: Callable[[RequestView], str | None] | None = None,
     make_room: Callable[[RequestView, int], bool] | None = None,
+    admissible: Callable[[RequestView, int], bool] | None = None,
 ) -> Admission:
     """Admit waiting requests in ``order`` while tokens, slots and blocks last (head-of-line blocking).
 
@@ -116,6 +137,8 @@ def admit_waiting(
     never run under this policy (it is rejected and the loop goes on). When a request does
     not fit, ``make_room(req, need_blocks)`` may preempt running requests to free a slot
     and ``need_blocks`` blocks (priority scheduling); it returns whether it succeeded.
+    ``admissible(req, need_blocks)``, when given, is a further admission test (a headroom rule)
+    asked last; it is told the blocks this step allocates for the request, and False stops the loop.
     """
     admitted = 0
     for req in order:
@@ -133,6 +156,8 @@ def admit_waiting(
         # transfer) needs none and must not be kept out by it.
         short = budget.free_blocks - need < (watermark_blocks if need else 0)
         if (budget.seqs <= 0 or short) and (make_room is None or not make_room(req, need + watermark_blocks)):
+            return Admission(admitted, "seqs_or_blocks")
+        if admissible is not None and not admissible(req, need):
             return Admission(admitted, "seqs_or_blocks")
         budget.free_blocks -= need
         budget.tokens -= n

@@ -1,108 +1,146 @@
-"""``vllm``: continuous batching over a paged KV cache, prefill first.
+"""``vllm``: vLLM V1's scheduler: one token budget per step, running requests first, chunked prefill.
 
-Models vLLM's V0 scheduler without chunked prefill: at each step, if requests are
-waiting it runs a prefill-only step admitting as many as fit (FCFS, under
-``max_num_seqs``, ``max_num_batched_tokens`` and the free-block watermark); otherwise it
-runs one decode token for every running request, preempting the newest running request
-whenever a decode cannot get a block. A preempted request either drops its KV and
-prefills its prompt plus generated tokens again later (``recompute``) or has its KV
-swapped to host memory and back before it resumes (``swap``); swapped requests resume,
-joining the decode batch, before any new prefill is admitted.
+Models the V1 engine's ``Scheduler.schedule`` (``vllm/v1/core/sched/scheduler.py``) with its
+default FCFS policy, as in vLLM v0.9 and later (the release that brought the defaults below;
+read at vllm-project/vllm commits 00024d3 for the scheduler and 99d7eb5 for
+``vllm/engine/arg_utils.py``):
 
-Left out: chunked prefill (see ``sarathi``), speculative decoding, beam search, the V1
-engine's unified token budget, and the CPU-side cost of block tables.
+- One unified budget of ``max_num_batched_tokens`` per step, shared by decodes and prompt
+  chunks; no separate prefill and decode phases.
+- The running requests first, in admission order: each gets ``min(remaining, budget
+  left)`` tokens (one for a decode, the next chunk for a prompt in progress), capped by
+  ``long_prefill_token_threshold`` when that is set (0 = off). When a running request
+  cannot get its KV blocks, the lowest-priority running request, the last of the running
+  list (the newest admission), is preempted by recompute (its KV is dropped, it goes back
+  to the front of the queue), until the request fits or is itself the one preempted.
+- Then, only in a step that preempted nothing, waiting requests FCFS (preempted ones
+  first): each gets ``min(remaining, budget left)`` tokens (less any cached prefix), while
+  fewer than ``max_num_seqs`` run; the first one whose chunk cannot get KV blocks stops
+  admission (head of line). V1 keeps no free-block watermark (``KVCacheManager.
+  allocate_slots`` only checks the blocks it needs against the free ones).
+- Nothing is refused for its length against the budget: a prompt longer than the budget is
+  chunked over several steps. A request whose prompt plus output need more KV blocks than
+  the replica has is refused (vLLM refuses to start when a ``max_model_len`` sequence does
+  not fit its KV cache).
+
+Defaults (``EngineArgs.get_batch_defaults`` in ``vllm/engine/arg_utils.py``, the OpenAI API
+server's usage context): ``None`` for ``max_num_batched_tokens`` and ``max_num_seqs`` means
+vLLM's default for the replica's GPU, resolved when the replica is built
+(``resolve_for_hardware``): 8192 tokens and 1024 sequences on a GPU with at least 70 GiB of
+memory that is not an A100 (H100, H200, B200, MI300X), otherwise 2048 and 256 (A100, L40S);
+a defaulted ``max_num_seqs`` is then capped at ``max_num_batched_tokens``, as vLLM does.
+Where no GPU is known (a policy built outside a scenario) the second pair applies, as in
+vLLM when it cannot query the device. The run's ``config.json`` keeps ``null`` for them.
+
+Prefix caching is on by default in V1 (``enable_prefix_caching``), but in servesim it is a
+KV-cache setting whose default is off: set ``kv_cache: {prefix_caching: true}`` (or
+``--prefix-caching``) to model a stock V1 deployment.
+
+Left out: async scheduling's one-step overlap (V1 schedules step N+1 while step N runs on
+the GPU, hiding the scheduler's CPU time; that is a change in how the engine times steps,
+not in what a step holds, so it is not modelled in the plan), speculative decoding,
+priority scheduling (see ``priority``), structured outputs, multimodal encoder budgets,
+and the ``max_num_partial_prefills`` option.
 """
 
 from __future__ import annotations
 
-import itertools
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from policies.batching.common import (
-    Budget,
-    admission_order,
-    admit_waiting,
-    oversized,
-    schedule_running,
-    total_tokens,
-)
+from policies.batching.common import Budget, admission_order, admit_waiting, never_fits, schedule_running
 from policies.batching.registry import BATCH_POLICIES, BatchTraits
-from policies.interface import PreemptionMode, ReplicaView, RequestView, StepPlan
+from policies.interface import ReplicaView, StepPlan
+
+GIB = 2**30
+
+
+def vllm_batch_defaults(device_memory_bytes: float, device_name: str) -> tuple[int, int]:
+    """vLLM's (max_num_batched_tokens, max_num_seqs) for its OpenAI API server on this GPU.
+
+    From ``EngineArgs.get_batch_defaults``: GPUs with at least 70 GiB that are not an A100
+    get the larger pair (a large budget lowers A100 throughput, vLLM PR #17885).
+    """
+    if device_memory_bytes >= 70 * GIB and "a100" not in device_name.lower():
+        return 8192, 1024
+    return 2048, 256
 
 
 class VllmParams(BaseModel):
-    """Parameters of the ``vllm`` policy (names as in vLLM's SchedulerConfig)."""
+    """Parameters of the ``vllm`` policy (vLLM V1; names as in vLLM's SchedulerConfig)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["vllm"] = "vllm"
-    max_num_seqs: int = Field(256, ge=1, description="Most requests running at once.")
+    max_num_seqs: int | None = Field(
+        None, ge=1, description="Most requests running at once; None: vLLM's default for the GPU (1024 or 256)."
+    )
     max_num_batched_tokens: int | None = Field(
         None,
         ge=1,
-        description="Most tokens computed in one step; None means the model's max context "
-        "(vLLM's default without chunked prefill). Requests whose prompt plus output exceed it "
-        "are rejected.",
+        description="Most tokens computed in one step (decodes plus prompt chunks); None: vLLM's default "
+        "for the GPU (8192 on GPUs of 70 GiB or more other than the A100, else 2048).",
     )
-    watermark: float = Field(0.01, ge=0, lt=1, description="Fraction of KV blocks kept free when admitting a prefill.")
-    preemption_mode: PreemptionMode = Field(
-        "recompute",
-        description="A preempted request's KV is dropped and recomputed, or swapped to host memory "
-        "(kv_cache.swap_space_bytes per GPU) and back; when host memory is full, recompute.",
+    long_prefill_token_threshold: int = Field(
+        0, ge=0, description="Most tokens of one prompt computed in one step; 0: no cap but the budget."
     )
 
     @model_validator(mode="after")
     def _check_budget(self) -> VllmParams:
-        if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < self.max_num_seqs:
-            raise ValueError(
-                f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be at least "
-                f"max_num_seqs ({self.max_num_seqs})"
-            )
+        tokens, seqs = self.max_num_batched_tokens, self.max_num_seqs
+        if tokens is not None and seqs is not None and tokens < seqs:
+            raise ValueError(f"max_num_batched_tokens ({tokens}) must be at least max_num_seqs ({seqs})")
         return self
+
+    def resolve_for_hardware(self, device_memory_bytes: float, device_name: str) -> VllmParams:
+        """These parameters with ``None`` replaced by vLLM's defaults for the GPU (see the module docstring)."""
+        tokens, seqs = vllm_batch_defaults(device_memory_bytes, device_name)
+        if self.max_num_batched_tokens is not None:
+            tokens = self.max_num_batched_tokens
+        seqs = self.max_num_seqs if self.max_num_seqs is not None else min(seqs, tokens)
+        return self.model_copy(update={"max_num_batched_tokens": tokens, "max_num_seqs": seqs})
 
 
 @BATCH_POLICIES.register("vllm", params=VllmParams, traits=BatchTraits(steady_decode=True))
 class VllmPolicy:
-    """Prefill-first continuous batching with newest-first preemption (vLLM V0)."""
+    """vLLM V1: running requests first under one token budget, then waiting ones, chunked to fit."""
 
     def __init__(self, params: VllmParams) -> None:
-        self.max_num_seqs = params.max_num_seqs
+        if params.max_num_batched_tokens is None or params.max_num_seqs is None:
+            params = params.resolve_for_hardware(0, "")  # no GPU known: vLLM's fallback pair
+        assert params.max_num_batched_tokens is not None and params.max_num_seqs is not None
         self.max_num_batched_tokens = params.max_num_batched_tokens
-        self.watermark = params.watermark
-        self.preemption_mode = params.preemption_mode
+        self.max_num_seqs = params.max_num_seqs
+        self.long_prefill_token_threshold = params.long_prefill_token_threshold
 
     def steady_decode(self, view: ReplicaView) -> bool:
-        # nothing queued: every step decodes all running requests (prefills finish in one step)
+        # nothing queued: every running request gets what it still needs (the budget holds
+        # max_num_seqs decodes); the engine fast-forwards once no prompt chunk is left
         return not view.waiting
 
+    def _chunk(self, remaining: int, tokens_left: int) -> int:
+        threshold = self.long_prefill_token_threshold
+        if 0 < threshold < remaining:
+            remaining = threshold
+        return min(remaining, tokens_left)
+
     def plan_step(self, view: ReplicaView, now_s: float) -> StepPlan:
-        plan = StepPlan(preemption_mode=self.preemption_mode)
-        limit = self.max_num_batched_tokens or view.max_model_len
-        watermark_blocks = int(self.watermark * view.num_total_blocks)
-        waiting = view.waiting
-        if waiting and not view.is_swapped(waiting[0]):
-            budget = Budget(limit, self.max_num_seqs - view.num_running, view.num_free_blocks)
-
-            def reject(req: RequestView) -> str | None:
-                if (reason := oversized(req, limit)) is not None:
-                    return reason
-                need = view.num_new_blocks(req, total_tokens(req))
-                if need > view.num_total_blocks - watermark_blocks:
-                    return (
-                        f"needs {need} KV blocks but the cache holds {view.num_total_blocks} with a "
-                        f"watermark of {watermark_blocks}"
-                    )
-                return None
-
-            if admit_waiting(view, waiting, plan, budget, watermark_blocks, reject=reject).num_admitted:
-                return plan
-        budget = Budget(limit, self.max_num_seqs, view.num_free_blocks)
+        plan = StepPlan()
         running = view.running
-        schedule_running(view, running, plan, budget, admission_order(running))
-        if waiting and view.is_swapped(waiting[0]) and not plan.preempt:
-            budget.seqs = self.max_num_seqs - len(plan.scheduled)
-            swapped = itertools.takewhile(view.is_swapped, waiting)
-            admit_waiting(view, swapped, plan, budget, watermark_blocks)
+        budget = Budget(self.max_num_batched_tokens, self.max_num_seqs - len(running), view.num_free_blocks)
+        # Running requests in admission order; a victim is the last of the running list.
+        schedule_running(view, running, plan, budget, admission_order(running), chunk=self._chunk)
+        if not plan.preempt:  # V1 admits nothing in a step that preempted
+            admit_waiting(view, view.waiting, plan, budget, chunk=self._chunk, reject=lambda r: never_fits(view, r))
         return plan
+
+
+def resolve_for_hardware(params: BaseModel, device_memory_bytes: float, device_name: str) -> BaseModel:
+    """A policy's parameters with hardware-dependent defaults filled in for the replica's GPU.
+
+    Only ``vllm`` has such defaults; other policies' parameters are returned as they are.
+    """
+    if isinstance(params, VllmParams):
+        return params.resolve_for_hardware(device_memory_bytes, device_name)
+    return params

@@ -150,14 +150,45 @@ class SessionAffinity:
 
 class PrefixAwareParams(_Params):
     kind: Literal["prefix_aware"] = "prefix_aware"
+    cache_threshold: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description="Route by prefix only when the best match covers more than this fraction of the prompt.",
+    )
+    balance_abs_threshold: int = Field(
+        64, ge=0, description="Imbalanced when the most and least loaded replicas differ by more than this."
+    )
+    balance_rel_threshold: float = Field(
+        1.5, ge=1, description="... and the most loaded has more than this many times the least loaded's requests."
+    )
 
 
 @ROUTERS.register("prefix_aware", params=PrefixAwareParams)
 class PrefixAware:
-    """The replica whose prefix cache holds the longest prefix of the prompt; ties by load."""
+    """SGLang router's cache-aware policy: the longest cached prefix while the replicas are balanced.
+
+    The load of a replica is its requests in flight. When the replicas are imbalanced (the
+    most loaded has more than ``balance_abs_threshold`` requests over the least loaded *and*
+    more than ``balance_rel_threshold`` times its load), the request goes to the least
+    loaded replica; otherwise to the replica holding the longest prefix of its prompt, if
+    that covers more than ``cache_threshold`` of the prompt, else to the least loaded
+    (SGLang sends it to the replica with the most free cache; ties by load). Defaults are
+    sgl-router's (``cache_threshold`` 0.3, ``balance_abs_threshold`` 64,
+    ``balance_rel_threshold`` 1.5, its cache-aware policy config, sglang v0.4-v0.5).
+    """
 
     def __init__(self, params: PrefixAwareParams, rng: np.random.Generator) -> None:
-        pass
+        self.params = params
 
     def route(self, request: RequestView, replicas: Sequence[ReplicaState], now_s: float) -> int:
-        return _least(replicas, lambda r: (-r.prefix_hit_tokens(request), *_load(r)))
+        p = self.params
+        loads = [r.num_outstanding for r in replicas]
+        most, least = max(loads), min(loads)
+        if most - least > p.balance_abs_threshold and most > p.balance_rel_threshold * least:
+            return _least_loaded(replicas)
+        best = _least(replicas, lambda r: (-r.prefix_hit_tokens(request), *_load(r)))
+        hit = replicas[best].prefix_hit_tokens(request)
+        if hit > p.cache_threshold * request.num_prompt_tokens:
+            return best
+        return _least_loaded(replicas)

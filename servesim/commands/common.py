@@ -35,7 +35,9 @@ def _check_choice(flag: str, value: str | None, choices: tuple[str, ...]) -> Non
 def add_scenario_args(parser: argparse.ArgumentParser, include_policy: bool = True) -> None:
     parser.add_argument("scenario", nargs="?", type=Path, help="scenario YAML file (default: the embedded default)")
     g = parser.add_argument_group("scenario overrides")
-    g.add_argument("--model", help="model preset, config.json or spec YAML (e.g. llama-3.1-8b)")
+    g.add_argument(
+        "--model", help="model preset, Hugging Face model folder, config.json or spec YAML (e.g. llama-3.1-8b)"
+    )
     g.add_argument("--hardware", help="hardware preset or spec YAML (e.g. h100-sxm)")
     g.add_argument("--tp", type=int, help="tensor-parallel degree")
     g.add_argument("--pp", type=int, help="pipeline-parallel stages")

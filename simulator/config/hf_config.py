@@ -81,9 +81,11 @@ def model_spec_from_hf_config(path: Path) -> ModelSpec:
     dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
     if dtype not in _DTYPE_BYTES:
         raise ValueError(f"{path}: torch_dtype {dtype!r} not one of {', '.join(_DTYPE_BYTES)}")
-    num_experts = optional("num_local_experts", "num_experts", zero_is_none=True) or 1
-    intermediate = optional("moe_intermediate_size") if num_experts > 1 else None
-    intermediate = intermediate or need("intermediate_size", "n_inner", "ffn_dim")
+    moe = _moe_fields(cfg, path, num_layers, count, need, optional)
+    mla = _mla_fields(cfg, path, need, optional)
+    head_dim = optional("head_dim") or hidden // heads
+    if mla:  # the query/key head: its non-rotary and rotary parts
+        head_dim = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
     quantization = _quantization(cfg, path)
     try:
         return ModelSpec(
@@ -92,11 +94,8 @@ def model_spec_from_hf_config(path: Path) -> ModelSpec:
             hidden_size=hidden,
             num_attention_heads=heads,
             num_kv_heads=optional("num_key_value_heads") or heads,
-            head_dim=optional("head_dim") or hidden // heads,
-            intermediate_size=intermediate,
+            head_dim=head_dim,
             gated_mlp=model_type not in _UNGATED_MODEL_TYPES,
-            num_experts=num_experts,
-            num_experts_per_token=optional("num_experts_per_tok", zero_is_none=True) or 1,
             vocab_size=need("vocab_size"),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
             qkv_bias=bool(cfg.get("attention_bias", model_type.startswith("qwen2"))),
@@ -104,6 +103,94 @@ def model_spec_from_hf_config(path: Path) -> ModelSpec:
             quantization=quantization,
             kv_cache_bytes=_DTYPE_BYTES[dtype],
             max_context_tokens=need("max_position_embeddings", "n_positions", "max_sequence_length"),
+            **moe,
+            **mla,
         )
     except ValidationError as exc:
         raise ValueError(format_validation_error(exc, source=str(path))) from None
+
+
+# The fields naming the routed experts per layer, by family (the first present is read).
+_EXPERT_FIELDS = ("n_routed_experts", "num_local_experts", "num_experts")
+_EXPERT_FAMILIES = "'n_routed_experts' (DeepSeek), 'num_experts' (Qwen-MoE) or 'num_local_experts' (Mixtral)"
+
+
+def _moe_fields(cfg: dict, path: Path, num_layers: int, count, need, optional) -> dict:
+    """The ModelSpec MoE fields of a config.json: routed experts, top-k, expert width, shared experts, dense layers.
+
+    DeepSeek-V2/V3: ``n_routed_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``,
+    ``n_shared_experts`` (each as wide as a routed expert), the first ``first_k_dense_replace`` layers
+    dense at ``intermediate_size``. Qwen2-MoE / Qwen3-MoE: ``num_experts``, ``moe_intermediate_size``,
+    ``shared_expert_intermediate_size`` (one shared expert; 0 or absent: none), layer i sparse when
+    ``(i + 1) % decoder_sparse_step == 0`` and i is not in ``mlp_only_layers`` (transformers'
+    Qwen2MoeDecoderLayer), the others dense at ``intermediate_size``. Mixtral: ``num_local_experts``,
+    ``intermediate_size`` per expert.
+    """
+    num_experts = optional(*_EXPERT_FIELDS, zero_is_none=True) or 1
+    top_k = optional("num_experts_per_tok", zero_is_none=True) or 1
+    if num_experts == 1:
+        if top_k > 1:
+            raise ValueError(
+                f"{path}: field 'num_experts_per_tok' is {top_k} but the number of routed experts is missing: "
+                f"expected {_EXPERT_FAMILIES}"
+            )
+        return {"intermediate_size": need("intermediate_size", "n_inner", "ffn_dim")}
+    field = next(k for k in _EXPERT_FIELDS if cfg.get(k) not in (None, 0))
+    if top_k > num_experts:
+        raise ValueError(f"{path}: field 'num_experts_per_tok' ({top_k}) exceeds {field!r} ({num_experts})")
+    out: dict = {"num_experts": num_experts, "num_experts_per_token": top_k}
+    if field == "n_routed_experts":  # DeepSeek's intermediate_size is the dense layers' width
+        out["intermediate_size"] = need("moe_intermediate_size")
+    else:  # Qwen-MoE gives moe_intermediate_size; Mixtral (and OLMoE) the expert width as intermediate_size
+        out["intermediate_size"] = optional("moe_intermediate_size") or need("intermediate_size", "ffn_dim")
+    dense = 0
+    if field == "n_routed_experts":
+        out["num_shared_experts"] = (cfg.get("n_shared_experts") and count("n_shared_experts")) or 0
+        first_dense = cfg.get("first_k_dense_replace")
+        if first_dense is not None:
+            if isinstance(first_dense, bool) or not isinstance(first_dense, int) or first_dense < 0:
+                raise ValueError(
+                    f"{path}: field 'first_k_dense_replace' must be a non-negative integer, got {first_dense!r}"
+                )
+            if first_dense >= num_layers:
+                raise ValueError(
+                    f"{path}: field 'first_k_dense_replace' ({first_dense}) leaves none of the {num_layers} layers MoE"
+                )
+            dense = first_dense
+        freq = cfg.get("moe_layer_freq", 1)
+        if freq != 1:
+            raise ValueError(f"{path}: field 'moe_layer_freq' {freq!r} is not modelled (servesim reads 1)")
+    elif field == "num_experts":
+        shared = cfg.get("shared_expert_intermediate_size")
+        if shared not in (None, 0):
+            out["num_shared_experts"] = 1
+            out["shared_expert_intermediate_size"] = count("shared_expert_intermediate_size")
+        step = optional("decoder_sparse_step") or 1
+        only = cfg.get("mlp_only_layers") or []
+        if not isinstance(only, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < num_layers for i in only
+        ):
+            raise ValueError(
+                f"{path}: field 'mlp_only_layers' must be a list of layer indices below {num_layers}, got {only!r}"
+            )
+        sparse = [i for i in range(num_layers) if (i + 1) % step == 0 and i not in only]
+        if not sparse:
+            raise ValueError(f"{path}: fields 'decoder_sparse_step' ({step}) and 'mlp_only_layers' leave no MoE layer")
+        dense = num_layers - len(sparse)
+    if dense:
+        out["num_dense_layers"] = dense
+        out["dense_intermediate_size"] = need("intermediate_size")
+    return out
+
+
+def _mla_fields(cfg: dict, path: Path, need, optional) -> dict:
+    """The MLA fields (DeepSeek-V2/V3's multi-head latent attention) when ``kv_lora_rank`` is given."""
+    if cfg.get("kv_lora_rank") is None:
+        return {}
+    return {
+        "kv_lora_rank": need("kv_lora_rank"),
+        "q_lora_rank": optional("q_lora_rank"),  # null in DeepSeek-V2-Lite: the query is projected directly
+        "qk_rope_head_dim": need("qk_rope_head_dim"),
+        "qk_nope_head_dim": need("qk_nope_head_dim"),
+        "v_head_dim": need("v_head_dim"),
+    }

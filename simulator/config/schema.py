@@ -71,6 +71,21 @@ class ParallelismConfig(_Frozen):
 
     tp: int = Field(1, ge=1, description="Tensor-parallel degree: GPUs sharing every layer.")
     pp: int = Field(1, ge=1, description="Pipeline-parallel stages, each a share of the layers on its own tp GPUs.")
+    ep: int = Field(
+        1,
+        ge=1,
+        description="Expert-parallel degree (MoE): a stage's tp GPUs hold the routed experts as ep groups of "
+        "tp/ep GPUs, each group E/ep whole experts split tp/ep ways (ep = tp: vLLM's --enable-expert-parallel "
+        "without data parallelism); ep must divide tp and the routed experts. GPUs per replica stay tp x pp.",
+    )
+
+    @model_validator(mode="after")
+    def _check_ep(self) -> ParallelismConfig:
+        if self.tp % self.ep:
+            raise ValueError(
+                f"ep ({self.ep}) must divide tp ({self.tp}): the experts are spread over a stage's tp GPUs"
+            )
+        return self
 
 
 class KvCacheConfig(_Frozen):
@@ -252,7 +267,8 @@ class ScenarioConfig(_Frozen):
 
     seed: int = Field(0, ge=0, description="Seed of every random stream of the run.")
     model: str | ModelSpec = Field(
-        "llama-3.1-8b", description="Model preset name, path to a config.json or spec .yaml, or a spec."
+        "llama-3.1-8b",
+        description="Model preset name, path to a Hugging Face model folder, a config.json or spec .yaml, or a spec.",
     )
     hardware: str | HardwareSpec = Field(
         "h100-sxm", description="Hardware preset name, path to a spec .yaml, or a spec."

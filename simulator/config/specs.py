@@ -86,6 +86,36 @@ class ModelSpec(BaseModel):
     )
     kv_cache_bytes: float = Field(2.0, gt=0, le=8, description="Bytes per cached K or V element.")
     max_context_tokens: ContextTokens = Field(description="Maximum sequence length (prompt plus output).")
+    num_shared_experts: int = Field(
+        0,
+        ge=0,
+        le=MAX_DIM,
+        description="MoE: experts every token goes through besides its top-k (DeepSeek, Qwen2-MoE).",
+    )
+    shared_expert_intermediate_size: PositiveInt | None = Field(
+        None, description="MoE: inner width of one shared expert; None: intermediate_size."
+    )
+    num_dense_layers: int = Field(
+        0,
+        ge=0,
+        le=MAX_DIM,
+        description="MoE: decoder layers whose MLP is dense, not routed (DeepSeek's first_k_dense_replace, "
+        "Qwen-MoE's mlp_only_layers / decoder_sparse_step).",
+    )
+    dense_intermediate_size: PositiveInt | None = Field(
+        None, description="MoE: inner width of the dense layers' MLP; None: intermediate_size."
+    )
+    kv_lora_rank: PositiveInt | None = Field(
+        None,
+        description="Multi-head latent attention (DeepSeek-V2/V3): width of the compressed KV latent; None: "
+        "ordinary (GQA/MHA) attention. Needs qk_rope_head_dim, qk_nope_head_dim and v_head_dim.",
+    )
+    q_lora_rank: PositiveInt | None = Field(
+        None, description="MLA: width of the compressed query (None: the query is projected directly)."
+    )
+    qk_rope_head_dim: PositiveInt | None = Field(None, description="MLA: rotary part of each query/key head.")
+    qk_nope_head_dim: PositiveInt | None = Field(None, description="MLA: non-rotary part of each query/key head.")
+    v_head_dim: PositiveInt | None = Field(None, description="MLA: width of each value head.")
 
     @model_validator(mode="after")
     def _check_shapes(self) -> ModelSpec:
@@ -102,11 +132,39 @@ class ModelSpec(BaseModel):
             raise ValueError(
                 f"num_experts_per_token ({self.num_experts_per_token}) exceeds num_experts ({self.num_experts})"
             )
+        if not self.is_moe and (self.num_shared_experts or self.num_dense_layers):
+            raise ValueError("num_shared_experts and num_dense_layers describe an MoE model: num_experts must be > 1")
+        if self.num_dense_layers >= self.num_layers and self.is_moe:
+            raise ValueError(
+                f"num_dense_layers ({self.num_dense_layers}) must be fewer than num_layers ({self.num_layers}): "
+                "an MoE model has at least one MoE layer"
+            )
+        mla = {
+            "qk_rope_head_dim": self.qk_rope_head_dim,
+            "qk_nope_head_dim": self.qk_nope_head_dim,
+            "v_head_dim": self.v_head_dim,
+        }
+        if self.kv_lora_rank is not None:
+            missing = [k for k, v in mla.items() if v is None]
+            if missing:
+                raise ValueError(f"kv_lora_rank (MLA) needs {', '.join(missing)}")
+        elif self.q_lora_rank is not None or any(v is not None for v in mla.values()):
+            raise ValueError("q_lora_rank, qk_rope_head_dim, qk_nope_head_dim and v_head_dim need kv_lora_rank (MLA)")
         return self
 
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 1
+
+    @property
+    def is_mla(self) -> bool:
+        """Multi-head latent attention (DeepSeek-V2/V3): a compressed KV latent shared by all heads."""
+        return self.kv_lora_rank is not None
+
+    @property
+    def num_moe_layers(self) -> int:
+        """Layers whose MLP is the routed one (every layer for a dense model: its one MLP)."""
+        return self.num_layers - self.num_dense_layers
 
     @property
     def q_size(self) -> int:
@@ -119,10 +177,44 @@ class ModelSpec(BaseModel):
         return self.num_kv_heads * self.head_dim
 
     @property
+    def attn_out_size(self) -> int:
+        """Width of the attention output (the O projection's input): heads x v_head_dim under MLA."""
+        if self.v_head_dim is not None:
+            return self.num_attention_heads * self.v_head_dim
+        return self.q_size
+
+    @property
+    def mla_latent_size(self) -> int:
+        """MLA: cached elements per token per layer, the latent and the shared rotary key (vLLM's MLA cache)."""
+        assert self.kv_lora_rank is not None and self.qk_rope_head_dim is not None
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+    @property
     def mlp_matrices(self) -> int:
         return 3 if self.gated_mlp else 2
 
+    def mla_params_per_layer(self) -> dict[str, int]:
+        """MLA's weights by projection (DeepSeek-V2/V3's DeepseekV2Attention): q_a (h x q_lora, with its
+        norm) and q_b (q_lora x heads (nope + rope)), or q (h x heads (nope + rope)); kv_a (h x (kv_lora +
+        rope), with its norm); kv_b (kv_lora x heads (nope + v)); o (heads v x h)."""
+        assert self.kv_lora_rank is not None and self.qk_nope_head_dim is not None
+        assert self.qk_rope_head_dim is not None and self.v_head_dim is not None
+        h, heads, r = self.hidden_size, self.num_attention_heads, self.kv_lora_rank
+        qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+        out = {}
+        if self.q_lora_rank is not None:
+            out["q_a"] = h * self.q_lora_rank + self.q_lora_rank
+            out["q_b"] = self.q_lora_rank * heads * qk
+        else:
+            out["q"] = h * heads * qk
+        out["kv_a"] = h * self.mla_latent_size + r
+        out["kv_b"] = r * heads * (self.qk_nope_head_dim + self.v_head_dim)
+        out["o"] = self.attn_out_size * h
+        return out
+
     def attention_params_per_layer(self) -> int:
+        if self.is_mla:
+            return sum(self.mla_params_per_layer().values())
         h = self.hidden_size
         params = h * (self.q_size + 2 * self.kv_size) + self.q_size * h
         if self.qkv_bias:
@@ -133,8 +225,29 @@ class ModelSpec(BaseModel):
         """Weights of one expert's MLP (of the only MLP for a dense model)."""
         return self.mlp_matrices * self.hidden_size * self.intermediate_size
 
+    @property
+    def shared_intermediate_size(self) -> int:
+        """MoE: inner width of all shared experts together (0 without shared experts)."""
+        width = self.shared_expert_intermediate_size or self.intermediate_size
+        return self.num_shared_experts * width
+
+    def shared_expert_params(self) -> int:
+        """Weights of the shared experts of one MoE layer (0 without)."""
+        return self.mlp_matrices * self.hidden_size * self.shared_intermediate_size
+
+    def dense_mlp_params(self) -> int:
+        """Weights of one dense layer's MLP in an MoE model (0 without dense layers)."""
+        if not self.num_dense_layers:
+            return 0
+        return self.mlp_matrices * self.hidden_size * (self.dense_intermediate_size or self.intermediate_size)
+
+    def routed_expert_params(self) -> int:
+        """Weights of every routed expert over all MoE layers (0 for a dense model), what EP splits."""
+        return self.num_moe_layers * self.num_experts * self.expert_params() if self.is_moe else 0
+
     def mlp_params_per_layer(self) -> int:
-        params = self.num_experts * self.expert_params()
+        """Weights of one MoE layer's MLP: routed experts, shared experts and the router (a dense model's MLP)."""
+        params = self.num_experts * self.expert_params() + self.shared_expert_params()
         if self.is_moe:
             params += self.hidden_size * self.num_experts  # router
         return params
@@ -144,12 +257,15 @@ class ModelSpec(BaseModel):
         h, v = self.hidden_size, self.vocab_size
         per_layer = self.attention_params_per_layer() + self.mlp_params_per_layer() + 2 * h
         lm_head = 0 if self.tie_word_embeddings else v * h
-        return v * h + self.num_layers * per_layer + h + lm_head
+        total = v * h + self.num_layers * per_layer + h + lm_head
+        if self.num_dense_layers:  # those layers hold a dense MLP instead of the MoE one
+            total += self.num_dense_layers * (self.dense_mlp_params() - self.mlp_params_per_layer())
+        return total
 
     def num_active_params(self) -> int:
         """Parameters touched per token (MoE counts top-k experts only)."""
         inactive = (self.num_experts - self.num_experts_per_token) * self.expert_params()
-        return self.num_params() - self.num_layers * inactive
+        return self.num_params() - self.num_moe_layers * inactive
 
     @property
     def embedding_weight_bytes(self) -> float:
@@ -162,6 +278,26 @@ class ModelSpec(BaseModel):
             return self.num_params() * self.weight_bytes
         embedding = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
         return (self.num_params() - embedding) * self.weight_bytes + embedding * self.embedding_weight_bytes
+
+    def expert_weight_bytes_per_gpu(self, tp: int, pp: int = 1, ep: int = 1) -> float:
+        """Bytes of routed-expert weights on each GPU: ``E / ep`` experts, each split over ``tp / ep`` GPUs,
+        of the fullest stage's MoE layers (so every GPU of a stage holds 1/tp of them, whatever ep)."""
+        if not self.is_moe:
+            return 0.0
+        return self.routed_expert_params() * self.weight_bytes / (ep * (tp // ep) * pp)
+
+    def check_expert_parallel(self, ep: int, tp: int) -> None:
+        """Raise ValueError when ``ep`` cannot split the routed experts over a stage's ``tp`` GPUs."""
+        if ep == 1:
+            return
+        if not self.is_moe:
+            raise ValueError(f"ep={ep}: {self.name} is not an MoE model (expert parallelism splits routed experts)")
+        if self.num_experts % ep:
+            raise ValueError(f"ep={ep} does not divide the {self.num_experts} routed experts of {self.name}")
+        if tp % ep:
+            raise ValueError(
+                f"ep={ep} must divide tp={tp}: the experts are spread over a stage's tp GPUs (ep groups of tp/ep)"
+            )
 
     def kv_heads_per_gpu(self, tp: int) -> int:
         """KV heads each of ``tp`` GPUs holds: split when tp divides them, else replicated."""
@@ -184,12 +320,22 @@ class ModelSpec(BaseModel):
         return [base + (1 if s < extra else 0) for s in range(pp)]
 
     def kv_bytes_per_token_per_gpu(self, tp: int, pp: int = 1) -> float:
-        """KV bytes of one token on each GPU of a tp x pp replica (the fullest pipeline stage)."""
+        """KV bytes of one token on each GPU of a tp x pp replica (the fullest pipeline stage).
+
+        MLA caches one latent of ``kv_lora_rank + qk_rope_head_dim`` elements per token and layer, which
+        tensor parallelism does not split: every rank holds it whole (vLLM's ``ModelConfig.get_num_kv_heads``
+        returns 1 for MLA, "When using MLA during decode it becomes MQA", vllm/config/model.py).
+        """
         layers = self.layers_per_stage(pp)[0]
+        if self.is_mla:
+            return layers * self.mla_latent_size * self.kv_cache_bytes
         return 2 * layers * self.kv_heads_per_gpu(tp) * self.head_dim * self.kv_cache_bytes
 
     def kv_bytes_per_token(self) -> float:
-        """KV-cache bytes one token occupies across all layers: 2 x layers x kv_heads x head_dim x bytes."""
+        """KV-cache bytes one token occupies across all layers: 2 x layers x kv_heads x head_dim x bytes
+        (MLA: layers x (kv_lora_rank + qk_rope_head_dim) x bytes)."""
+        if self.is_mla:
+            return self.num_layers * self.mla_latent_size * self.kv_cache_bytes
         return 2 * self.num_layers * self.kv_size * self.kv_cache_bytes
 
 

@@ -28,7 +28,9 @@ class ConstantParams(BaseModel):
 class ConstantCostModel:
     """step time = step_time_s + per_token_s x tokens computed."""
 
-    def __init__(self, params: ConstantParams, model=None, hardware=None, tp: int = 1, pp: int = 1) -> None:
+    def __init__(
+        self, params: ConstantParams, model=None, hardware=None, tp: int = 1, pp: int = 1, ep: int = 1
+    ) -> None:
         self.step_time_s = params.step_time_s
         self.per_token_s = params.per_token_s
 

@@ -56,6 +56,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost.collectives import AllReduceLatencyModel
+from simulator.cost.moe_load import DISTRIBUTIONS, busiest_group_share
 from simulator.cost.overhead import (
     DEFAULT_PER_SEQ_S,
     DEFAULT_STEP_S,
@@ -97,6 +98,12 @@ class RooflineParams(BaseModel):
         True, description="Run a decode-only step's linear layers at the next captured CUDA-graph batch size."
     )
     activation_bytes: float = Field(2.0, gt=0, description="Bytes per activation element (bf16).")
+    moe_token_distribution: Literal["balanced", "power_law_1.01", "power_law_1.2"] = Field(
+        "balanced",
+        description="MoE tokens over experts, as the measured MoE tables name them: balanced, or aiconfigurator's "
+        "power law (1.01 fitted to DeepSeek-V3/R1, 1.2 to Qwen3-235B); with ep > 1 the busiest GPU's expert "
+        "tokens set the MoE layer's time (simulator/cost/moe_load.py).",
+    )
 
 
 def _total(ops: dict[str, OpCost]) -> float:
@@ -115,9 +122,12 @@ class RooflineCostModel:
     """Roofline cost of each op of a step on one replica of ``tp`` GPUs."""
 
     def __init__(
-        self, params: RooflineParams, model: ModelSpec, hardware: HardwareSpec, tp: int = 1, pp: int = 1
+        self, params: RooflineParams, model: ModelSpec, hardware: HardwareSpec, tp: int = 1, pp: int = 1, ep: int = 1
     ) -> None:
         model.check_tensor_parallel(tp)
+        model.check_expert_parallel(ep, tp)
+        self.ep = ep
+        self._alpha = DISTRIBUTIONS[params.moe_token_distribution]
         self.pp = pp
         self._stage_layers = model.layers_per_stage(pp)
         self.params = params
@@ -136,6 +146,8 @@ class RooflineCostModel:
         self._q = model.q_size // tp
         self._kv = model.kv_heads_per_gpu(tp) * model.head_dim
         self._inter = model.intermediate_size / tp
+        self._o = model.attn_out_size // tp  # the O projection's input width per GPU (q_size // tp without MLA)
+        self._heads = model.num_attention_heads // tp
         self._decode_fixed: dict[int, float] = {}
         self._memo: dict[BatchShape, StepTime] = {}
         self._overhead = EngineOverheadParams(
@@ -175,6 +187,8 @@ class RooflineCostModel:
             del ops["attn_decode"]
             fixed = self._decode_fixed[num_seqs] = _total(ops)
         m, p = self.model, self.params
+        if m.is_mla:  # step_time adds decode attention last to the same sum
+            return [fixed + self._mla_decode(num_seqs, int(c)).seconds for c in context_tokens]
         a, kvb, q, kv = p.activation_bytes, m.kv_cache_bytes, self._q, self._kv
         n = num_seqs
         # as _op(4 q ctx, kvb ctx 2 kv + 2 a n q + kvb n 2 kv, 2, attn, L), elementwise
@@ -231,32 +245,43 @@ class RooflineCostModel:
         ops: dict[str, OpCost] = {}
         if T:
             ops["embed"] = self._op(0.0, (w + a) * T * h, 1, gemm, 1)
-            qkv_out = q + 2 * kv
-            ops["qkv_proj"] = self._op(
-                2 * T * h * qkv_out,
-                w * h * qkv_out + a * T * (h + qkv_out) + 2 * a * T * (q + kv),  # + rotary
-                2,
-                gemm,
-                L,
-            )
-        if shape.prefill_new_tokens:
+            if m.is_mla:
+                ops["qkv_proj"] = self._mla_qkv(T)
+            else:
+                qkv_out = q + 2 * kv
+                ops["qkv_proj"] = self._op(
+                    2 * T * h * qkv_out,
+                    w * h * qkv_out + a * T * (h + qkv_out) + 2 * a * T * (q + kv),  # + rotary
+                    2,
+                    gemm,
+                    L,
+                )
+        if m.is_mla:
+            if shape.prefill_new_tokens:
+                ops["attn_prefill"] = self._mla_prefill(shape.prefill_new_tokens, shape.prefill_cached_tokens)
+            if shape.num_decode_seqs:
+                ops["attn_decode"] = self._mla_decode(shape.num_decode_seqs, shape.decode_context_tokens)
+        elif shape.prefill_new_tokens:
             pairs = 0
             nbytes = 0.0
             for n, c in zip(shape.prefill_new_tokens, shape.prefill_cached_tokens, strict=True):
                 pairs += n * c + n * (n + 1) // 2  # causal: new token i attends to c + i keys
                 nbytes += 2 * a * n * q + kvb * (c + n) * 2 * kv + kvb * n * 2 * kv
             ops["attn_prefill"] = self._op(4 * q * pairs, nbytes, 2, attn, L)
-        if shape.num_decode_seqs:
+        if shape.num_decode_seqs and not m.is_mla:
             n, ctx = shape.num_decode_seqs, shape.decode_context_tokens
             ops["attn_decode"] = self._op(
                 4 * q * ctx, kvb * ctx * 2 * kv + 2 * a * n * q + kvb * n * 2 * kv, 2, attn, L
             )
         if T:
-            ops["o_proj"] = self._op(2 * T * q * h, w * q * h + a * T * (q + h), 1, gemm, L)
+            o = self._o
+            ops["o_proj"] = self._op(2 * T * o * h, w * o * h + a * T * (o + h), 1, gemm, L)
             self._mlp_ops(T, ops)
             ops["norm"] = self._op(10 * T * h, 8 * a * T * h, 2, gemm, L)
             if self.tp > 1:
                 ops["all_reduce"] = self._all_reduce(a * T * h, 2 * L)
+            if self.ep > 1:
+                ops["all_to_all"] = self._all_to_all(T)
         if S:
             vocab = m.vocab_size / self.tp
             head_bytes = m.embedding_weight_bytes * h * vocab  # the LM head is not quantized
@@ -266,27 +291,170 @@ class RooflineCostModel:
         return ops
 
     def _mlp_ops(self, T: int, ops: dict[str, OpCost]) -> None:
+        """The MLP's three ops: the routed (or only) MLP, plus an MoE model's shared experts and dense layers."""
+        for part in self.mlp_parts(T).values():
+            for name, op in part.items():
+                prev = ops.get(name)
+                ops[name] = op if prev is None else OpCost(*(x + y for x, y in zip(prev, op, strict=True)))
+
+    def mlp_parts(self, T: int) -> dict[str, dict[str, OpCost]]:
+        """The MLP ops of a step of ``T`` tokens by part: ``routed`` (a dense model's MLP, an MoE model's
+        routed experts and router over its MoE layers), ``shared`` (shared experts, on every MoE layer,
+        split by tp and not by ep) and ``dense`` (an MoE model's dense layers, split by tp)."""
         m, p = self.model, self.params
-        a, w, h, inter, L = p.activation_bytes, m.weight_bytes, m.hidden_size, self._inter, m.num_layers
+        a, w, h, inter, L = p.activation_bytes, m.weight_bytes, m.hidden_size, self._inter, m.num_moe_layers
         k, E = m.num_experts_per_token, m.num_experts
         up = 2 if m.gated_mlp else 1  # gate and up, or up only
-        touched = E * (1 - (1 - k / E) ** T) if m.is_moe else 1.0  # experts whose weights are read
-        router = 2 * T * h * E if m.is_moe else 0.0
-        ops["mlp_gate_up"] = self._op(
-            2 * T * k * h * up * inter + router,
-            w * touched * h * up * inter + a * T * h + a * T * k * up * inter,
-            2 if m.is_moe else 1,
-            self._gemm_rate,
-            L,
+        parts: dict[str, dict[str, OpCost]] = {}
+        if self.ep > 1:
+            parts["routed"] = self._ep_routed(T)
+        else:
+            touched = E * (1 - (1 - k / E) ** T) if m.is_moe else 1.0  # experts whose weights are read
+            router = 2 * T * h * E if m.is_moe else 0.0
+            parts["routed"] = {
+                "mlp_gate_up": self._op(
+                    2 * T * k * h * up * inter + router,
+                    w * touched * h * up * inter + a * T * h + a * T * k * up * inter,
+                    2 if m.is_moe else 1,
+                    self._gemm_rate,
+                    L,
+                ),
+                "mlp_act": self._op(5 * T * k * inter, a * T * k * (up + 1) * inter, 1, self._gemm_rate, L),
+                "mlp_down": self._op(
+                    2 * T * k * inter * h,
+                    w * touched * inter * h + a * T * k * inter + a * T * h,
+                    2 if m.is_moe else 1,
+                    self._gemm_rate,
+                    L,
+                ),
+            }
+        if m.num_shared_experts:
+            parts["shared"] = self._dense_mlp(T, m.shared_intermediate_size / self.tp, L)
+        if m.num_dense_layers:
+            width = m.dense_intermediate_size or m.intermediate_size
+            parts["dense"] = self._dense_mlp(T, width / self.tp, m.num_dense_layers)
+        return parts
+
+    def _dense_mlp(self, T: int, inter: float, layers: int) -> dict[str, OpCost]:
+        """A dense (gated) MLP of per-GPU inner width ``inter`` on ``T`` tokens, over ``layers`` layers."""
+        m, p = self.model, self.params
+        a, w, h = p.activation_bytes, m.weight_bytes, m.hidden_size
+        up = 2 if m.gated_mlp else 1
+        return {
+            "mlp_gate_up": self._op(
+                2 * T * h * up * inter, w * h * up * inter + a * T * h + a * T * up * inter, 1, self._gemm_rate, layers
+            ),
+            "mlp_act": self._op(5 * T * inter, a * T * (up + 1) * inter, 1, self._gemm_rate, layers),
+            "mlp_down": self._op(
+                2 * T * inter * h, w * inter * h + a * T * inter + a * T * h, 1, self._gemm_rate, layers
+            ),
+        }
+
+    def expert_rows(self, T: int) -> float:
+        """Expert-token rows on the busiest GPU of a step of ``T`` tokens: ``T k`` without ep; with ep its
+        group's share under ``moe_token_distribution`` (simulator/cost/moe_load.py)."""
+        m = self.model
+        if self.ep == 1:
+            return float(T * m.num_experts_per_token)
+        share = busiest_group_share(T, m.num_experts, m.num_experts_per_token, self.ep, self._alpha)
+        return T * m.num_experts_per_token * share
+
+    def _ep_routed(self, T: int) -> dict[str, OpCost]:
+        """The routed experts under expert parallelism, per GPU: E/ep whole experts split tp/ep ways, the
+        busiest group's expert tokens, the router on every token."""
+        m, p = self.model, self.params
+        a, w, h, L = p.activation_bytes, m.weight_bytes, m.hidden_size, m.num_moe_layers
+        k, E, ep = m.num_experts_per_token, m.num_experts, self.ep
+        inter = m.intermediate_size / (self.tp // ep)
+        up = 2 if m.gated_mlp else 1
+        rows = self.expert_rows(T)
+        touched = E / ep * (1 - (1 - k / E) ** T)  # local experts whose weights are read
+        router = 2 * T * h * E
+        return {
+            "mlp_gate_up": self._op(
+                2 * rows * h * up * inter + router,
+                w * touched * h * up * inter + a * T * h + a * rows * up * inter,
+                2,
+                self._gemm_rate,
+                L,
+            ),
+            "mlp_act": self._op(5 * rows * inter, a * rows * (up + 1) * inter, 1, self._gemm_rate, L),
+            "mlp_down": self._op(
+                2 * rows * inter * h, w * touched * inter * h + a * rows * inter + a * T * h, 2, self._gemm_rate, L
+            ),
+        }
+
+    def _all_to_all(self, T: int) -> OpCost:
+        """Expert parallelism's dispatch and combine, each MoE layer: each token is sent once, from one of the
+        ep GPUs (each dispatches its T/ep share of the step's tokens), its top-k copies (tokens x k x hidden x
+        activation bytes) going to the GPUs holding those experts, the (ep - 1)/ep share of them leaving the
+        GPU; the combine brings as many back. Each is one link latency plus the bytes at
+        ``interconnect_efficiency`` x the link bandwidth (as the derived all-reduce in collectives.py)."""
+        m, p = self.model, self.params
+        ep = self.ep
+        sent = T / ep * m.num_experts_per_token * m.hidden_size * p.activation_bytes * (ep - 1) / ep
+        one = self.hardware.interconnect_latency_s + sent / self._ic_bw
+        count = 2 * m.num_moe_layers
+        return OpCost(one * count, 0.0, sent * count)
+
+    # -- MLA (DeepSeek-V2/V3) -------------------------------------------------------------
+
+    def _mla_qkv(self, T: int) -> OpCost:
+        """MLA's projections before attention, per GPU: the down-projections q_a (h x q_lora) and kv_a
+        (h x (kv_lora + rope)), replicated on every tp rank (vLLM's DeepseekV2MLAAttention builds them as
+        ReplicatedLinear), and q_b (or q) split by heads; plus the rotary embedding of q and k."""
+        m, p = self.model, self.params
+        a, w, h = p.activation_bytes, m.weight_bytes, m.hidden_size
+        assert m.qk_nope_head_dim is not None and m.qk_rope_head_dim is not None
+        qk = self._heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+        latent = m.mla_latent_size
+        mats = [(h, latent)]  # (k, n) of each GEMM
+        mats += [(h, m.q_lora_rank), (m.q_lora_rank, qk)] if m.q_lora_rank is not None else [(h, qk)]
+        flops = sum(2 * T * k * n for k, n in mats)
+        nbytes = sum(w * k * n + a * T * (k + n) for k, n in mats)
+        nbytes += 2 * a * T * (self._heads * m.qk_rope_head_dim + m.qk_rope_head_dim)  # rotary of q and k
+        return self._op(flops, nbytes, len(mats) + 1, self._gemm_rate, m.num_layers)
+
+    def _mla_prefill(self, new: Sequence[int], cached: Sequence[int]) -> OpCost:
+        """MLA prefill as vLLM runs it (the uncompressed form): kv_b up-projects every key's latent to
+        per-head K_nope and V, then attention with (nope + rope)-wide query-key and v-wide value heads."""
+        m, p = self.model, self.params
+        a, w, kvb = p.activation_bytes, m.weight_bytes, m.kv_cache_bytes
+        assert m.kv_lora_rank is not None and m.qk_nope_head_dim is not None
+        assert m.qk_rope_head_dim is not None and m.v_head_dim is not None
+        heads, r, latent = self._heads, m.kv_lora_rank, m.mla_latent_size
+        qk, v = m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim
+        up = heads * (m.qk_nope_head_dim + v)  # kv_b's output width per GPU
+        pairs = 0
+        keys = 0
+        queries = 0
+        for n, c in zip(new, cached, strict=True):
+            pairs += n * c + n * (n + 1) // 2
+            keys += c + n
+            queries += n
+        flops = 2 * heads * (qk + v) * pairs + 2 * keys * r * up
+        nbytes = (
+            kvb * keys * latent  # the cached latents read
+            + kvb * queries * latent  # the new ones written
+            + w * r * up  # kv_b's weights
+            + a * keys * up  # the up-projected K_nope and V
+            + a * queries * heads * (qk + v)  # queries in, outputs out
         )
-        ops["mlp_act"] = self._op(5 * T * k * inter, a * T * k * (up + 1) * inter, 1, self._gemm_rate, L)
-        ops["mlp_down"] = self._op(
-            2 * T * k * inter * h,
-            w * touched * inter * h + a * T * k * inter + a * T * h,
-            2 if m.is_moe else 1,
-            self._gemm_rate,
-            L,
-        )
+        return self._op(flops, nbytes, 3, self._attn_rate, m.num_layers)
+
+    def _mla_decode(self, num_seqs: int, context_tokens: int) -> OpCost:
+        """MLA decode in the absorbed form (vLLM's MLA decode; DeepSeek-V2 sec. 2.1.2): W_UK folds into the
+        query, so each head scores the cached latent directly and W_UV applies after; every key's latent
+        and rotary key (kv_lora + rope elements) is read once per step for all heads (MQA over the latent)."""
+        m, p = self.model, self.params
+        a, w, kvb = p.activation_bytes, m.weight_bytes, m.kv_cache_bytes
+        assert m.kv_lora_rank is not None and m.qk_nope_head_dim is not None and m.v_head_dim is not None
+        heads, r, latent = self._heads, m.kv_lora_rank, m.mla_latent_size
+        n, ctx = num_seqs, context_tokens
+        absorb = heads * r * (m.qk_nope_head_dim + m.v_head_dim)  # W_UK and W_UV per GPU
+        flops = 2 * n * absorb + 2 * heads * (latent + r) * ctx
+        nbytes = kvb * ctx * latent + kvb * n * latent + w * absorb + a * n * heads * (latent + r)
+        return self._op(flops, nbytes, 4, self._attn_rate, m.num_layers)
 
     def _all_reduce(self, message_bytes: float, count: int) -> OpCost:
         """``count`` all-reduces of ``message_bytes`` over the tp GPUs, timed by ``AllReduceLatencyModel``

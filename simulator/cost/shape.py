@@ -28,6 +28,7 @@ OP_NAMES: tuple[str, ...] = (
     "all_reduce",
     "lm_head",
     "cpu_overhead",
+    "all_to_all",  # expert parallelism's dispatch and combine (only with ep > 1)
 )
 
 
@@ -105,5 +106,6 @@ class CostModel(Protocol):
         ...
 
 
-# Registered factories take (params, model: ModelSpec, hardware: HardwareSpec, tp: int, pp: int).
+# Registered factories take (params, model: ModelSpec, hardware: HardwareSpec, tp: int, pp: int), and ep: int
+# (expert parallelism) where it is not 1.
 COST_MODELS: Registry = Registry("cost model")

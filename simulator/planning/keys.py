@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from policies.batching import resolve_for_hardware
 from simulator.build import profile_path, resolve_specs
 from simulator.config.presets import resolve_hardware, resolve_model
 from simulator.config.scenario import validate_scenario
@@ -86,6 +87,11 @@ def resolved_config(
                 "role": g.role,
                 "tp": par.tp,
                 "pp": par.pp,
+                "ep": par.ep,
+                # hardware-dependent defaults (vllm's budget and max_num_seqs) as this GPU runs them
+                "policy": resolve_for_hardware(g.policy or cfg.policy, spec.memory_bytes, spec.name).model_dump(
+                    mode="json"
+                ),
                 "hardware_ref": ref if isinstance(ref, str) else spec.name,
                 "hardware": spec.model_dump(mode="json"),
                 "model": group_model.model_dump(mode="json"),
@@ -97,6 +103,7 @@ def resolved_config(
         "model": model.model_dump(mode="json"),
         "hardware": hardware.model_dump(mode="json"),
         "deployment": deployment,
+        "policy": resolve_for_hardware(cfg.policy, hardware.memory_bytes, hardware.name).model_dump(mode="json"),
     }
     data = data_files_sha256(out["workload"], base_dir, file_hashes)
     if data:  # only then, so the keys of workloads without files stay what they were

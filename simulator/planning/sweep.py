@@ -190,11 +190,18 @@ def table_rows(points: list[Point], paths: list[str], stored: dict[str, dict[str
     for p in points:
         if p.key not in stored:
             continue
-        params = {path: scalar(lookup(p.validated, path)) for path in paths}
+        params = {path: scalar(_value(p, path)) for path in paths}
         derived = derived_columns(p.resolved, stored[p.key])
         metrics = {k: v for k, v in stored[p.key].items() if k not in derived and k not in ("key", "config_json")}
         rows.append({"point": p.index, "label": p.label, **params, **point_row(p, metrics)})
     return rows
+
+
+def _value(p: Point, path: str) -> Any:
+    """A grid parameter's value at ``p``: as validated, or as run where validation leaves a default to the
+    hardware (vllm's max_num_seqs and token budget)."""
+    value = lookup(p.validated, path)
+    return lookup(p.resolved, path) if value is None else value
 
 
 def run_sweep(

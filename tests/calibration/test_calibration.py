@@ -125,7 +125,7 @@ def test_calibrate_then_validate_against_hf_and_builtin_engines(tmp_path):
     report: dict = {"quiet": quiet, "calibrate_s": round(calibrate_s, 1)}
     scenario = tmp_path / "builtin.yaml"
     scenario.write_text(
-        "seed: 1\npolicy: {kind: vllm, max_num_seqs: 16, max_num_batched_tokens: 512}\n"
+        "seed: 1\npolicy: {kind: vllm_v0, max_num_seqs: 16, max_num_batched_tokens: 512}\n"
         "kv_cache: {block_size: 16, num_blocks: 400}\n"
         "workload:\n  num_requests: 32\n  arrival: {kind: poisson, rate_per_s: 3}\n"
         "  lengths: {kind: independent, prompt: {kind: uniform, min_tokens: 32, max_tokens: 256},\n"

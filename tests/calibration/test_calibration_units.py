@@ -8,7 +8,7 @@ import pytest
 from calibration.engine import EngineRequest, StepRecord
 from calibration.grid import grid_spec, held_out_pairs, held_out_values
 from calibration.harness import fit_overhead, rotation_copies
-from calibration.validate import compare, measured_frame, measured_itl, warmup_steps
+from calibration.validate import compare, measured_frame, measured_itl, token_steps
 from simulator.cost.profiled import ProfiledCostModel, ProfiledParams
 from simulator.cost.shape import BatchShape
 from simulator.metrics.summary import summarize
@@ -62,19 +62,33 @@ def request(rid, prompt, times, scheduled=0.0):
     return r
 
 
-def test_warmup_steps_are_reconstructed_from_token_times():
+def test_steps_are_reconstructed_from_token_times():
     times = [0.5, 0.6, 0.72, 0.85]
     reqs = [request(0, 64, times), request(1, 64, times)]
-    steps = warmup_steps(reqs)
+    steps = token_steps(reqs)
     assert steps[0].prefill_new_tokens == (64, 64) and steps[0].end_s - steps[0].start_s == pytest.approx(0.5)
     assert [round(s.end_s - s.start_s, 6) for s in steps[1:]] == [0.1, 0.12, 0.13]
     assert [s.decode_context_tokens for s in steps[1:]] == [2 * 65, 2 * 66, 2 * 67]
     straggler = [request(0, 64, times), request(1, 64, [0.5, 0.6, 0.8, 0.85])]
-    assert len(warmup_steps(straggler)) == 2  # the steps around the tokens that do not line up are left out
+    assert len(token_steps(straggler)) == 2  # the steps around the tokens that do not line up are left out
     # a split prefill: request 1 starts decoding a step later; steps where both emit still count
     split = [request(0, 64, [0.3, 0.4, 0.5, 0.6]), request(1, 64, [0.4, 0.5, 0.6], scheduled=0.1)]
-    steps = warmup_steps(split)
+    steps = token_steps(split)
     assert [(s.start_s, s.end_s, s.decode_context_tokens) for s in steps] == [(0.4, 0.5, 66 + 65), (0.5, 0.6, 67 + 66)]
+
+
+def test_a_prompt_arriving_during_decodes_gives_a_mixed_step():
+    # request 0 decodes; request 1, scheduled after the step ending at 0.4, is prefilled whole beside it
+    reqs = [request(0, 32, [0.2, 0.3, 0.4, 0.55, 0.65]), request(1, 48, [0.55, 0.65], scheduled=0.4)]
+    reqs[1].arrival_s = reqs[1].admitted_s = 0.35
+    by_end = {round(s.end_s, 6): s for s in token_steps(reqs)}
+    mixed = by_end[0.55]
+    assert (mixed.start_s, mixed.prefill_new_tokens, mixed.num_decode_seqs) == (0.4, (48,), 1)
+    assert mixed.decode_context_tokens == 32 + 3 and mixed.num_sampled_tokens == 2
+    assert by_end[0.65].num_decode_seqs == 2 and by_end[0.65].decode_context_tokens == 32 + 4 + 48 + 1
+    # scheduled before the step ending at 0.4: its prompt ran in part then (chunked), so neither step is kept
+    reqs[1].first_scheduled_s = 0.35
+    assert {round(s.end_s, 6) for s in token_steps(reqs)} == {0.2, 0.3, 0.65}
 
 
 def test_measured_metrics_follow_the_simulator_definitions():

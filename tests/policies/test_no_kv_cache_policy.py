@@ -24,10 +24,10 @@ def test_same_request_costs_more_without_cache_on_real_model():
 
     stream = ms([0.0], [2000], [400])
     e2e = {}
-    for policy in ("vllm", "no_kv_cache"):
+    for policy in ("vllm_v0", "no_kv_cache"):
         cfg = validate_scenario({"policy": policy})
         e2e[policy] = build(cfg, stream=stream).run().summary["mean_e2el_ms"]
-    assert e2e["no_kv_cache"] > 5 * e2e["vllm"]
+    assert e2e["no_kv_cache"] > 5 * e2e["vllm_v0"]
 
 
 def test_memory_pressure_sends_newest_back_to_the_queue(by_id):

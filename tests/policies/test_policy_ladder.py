@@ -7,7 +7,7 @@ import policies
 from tests.conftest import make_config, make_stream, run_checked
 from workloads import RequestStream
 
-ALL = {"static", "dynamic", "continuous", "vllm", "sarathi", "priority", "no_kv_cache"}
+ALL = {"static", "dynamic", "continuous", "vllm", "vllm_v0", "sarathi", "priority", "no_kv_cache"}
 
 
 def test_the_whole_ladder_is_registered():
@@ -85,7 +85,7 @@ def _preemption_case(mode):
     # 4 blocks of 2 tokens; A and B (3 prompt, 4 out); 1 s + 0.1 s per token computed.
     cfg = make_config(
         kv_cache={"num_blocks": 4, "block_size": 2},
-        policy={"kind": "vllm", "watermark": 0, "preemption_mode": mode},
+        policy={"kind": "vllm_v0", "watermark": 0, "preemption_mode": mode},
         cost_model={"kind": "constant", "step_time_s": 1.0, "per_token_s": 0.1},
     )
     return run_checked(cfg, make_stream([0.0, 0.0], [3, 3], [4, 4]))
@@ -110,7 +110,7 @@ def test_recompute_versus_swap_costs(by_id):
 def test_swap_falls_back_to_recompute_when_host_memory_is_full(by_id):
     cfg = make_config(
         kv_cache={"num_blocks": 4, "block_size": 2, "swap_space_bytes": 0},
-        policy={"kind": "vllm", "watermark": 0, "preemption_mode": "swap"},
+        policy={"kind": "vllm_v0", "watermark": 0, "preemption_mode": "swap"},
         cost_model={"kind": "constant", "step_time_s": 1.0, "per_token_s": 0.1},
     )
     result = run_checked(cfg, make_stream([0.0, 0.0], [3, 3], [4, 4]))
@@ -141,7 +141,7 @@ def test_priority_victim_is_lowest_priority_not_newest(by_id):
     # vllm would have preempted the newest (H)
     v = by_id(
         run_checked(
-            make_config(policy={"kind": "vllm", "watermark": 0}, kv_cache={"num_blocks": 4, "block_size": 2}), stream
+            make_config(policy={"kind": "vllm_v0", "watermark": 0}, kv_cache={"num_blocks": 4, "block_size": 2}), stream
         )
     )
     assert v.loc[1, "num_preemptions"] == 1 and v.loc[0, "num_preemptions"] == 0
@@ -164,7 +164,7 @@ def test_priority_aging_lets_old_low_priority_requests_through(by_id):
 
 def test_parameter_of_another_policy_is_refused_with_its_name():
     with pytest.raises(ValueError, match="policy: token_budget: unknown field"):
-        make_config(policy={"kind": "vllm", "token_budget": 512})
+        make_config(policy={"kind": "vllm_v0", "token_budget": 512})
     with pytest.raises(ValueError, match=r"unknown batch policy 'orca'; known: .*continuous"):
         make_config(policy={"kind": "orca"})
 

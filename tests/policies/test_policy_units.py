@@ -32,18 +32,18 @@ def test_vllm_prefills_first_and_preempts_the_newest_when_a_decode_lacks_a_block
     old = running_request(view, 0, 4, 4, generated=1)  # its next token needs a second block
     new = running_request(view, 1, 4, 4, generated=1)
     view.running = [old, new]
-    plan = make("vllm").plan_step(view, 0.0)
+    plan = make("vllm_v0").plan_step(view, 0.0)
     assert ids(plan.scheduled) == [(0, 1)] and plan.preempt == [new]
     view2 = FakeView(waiting=[waiting(2, 8)], free=10, total=10, block_size=4)
     view2.running = [running_request(view2, 0, 4, 5, generated=2)]
-    plan = make("vllm").plan_step(view2, 0.0)
+    plan = make("vllm_v0").plan_step(view2, 0.0)
     assert ids(plan.scheduled) == [(2, 8)]  # prefill-first: the running request waits this step
 
 
 def test_vllm_keeps_the_watermark_free_for_new_prompts():
     view = FakeView(waiting=[waiting(0, 16)], free=4, total=10, block_size=4)
-    assert make("vllm", watermark=0.1).plan_step(view, 0.0).scheduled == []  # 4 - 4 < 1 block of watermark
-    assert ids(make("vllm", watermark=0.0).plan_step(view, 0.0).scheduled) == [(0, 16)]
+    assert make("vllm_v0", watermark=0.1).plan_step(view, 0.0).scheduled == []  # 4 - 4 < 1 block of watermark
+    assert ids(make("vllm_v0", watermark=0.0).plan_step(view, 0.0).scheduled) == [(0, 16)]
 
 
 def test_sarathi_schedules_decodes_then_chunks_prompts_into_the_budget():

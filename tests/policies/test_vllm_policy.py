@@ -36,7 +36,7 @@ def test_idle_replica_wakes_on_arrival(by_id):
 
 
 def test_max_num_seqs_caps_the_batch(by_id):
-    cfg = make_config(policy={"kind": "vllm", "max_num_seqs": 1})
+    cfg = make_config(policy={"kind": "vllm_v0", "max_num_seqs": 1})
     result = run_checked(cfg, make_stream([0.0, 0.0], [4, 4], [2, 2]))
     r = by_id(result)
     # B waits for A: A prefill [0,1], decode [1,2]; B prefill [2,3], decode [3,4].
@@ -45,7 +45,7 @@ def test_max_num_seqs_caps_the_batch(by_id):
 
 
 def test_token_budget_splits_prefills_across_steps(by_id):
-    cfg = make_config(policy={"kind": "vllm", "max_num_batched_tokens": 10, "max_num_seqs": 4})
+    cfg = make_config(policy={"kind": "vllm_v0", "max_num_batched_tokens": 10, "max_num_seqs": 4})
     result = run_checked(cfg, make_stream([0.0, 0.0, 0.0], [6, 4, 5], [1, 1, 1]))
     r = by_id(result)
     # 6 + 4 fit in 10; the third (5) waits a step.
@@ -59,7 +59,7 @@ def test_newest_request_is_preempted_by_recompute(by_id):
     # @2 A needs a 3rd block, none free: B (newest) is preempted, its KV dropped.
     # [2,3] decode A -> tok3; [3,4] decode A -> tok4, done (B cannot fit 3 blocks meanwhile).
     # [4,5] B recomputes its 3 + 2 tokens and samples tok3; [5,6] decode -> tok4, done.
-    cfg = make_config(kv_cache={"num_blocks": 4, "block_size": 2}, policy={"kind": "vllm", "watermark": 0})
+    cfg = make_config(kv_cache={"num_blocks": 4, "block_size": 2}, policy={"kind": "vllm_v0", "watermark": 0})
     result = run_checked(cfg, make_stream([0.0, 0.0], [3, 3], [4, 4]))
     r = by_id(result)
     assert r.loc[0, "finished_s"] == 4.0 and r.loc[0, "num_preemptions"] == 0
@@ -84,7 +84,7 @@ def test_requests_that_can_never_run_are_rejected_with_reasons(by_id):
 
 
 def test_prompt_beyond_token_budget_is_rejected(by_id):
-    cfg = make_config(policy={"kind": "vllm", "max_num_batched_tokens": 16, "max_num_seqs": 4})
+    cfg = make_config(policy={"kind": "vllm_v0", "max_num_batched_tokens": 16, "max_num_seqs": 4})
     result = run_checked(cfg, make_stream([0.0, 0.0], [20, 8], [2, 2]))
     r = by_id(result)
     assert r.loc[0, "status"] == "rejected" and "max_num_batched_tokens (16)" in r.loc[0, "reject_reason"]

@@ -55,7 +55,7 @@ def test_run_without_arguments_runs_the_default(tmp_path):
 def test_run_with_scenario_file_and_overrides(tmp_path):
     scenario = tmp_path / "s.yaml"
     scenario.write_text(
-        "model: llama-2-7b\nhardware: a100-80gb\npolicy: {kind: vllm, max_num_seqs: 64}\n"
+        "model: llama-2-7b\nhardware: a100-80gb\npolicy: {kind: vllm_v0, max_num_seqs: 64}\n"
         "workload:\n  num_requests: 50\n  arrival: {kind: gamma, rate_per_s: 2, burstiness: 0.5}\n"
         "  lengths: {kind: independent, prompt: {kind: fixed, tokens: 300}, output: {kind: fixed, tokens: 50}}\n"
     )

@@ -12,7 +12,7 @@ def _mdl_config(rate: float, n: int, seed: int):
     return validate_scenario(
         {
             "seed": seed,
-            "policy": {"kind": "vllm", "max_num_seqs": 1},
+            "policy": {"kind": "vllm_v0", "max_num_seqs": 1},
             "cost_model": {"kind": "constant", "step_time_s": 0.01},
             # the theory's wait starts when a request joins the queue: no API-server ingest or tokenising
             "client": {"ingest_delay_s": 0.0, "tokenize_s_per_token": 0.0},

@@ -1,7 +1,8 @@
 """Built-in model and hardware presets, and resolution of a user's reference to a spec.
 
 A reference is a preset name (``llama-3.1-8b``, ``h100-sxm``), a path to a YAML file
-holding a spec, or (models only) a path to a Hugging Face ``config.json``.
+holding a spec, or (models only) a path to a Hugging Face ``config.json`` or to a folder holding one
+(a local Hugging Face snapshot).
 """
 
 from __future__ import annotations
@@ -49,19 +50,29 @@ def _read_yaml_spec(path: Path, cls: type[ModelSpec] | type[HardwareSpec]):
 
 
 def resolve_model(ref: str | ModelSpec, base_dir: Path | None = None) -> ModelSpec:
-    """Turn a preset name, a spec YAML path or a Hugging Face config.json path into a ModelSpec."""
+    """Turn a preset name, a spec YAML path, a Hugging Face config.json path or a Hugging Face model folder
+    (holding a config.json) into a ModelSpec."""
     if isinstance(ref, ModelSpec):
         return ref
     presets = model_presets()
     if ref in presets:
         return presets[ref]
+    path = (base_dir or Path.cwd()) / ref
+    if path.is_dir():  # a Hugging Face model folder (a local snapshot): its config.json
+        config = path / "config.json"
+        if not config.is_file():
+            raise ValueError(
+                f"{path}: a folder without a config.json (give a Hugging Face model folder, a config.json "
+                "or a spec .yaml)"
+            )
+        return model_spec_from_hf_config(config)
     if _looks_like_path(ref):
-        path = (base_dir or Path.cwd()) / ref
         if path.suffix == ".json":
             return model_spec_from_hf_config(path)
         return _read_yaml_spec(path, ModelSpec)
     raise ValueError(
-        f"unknown model {ref!r}; presets: {', '.join(presets)} (or give a path to a config.json or a spec .yaml)"
+        f"unknown model {ref!r}; presets: {', '.join(presets)} (or give a path to a Hugging Face model folder, "
+        "a config.json or a spec .yaml)"
     )
 
 

@@ -78,14 +78,15 @@ class SiliconCostModel:
     MEMO_SIZE = RooflineCostModel.MEMO_SIZE
 
     def __init__(
-        self, params: SiliconParams, model: ModelSpec, hardware: HardwareSpec, tp: int = 1, pp: int = 1
+        self, params: SiliconParams, model: ModelSpec, hardware: HardwareSpec, tp: int = 1, pp: int = 1, ep: int = 1
     ) -> None:
         self.params = params
         self.model = model
         self.hardware = hardware
         self.tp = tp
         self.pp = pp
-        self.roofline = RooflineCostModel(params.roofline, model, hardware, tp, pp)
+        self.ep = ep
+        self.roofline = RooflineCostModel(params.roofline, model, hardware, tp, pp, ep)
         name = params.tables or hardware.silicon_tables
         if name is not None and name not in available():
             field = "cost_model.tables" if params.tables is not None else f"hardware {hardware.name}: silicon_tables"
@@ -107,6 +108,7 @@ class SiliconCostModel:
         self._prefill: tuple[AttentionTable, str] | None = None
         self._moe: Curve | None = None
         self._all_reduce = None
+        self._mlp_extra = bool(m.num_shared_experts or m.num_dense_layers)  # MLP parts besides the routed one
         if self.tables is not None:
             self._load()
         self._count_ops: dict[tuple[str, int], tuple[float, str]] = {}
@@ -124,13 +126,19 @@ class SiliconCostModel:
         if linear is None and self._fp8:  # weight-only FP8 (no FP8 tensor cores): bf16 kernels, anchored
             linear, note = bf16, "bf16 table, 1-byte weights by roofline"
         up = 2 if m.gated_mlp else 1
-        shapes = {
-            "qkv_proj": (self._q + 2 * self._kv, m.hidden_size),
-            "o_proj": (m.hidden_size, self._q),
-        }
+        shapes = {"o_proj": (m.hidden_size, m.attn_out_size // tp)}
+        if not m.is_mla:  # MLA's several projections before attention: the roofline (no table lookup)
+            shapes = {"qkv_proj": (self._q + 2 * self._kv, m.hidden_size)} | shapes
         if not m.is_moe:
             shapes["mlp_gate_up"] = (up * m.intermediate_size / tp, m.hidden_size)
             shapes["mlp_down"] = (m.hidden_size, m.intermediate_size / tp)
+        if m.num_shared_experts:  # the shared experts: one dense MLP, split by tp
+            shapes["shared/mlp_gate_up"] = (up * m.shared_intermediate_size / tp, m.hidden_size)
+            shapes["shared/mlp_down"] = (m.hidden_size, m.shared_intermediate_size / tp)
+        if m.num_dense_layers:
+            width = m.dense_intermediate_size or m.intermediate_size
+            shapes["dense/mlp_gate_up"] = (up * width / tp, m.hidden_size)
+            shapes["dense/mlp_down"] = (m.hidden_size, width / tp)
         bf16_rate = self.hardware.flops_per_s * self.params.roofline.gemm_flops_efficiency
         if linear is not None:
             for op, (n, k) in shapes.items():
@@ -139,15 +147,17 @@ class SiliconCostModel:
             self._gemm["lm_head"] = _Gemm(bf16, m.vocab_size / tp, m.hidden_size, 2.0, bf16_rate, "")
         kv_dtype = "fp8" if m.kv_cache_bytes == 1 else "bf16"
         heads = m.num_attention_heads // tp
-        self._decode = t.attention("decode", kv_dtype, heads, self._kv_heads, m.head_dim)
-        self._prefill = t.attention("prefill", kv_dtype, heads, self._kv_heads, m.head_dim)
+        if not m.is_mla:  # the shipped tables hold no MLA attention: the roofline, counted as a fallback
+            self._decode = t.attention("decode", kv_dtype, heads, self._kv_heads, m.head_dim)
+            self._prefill = t.attention("prefill", kv_dtype, heads, self._kv_heads, m.head_dim)
         if m.is_moe:
             dtype = "fp8" if self._fp8 else "bf16"
-            key = (
-                f"moe/{dtype}/balanced/{m.hidden_size}/{m.intermediate_size}/{m.num_experts_per_token}/"
-                f"{m.num_experts}/{tp}/1"
-            )
-            self._moe = t.moe(key)
+            dist = self.params.roofline.moe_token_distribution
+            # the table's moe_tp x moe_ep layout: the routed experts over ep groups of tp/ep GPUs
+            shape = f"{m.hidden_size}/{m.intermediate_size}/{m.num_experts_per_token}/{m.num_experts}"
+            self._moe = t.moe(f"moe/{dtype}/{dist}/{shape}/{tp // self.ep}/{self.ep}")
+            if self._moe is None and self._fp8:  # block-wise FP8 (DeepSeek-V3's checkpoints) where per-tensor is not
+                self._moe = t.moe(f"moe/fp8_block/{dist}/{shape}/{tp // self.ep}/{self.ep}")
         if tp > 1:
             from simulator.cost.collectives import MeasuredAllReduce
 
@@ -239,9 +249,9 @@ class SiliconCostModel:
                     per += self._rope_s(rows)
                     source += " GEMM + roofline rotary"
                 seconds = per * (1 if name == "lm_head" else L)
-            elif name in MLP_OPS and self._moe is not None:
+            elif name in MLP_OPS and (self._moe is not None or self._mlp_extra):
                 if moe is None:
-                    moe = self._moe_split(rows, roof)
+                    moe = self._mlp_split(rows)
                 seconds, source = moe[name]
                 self._count(name, source)
             elif name == "attn_decode" and self._decode is not None:
@@ -259,6 +269,10 @@ class SiliconCostModel:
                 self._count(name, source)
             elif name == "all_reduce" and self._all_reduce is not None:
                 seconds, source = self._all_reduce_lookup(shape, rows, r.seconds)
+                self._count(name, source)
+            elif name in ("attn_prefill", "attn_decode", "qkv_proj") and self.model.is_mla:
+                seconds = r.seconds
+                source = "roofline (no MLA table)"
                 self._count(name, source)
             else:
                 seconds = r.seconds
@@ -425,6 +439,32 @@ class SiliconCostModel:
 
     # MoE and all-reduce -------------------------------------------------------------------
 
+    def _mlp_split(self, rows: int) -> dict[str, tuple[float, str]]:
+        """The MLP ops' seconds over all layers: the routed experts from the fused-MoE table (split over the
+        ops in the roofline's proportions; the roofline where no table matches), shared experts and dense
+        layers from the GEMM table (their activation by the roofline)."""
+        parts = self.roofline.mlp_parts(rows)
+        out = (
+            self._moe_split(rows, parts["routed"])
+            if self._moe is not None
+            else {name: (op.seconds, "roofline (no MoE table)") for name, op in parts["routed"].items()}
+        )
+        for part, layers in (("shared", self.model.num_moe_layers), ("dense", self.model.num_dense_layers)):
+            if part not in parts:
+                continue
+            for name, op in parts[part].items():
+                key = f"{part}/{name}"
+                if key in self._gemm:
+                    found = self._count_ops.get((key, rows))
+                    if found is None:
+                        found = self._count_ops[(key, rows)] = self._gemm_lookup(key, rows)
+                    seconds, source = found[0] * layers, found[1]
+                else:
+                    seconds, source = op.seconds, "roofline (no table)"
+                t, s = out[name]
+                out[name] = (t + seconds, s if s == source else f"{s}; {part}: {source}")
+        return out
+
     def _moe_split(self, rows: int, roof: dict[str, OpCost]) -> dict[str, tuple[float, str]]:
         """The fused MoE layer's measured time, split over the MLP ops in the roofline's proportions."""
         assert self._moe is not None
@@ -434,12 +474,11 @@ class SiliconCostModel:
         assert t is not None
         roof_total = sum(roof[name].seconds for name in MLP_OPS if name in roof)
         source = "measured" if rc == rows and rows in curve.xs else "interpolated"
-        if rc != rows:  # anchored: the roofline's MLP at the edge of the measured token counts
-            edge = self.roofline.breakdown(BatchShape((round(rc),), (0,))).ops
-            assert edge is not None
+        if rc != rows:  # anchored: the roofline's routed MLP at the edge of the measured token counts
+            edge = self.roofline.mlp_parts(round(rc))["routed"]
             t *= roof_total / sum(edge[name].seconds for name in MLP_OPS if name in edge)
             source = f"roofline anchored at tokens={rc:g}"
-        total = t * self.model.num_layers
+        total = t * self.model.num_moe_layers
         return {name: (total * roof[name].seconds / roof_total, source) for name in MLP_OPS if name in roof}
 
     def _all_reduce_lookup(self, shape: BatchShape, rows: int, roofline_s: float) -> tuple[float, str]:

@@ -33,7 +33,7 @@ SCENARIO = """\
 model: llama-2-7b
 hardware: a100-80gb
 policy:
-  kind: vllm
+  kind: vllm_v0
   max_num_seqs: 64
 workload:
   num_requests: 5

@@ -293,7 +293,7 @@ def test_cli_run_and_estimate_read_a_profile(tmp_path):
 def test_validate_refuses_a_policy_transformers_does_not_run(tmp_path):
     path = save_profile(make_profile(), tmp_path / "p.json")
     scenario = tmp_path / "s.yaml"
-    scenario.write_text("policy: {kind: vllm}\n")
+    scenario.write_text("policy: {kind: vllm_v0}\n")
     proc = subprocess.run(
         [SERVESIM, "validate", "--profile", path, "--engine", "hf", "--workload", scenario, "--quiet"],
         capture_output=True,

@@ -58,8 +58,11 @@ def _policy_params(policy: str, draw) -> dict:
     params = {"kind": policy, cap: seqs}
     if "token_budget" in fields:
         params["token_budget"] = draw(st.integers(seqs, 48))
-    if policy == "vllm":
+    if policy == "vllm_v0":
         params["max_num_batched_tokens"] = draw(st.sampled_from([None, 32, 64]))
+    if policy == "vllm":  # V1: chunks under a small budget, or the hardware's default
+        params["max_num_batched_tokens"] = draw(st.sampled_from([None, 8, 32]))
+        params["long_prefill_token_threshold"] = draw(st.sampled_from([0, 5]))
     if policy == "hf_fifo":
         params["max_num_batched_tokens"] = draw(st.sampled_from([32, 64]))
     if policy == "priority":
@@ -121,7 +124,7 @@ def test_builtin_and_simulated_engines_decide_alike(case):
 
 def test_the_logs_see_a_preemption_and_a_rejection():
     """A case where decisions matter: KV runs out (a preemption) and one request can never fit (a rejection)."""
-    cfg = make_config(policy={"kind": "vllm", "max_num_seqs": 4}, kv_cache={"num_blocks": 6, "block_size": 4})
+    cfg = make_config(policy={"kind": "vllm_v0", "max_num_seqs": 4}, kv_cache={"num_blocks": 6, "block_size": 4})
     arrivals, prompts, outputs = [0.0, 0.0, 1.0, 2.0], [8, 8, 6, 30], [8, 8, 4, 2]
     simulated = simulated_log(cfg, arrivals, prompts, outputs)
     builtin, _ = builtin_log(cfg, arrivals, prompts, outputs)

@@ -36,7 +36,7 @@ def scenarios(draw):
         params["mode"] = draw(st.sampled_from(["strict", "aging"]))
     if "preemption_mode" in fields:
         params["preemption_mode"] = draw(st.sampled_from(["recompute", "swap"]))
-    if policy == "vllm":
+    if policy == "vllm_v0":
         params["watermark"] = draw(st.sampled_from([0.0, 0.01, 0.1]))
     cfg = validate_scenario(
         {

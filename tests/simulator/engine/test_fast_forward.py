@@ -98,7 +98,7 @@ def test_arrival_at_a_step_end_is_planned_at_that_end():
     """The issue's case: vllm, constant 1 s steps, arrivals at 0, 4, 6, 7: request 1 starts at 4.0 on both paths."""
     from tests.conftest import make_config, make_stream
 
-    cfg = make_config(policy="vllm")
+    cfg = make_config(policy="vllm_v0")
     stream = make_stream([0.0, 4.0, 6.0, 7.0], [5, 5, 5, 5], [6, 6, 6, 6])
     for fast_forward in (False, True):
         req = build(cfg, stream=stream, fast_forward=fast_forward).run().requests.sort_values("request_id")
@@ -118,7 +118,7 @@ def test_fast_path_equals_plain_path_on_random_clusters(case):
 
 
 def test_fast_path_equals_plain_path_on_the_default_scenario_with_roofline_costs():
-    for policy in ("vllm", "sarathi", "continuous", "static", "priority"):
+    for policy in ("vllm", "vllm_v0", "sarathi", "continuous", "static", "priority"):
         cfg = validate_scenario(
             {"policy": policy, "workload": {"num_requests": 400, "arrival": {"kind": "poisson", "rate_per_s": 6.0}}}
         )
@@ -147,7 +147,7 @@ def test_kv_transfer_offered_mid_window_is_not_lost():
     cfg = validate_scenario(
         {
             "max_model_len": 20,
-            "policy": {"kind": "vllm", "max_num_seqs": 1, "watermark": 0},
+            "policy": {"kind": "vllm_v0", "max_num_seqs": 1, "watermark": 0},
             "cost_model": {"kind": "constant", "step_time_s": 0.5, "per_token_s": 0.01},
             "kv_cache": {"block_size": 1, "num_blocks": 16, "swap_space_bytes": 0},
             "groups": [{"role": "prefill"}, {"role": "decode"}],

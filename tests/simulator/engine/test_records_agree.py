@@ -34,7 +34,7 @@ def _run(extra, fast_forward=True):
             ],
         },
         {"kv_cache": {"num_blocks": 2000}, "policy": {"kind": "sarathi"}},
-        {"kv_cache": {"num_blocks": 2000}, "policy": {"kind": "vllm", "preemption_mode": "swap"}},
+        {"kv_cache": {"num_blocks": 2000}, "policy": {"kind": "vllm_v0", "preemption_mode": "swap"}},
     ],
     ids=["disaggregated-sarathi", "sarathi", "vllm-swap"],
 )

@@ -38,7 +38,7 @@ def md1_base(output_tokens: int = 1, step_time_s: float = 0.1, seed: int = 0) ->
     """One request at a time, fixed lengths, constant steps: an M/D/1 queue with D = output_tokens x step."""
     return {
         "seed": seed,
-        "policy": {"kind": "vllm", "max_num_seqs": 1},
+        "policy": {"kind": "vllm_v0", "max_num_seqs": 1},
         "cost_model": {"kind": "constant", "step_time_s": step_time_s},
         "kv_cache": {"num_blocks": 100, "block_size": 16},
         "workload": {

@@ -53,7 +53,7 @@ def _run(base, slo, **search):
     ],
 )
 def test_bisection_agrees_with_a_brute_force_scan(max_num_seqs, ttft_p99_ms, requests, grid):
-    base = tiny_base() | {"policy": {"kind": "vllm", "max_num_seqs": max_num_seqs}}
+    base = tiny_base() | {"policy": {"kind": "vllm_v0", "max_num_seqs": max_num_seqs}}
     slo = SloTargets(ttft_p99_ms=ttft_p99_ms, tpot_p99_ms=None, attainment=0.9)
     run = _run(base, slo, rel_tol=0.01, requests_per_point=requests)
     found = search_task(SearchTask(run, start_rate_per_s=1.0))

@@ -27,7 +27,7 @@ from workloads import generate
 TRACE_ROWS, TRACE_RATE = 300, 4.0
 LENGTHS = {"kind": "independent", "prompt": {"kind": "fixed", "tokens": 20}, "output": {"kind": "fixed", "tokens": 4}}
 COMMON = {
-    "policy": {"kind": "vllm", "max_num_seqs": 4},
+    "policy": {"kind": "vllm_v0", "max_num_seqs": 4},
     "cost_model": {"kind": "constant", "step_time_s": 0.01, "per_token_s": 1e-5},
     "kv_cache": {"num_blocks": 256, "block_size": 16},
     "slo": {"ttft_ms": 150, "tpot_ms": 20},
@@ -159,7 +159,7 @@ def test_a_closed_loop_search_finds_the_most_users_a_brute_force_scan_finds(tmp_
     # one request at a time and a TTFT bound: every extra user waits one more service time
     run = _run(tmp_path, "closed_loop", requests=60, rel_tol=1e-6)
     run = CandidateRun(
-        0, 0, run.config | {"policy": {"kind": "vllm", "max_num_seqs": 1}}, run.base_dir, 0,
+        0, 0, run.config | {"policy": {"kind": "vllm_v0", "max_num_seqs": 1}}, run.base_dir, 0,
         SloTargets(ttft_p99_ms=200.0, tpot_p99_ms=None, attainment=0.9), run.search,
     )  # fmt: skip
     found = search_task(SearchTask(run, 2.0, 2.0))

@@ -20,8 +20,8 @@ def test_overrides_compose_and_never_touch_the_base():
     assert out["workload"]["arrival"] == {"kind": "poisson", "rate_per_s": 3.0}
     assert base == {"policy": "vllm", "workload": {"num_requests": 10}}
     # a whole-field override applies before deeper ones, whatever the order given
-    out = apply_overrides({}, {"policy.max_num_seqs": 4, "policy": {"kind": "vllm", "watermark": 0.1}})
-    assert out["policy"] == {"kind": "vllm", "watermark": 0.1, "max_num_seqs": 4}
+    out = apply_overrides({}, {"policy.max_num_seqs": 4, "policy": {"kind": "vllm_v0", "watermark": 0.1}})
+    assert out["policy"] == {"kind": "vllm_v0", "watermark": 0.1, "max_num_seqs": 4}
     assert validate_scenario(out, "x").policy.max_num_seqs == 4
 
 

@@ -1,0 +1,102 @@
+"""MLA, shared experts, dense layers and expert parallelism in the cost models; DeepSeek-V3 and Qwen3-MoE
+run end to end on H200."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simulator.build import build, setup_group
+from simulator.config.hf_config import model_spec_from_hf_config
+from simulator.config.presets import resolve_hardware
+from simulator.config.schema import ParallelismConfig, ScenarioConfig
+from simulator.cost.moe_load import busiest_group_share
+from simulator.cost.roofline import RooflineCostModel, RooflineParams
+from simulator.cost.shape import BatchShape
+from simulator.cost.silicon import SiliconParams
+from simulator.cost.silicon.model import SiliconCostModel
+
+HF = Path(__file__).resolve().parents[2] / "data" / "hf"
+H200 = resolve_hardware("h200")
+DSV3 = model_spec_from_hf_config(HF / "deepseek-v3" / "config.json")
+QWEN = model_spec_from_hf_config(HF / "qwen3-30b-a3b" / "config.json")
+DECODE = BatchShape(num_decode_seqs=32, decode_context_tokens=32 * 4000, num_sampled_tokens=32)
+PREFILL = BatchShape((2048,), (0,), num_sampled_tokens=1)
+
+
+def test_mla_decode_reads_the_latent_per_key():
+    c = RooflineCostModel(RooflineParams(), DSV3, H200, tp=8)
+    op = c.breakdown(DECODE).ops["attn_decode"]
+    latent_read = 32 * 4000 * (512 + 64) * 2 * 61
+    assert latent_read < op.bytes < 1.5 * latent_read
+    assert c.decode_step_times(32, [32 * 4000]) == [c.step_time(DECODE).total_s]
+
+
+def test_shared_experts_and_dense_layers_are_priced():
+    c = RooflineCostModel(RooflineParams(), DSV3, H200, tp=8)
+    parts = c.mlp_parts(64)
+    assert set(parts) == {"routed", "shared", "dense"}
+    assert parts["dense"]["mlp_gate_up"].flops == pytest.approx(2 * 64 * 7168 * 2 * 18432 / 8 * 3)
+    assert parts["shared"]["mlp_down"].flops == pytest.approx(2 * 64 * 2048 / 8 * 7168 * 58)
+
+
+def test_silicon_falls_back_for_mla_and_counts_it():
+    c = SiliconCostModel(SiliconParams(), DSV3, H200, tp=8)
+    sources = c.sources(DECODE)
+    assert sources["attn_decode"] == "roofline (no MLA table)"
+    c.step_time(DECODE)
+    assert c.fallbacks["attn_decode"] == 1
+    assert sources["mlp_gate_up"].startswith(("measured", "interpolated"))  # fused-MoE table, fp8_block
+
+
+def test_expert_parallelism_all_to_all_and_imbalance():
+    balanced = RooflineCostModel(RooflineParams(), QWEN, H200, tp=4, ep=4)
+    skewed = RooflineCostModel(RooflineParams(moe_token_distribution="power_law_1.2"), QWEN, H200, tp=4, ep=4)
+    ops = balanced.breakdown(PREFILL).ops
+    sent = 2048 / 4 * 8 * 2048 * 2 * 3 / 4
+    assert ops["all_to_all"].bytes == pytest.approx(2 * 48 * sent)
+    assert "all_to_all" not in RooflineCostModel(RooflineParams(), QWEN, H200, tp=4).breakdown(PREFILL).ops
+    assert skewed.expert_rows(2048) > balanced.expert_rows(2048) == 2048 * 8 / 4
+    assert skewed.step_time(PREFILL).total_s > balanced.step_time(PREFILL).total_s
+    assert busiest_group_share(2048, 128, 8, 1, 1.2) == 1.0
+    assert 1 / 8 < busiest_group_share(2048, 256, 8, 8, 1.01) < busiest_group_share(2048, 256, 8, 8, 1.2) < 1
+
+
+def test_ep_must_divide_tp():
+    with pytest.raises(ValueError, match="must divide tp"):
+        ParallelismConfig(tp=2, ep=4)
+
+
+def _scenario(path: str, tp: int, ep: int) -> ScenarioConfig:
+    return ScenarioConfig.model_validate(
+        {
+            "model": str(HF / path),
+            "hardware": "h200",
+            "parallelism": {"tp": tp, "ep": ep},
+            "max_model_len": 8192,
+            "workload": {
+                "num_requests": 20,
+                "arrival": {"kind": "poisson", "rate_per_s": 4},
+                "lengths": {
+                    "kind": "independent",
+                    "prompt": {"kind": "uniform", "min_tokens": 200, "max_tokens": 800},
+                    "output": {"kind": "uniform", "min_tokens": 20, "max_tokens": 100},
+                },
+            },
+        }
+    )
+
+
+@pytest.mark.parametrize(("path", "tp", "ep"), [("deepseek-v3", 8, 8), ("qwen3-30b-a3b", 2, 2)])
+def test_moe_models_run_end_to_end_on_h200(path, tp, ep):
+    cfg = _scenario(path, tp, ep)
+    setup = setup_group(cfg, cfg.replica_groups()[0], 0, None)
+    assert setup.ep == ep and setup.num_blocks > 0
+    assert setup.memory is not None and setup.memory.weight_bytes < setup.memory.usable_bytes  # weights fit per GPU
+    result = build(cfg).run()
+    assert result.summary["completed"] == 20
+    assert result.summary["num_requests"] == 20
+    model = setup.model
+    # EP: each GPU holds E/ep of the experts, so far less expert weight than one GPU holding them all
+    assert model.expert_weight_bytes_per_gpu(tp, ep=ep) == pytest.approx(model.expert_weight_bytes_per_gpu(1) / tp)
