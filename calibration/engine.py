@@ -124,6 +124,9 @@ class BuiltinEngine:
         self.wake_at_s: float | None = None  # when an idle policy asked to plan again
         self.replan = False  # the last plan only preempted or rejected: plan again at once
         self.steps: list[StepRecord] = []
+        # the end of the last step when the engine has run on since (no sleep): a step's record starts
+        # there, so that its time holds the bookkeeping between steps (applying results, the loop) too
+        self.busy_since_s: float | None = None
 
     @property
     def is_idle(self) -> bool:
@@ -153,6 +156,7 @@ class BuiltinEngine:
         """
         ex = self.executor
         start = clock()
+        since = start if self.busy_since_s is None else self.busy_since_s
         ex.kv.new_plan()
         plan = self.policy.plan_step(ex, start)
         ex.carry_out(plan, start, self._carried)
@@ -179,7 +183,7 @@ class BuiltinEngine:
                 rec.token_times_s.append(end)
                 rec.num_generated_tokens = req.num_generated_tokens
         record = StepRecord(
-            start,
+            since,
             end,
             shape.prefill_new_tokens,
             shape.prefill_cached_tokens,
@@ -190,6 +194,7 @@ class BuiltinEngine:
         )
         self._carried.clear()
         self.steps.append(record)
+        self.busy_since_s = end
         return record
 
     def forward(self, scheduled: Sequence[tuple[Request, int]]) -> dict[int, int]:
@@ -263,6 +268,7 @@ class BuiltinEngine:
         (``clock`` and ``sleep`` replace the wall clock in tests).
         """
         t0 = clock()
+        self.busy_since_s = None  # times are the run's own
 
         def now() -> float:
             return clock() - t0
@@ -291,6 +297,7 @@ class BuiltinEngine:
                         "on an idle engine with nothing to wake it"
                     )
                 sleep(max(0.0, min(wake) - now()))
+                self.busy_since_s = None
             done = sum(1 for r in requests if r.status in ("finished", "rejected"))
             if progress is not None and done != num_done:
                 progress(done, total)

@@ -4,7 +4,10 @@ The op tables time kernels; a real engine's step also pays its scheduling, the g
 paged K/V, Python. ``calibrate_engine`` runs the engine (servesim's builtin one or
 transformers') over a designed set of batches: a request alone, batches whose prompts are
 prefilled in one step, long prompts split over several steps, each followed by decode steps
-over growing contexts; it reconstructs the whole steps from the tokens' times and fits
+over growing contexts (batches of 1 to 16), and requests arriving one by one while others
+decode (steps mixing a whole prompt with decodes, under the engine's token budget); it takes
+the builtin engine's own step records and reconstructs transformers' steps from its tokens'
+times (``calibration.validate.token_steps``), and fits
 
     step = time_scale x ops + step_overhead_s + per_seq_overhead_s x sequences + per_kv_token_overhead_s x keys
 
@@ -24,13 +27,15 @@ from calibration.quality import HELD_OUT_BOUND
 from calibration.validate import (
     ENGINES,
     WARMUP_PROMPT_TOKENS,
+    Staggered,
     _Builtin,
     _Hf,
     collect_warmup,
+    engine_steps,
     fit_engine,
     predict,
+    staggered_requests,
     validation_scenario,
-    warmup_steps,
 )
 from simulator.config.schema import ScenarioConfig
 from simulator.cost.profile import CalibrationProfile, EngineCalibration
@@ -47,6 +52,15 @@ def _held_out_runs(cfg: ScenarioConfig) -> list[tuple[int, int, int]]:
     return runs
 
 
+def _held_out_staggered(cfg: ScenarioConfig) -> list[Staggered]:
+    """Mixed steps of other prompt lengths and spacing than the fitted ones."""
+    budget = getattr(cfg.policy, "max_num_batched_tokens", None) or 512
+    seqs = getattr(cfg.policy, "max_num_seqs", 8)
+    b = min(2, seqs - 1)
+    prompts = tuple(p for p in (48, 128) if p <= budget - seqs)[: seqs - b]
+    return [Staggered(b, 3 * WARMUP_PROMPT_TOKENS // 2, prompts, 4)] if b >= 1 and prompts else []
+
+
 def calibrate_engine(profile: CalibrationProfile, engine_name: str, seed: int = 0) -> EngineCalibration:
     """Run ``engine_name`` on the profile's device and fit its step time (module docstring)."""
     if engine_name not in ENGINES:
@@ -56,13 +70,13 @@ def calibrate_engine(profile: CalibrationProfile, engine_name: str, seed: int = 
     engine = (_Hf if engine_name == "hf" else _Builtin)(profile, cfg, device, seed)
     engine.start()
     try:
-        steps, ingest = collect_warmup(engine, profile, cfg, seed)
+        steps, ingest, step_s = collect_warmup(engine, profile, cfg, seed)
         held: list[StepRecord] = []
         vocab = profile.model.vocab_size
         for b, prompt, output in _held_out_runs(cfg):
-            reqs = make_requests([0.0] * b, [prompt] * b, [output] * b, vocab, seed + 100 + b)
-            engine.run(reqs)
-            held += warmup_steps(reqs)
+            held += engine_steps(engine, make_requests([0.0] * b, [prompt] * b, [output] * b, vocab, seed + 100 + b))
+        for j, run in enumerate(_held_out_staggered(cfg)):
+            held += engine_steps(engine, staggered_requests(run, step_s, vocab, seed + 150 + j))
     finally:
         engine.stop()
     fit = fit_engine(steps, ingest, engine.attention, profile)

@@ -3,7 +3,8 @@
 Both sides get the same requests (arrival times, prompt and output lengths), the same
 batch policy and limits (batch cap, token budget, block size, KV blocks, recompute
 preemption) and the same model. Before and after the measured run the engine serves
-warm-up batches (one request alone, then a few together) that are not compared: their prefill
+warm-up batches (one request alone, a few together, some arriving while others decode)
+that are not compared: their prefill
 and decode steps, against the ops' time the profile predicts, give the engine's time
 scale and own per-step overhead (step time = scale x ops + step_s + per_seq_s x
 sequences + per_kv_s x keys attended, a non-negative least-squares fit in which prefill
@@ -15,11 +16,12 @@ client ingest delay. Tokens are timed by the engine
 as it produces them, so the stream delay is zero on both sides.
 
 Metrics on both sides come from ``simulator.metrics.summary.summarize`` (vLLM's definitions).
+The compared run's steps whose work is known (the builtin engine's records, transformers'
+reconstructed by ``token_steps``) give the step-time error by step kind (``step_errors``).
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import time
@@ -240,16 +242,18 @@ STEP_TOLERANCE_S = 5e-4  # tokens of one step are stamped within this of each ot
 MIN_TIME_SCALE = 1e-3  # a fitted scale below this is degenerate (see fit_engine)
 
 
-def warmup_steps(requests: Sequence[EngineRequest]) -> list[StepRecord]:
-    """Engine steps reconstructed from the token times of requests sent together.
+def token_steps(requests: Sequence[EngineRequest]) -> list[StepRecord]:
+    """Engine steps reconstructed from the token times of ``requests`` (any arrival pattern).
 
-    Tokens stamped together (within ``STEP_TOLERANCE_S``) come from one step. A step in
-    which every request emitted, after one in which every request emitted too, was a pure
-    decode step of all of them, each at context prompt + tokens so far. The first step,
-    when all requests were scheduled together and all emitted at its end, was one prefill
-    of all of them. Other steps (split prefills, stragglers) are left out.
+    Tokens stamped together (within ``STEP_TOLERANCE_S``) come from one step. A step is kept
+    when its work is known exactly: every request decoding at the time (its first token
+    earlier, its last one not yet) emitted one token in it, each request emitting its first
+    token was scheduled no earlier than the previous step's end (its whole prompt ran in this
+    step: a chunked prompt started before is left out), and no other request was scheduled
+    and still without a token (a prompt chunk hidden in the step). A step with decodes starts
+    when the previous one, itself complete, ended; a step of prompts only starts when its
+    requests were scheduled. A decode attends to its prompt plus the tokens so far.
     """
-    b = len(requests)
     events = sorted((t, i, k) for i, r in enumerate(requests) for k, t in enumerate(r.token_times_s))
     groups: list[list[tuple[float, int, int]]] = []
     for event in events:
@@ -257,21 +261,45 @@ def warmup_steps(requests: Sequence[EngineRequest]) -> list[StepRecord]:
             groups[-1].append(event)
         else:
             groups.append([event])
+    first = {i: g for g in range(len(groups) - 1, -1, -1) for _, i, k in groups[g] if k == 0}
+    last = {i: g for g in range(len(groups)) for _, i, _ in groups[g]}
+    ends = [group[-1][0] for group in groups]
+
+    def complete(g: int) -> bool:
+        members = [i for _, i, _ in groups[g]]
+        if len(set(members)) != len(members):
+            return False
+        active = {i for i in first if first[i] < g <= last[i]}
+        return active <= set(members)
+
     steps = []
-    scheduled = [r.first_scheduled_s for r in requests]
-    first = groups[0] if groups else []
-    if (
-        len(first) == b
-        and all(k == 0 for _, _, k in first)
-        and None not in scheduled
-        and max(scheduled) - min(scheduled) <= STEP_TOLERANCE_S  # type: ignore[type-var, operator]
-    ):
-        prompts = tuple(requests[i].num_prompt_tokens for _, i, _ in first)
-        steps.append(StepRecord(min(scheduled), first[-1][0], prompts, (0,) * b, 0, 0, b, 0))  # type: ignore[type-var]
-    for prev, group in itertools.pairwise(groups):
-        if len(group) == b and len(prev) == b and len({i for _, i, _ in group}) == b:
-            context = sum(requests[i].num_prompt_tokens + k for _, i, k in group)
-            steps.append(StepRecord(prev[-1][0], group[-1][0], (), (), b, context, b, 0))
+    for g, group in enumerate(groups):
+        if not complete(g):
+            continue
+        new = [(i, k) for _, i, k in group if k == 0]
+        decodes = [(i, k) for _, i, k in group if k > 0]
+        scheduled = [requests[i].first_scheduled_s for i, _ in new]
+        if None in scheduled:
+            continue
+        boundary = ends[g - 1] if g > 0 else -math.inf
+        if any(s < boundary - STEP_TOLERANCE_S for s in scheduled):  # type: ignore[operator]
+            continue  # a prompt begun in an earlier step (chunked)
+        hidden = [
+            r
+            for j, r in enumerate(requests)
+            if r.first_scheduled_s is not None and r.first_scheduled_s <= ends[g] and first.get(j, len(groups)) > g
+        ]
+        if hidden:
+            continue
+        if decodes:
+            if g == 0 or not complete(g - 1):
+                continue
+            start = boundary
+        else:
+            start = max(scheduled)  # type: ignore[type-var]
+        prompts = tuple(requests[i].num_prompt_tokens for i, _ in new)
+        context = sum(requests[i].num_prompt_tokens + k for i, k in decodes)
+        steps.append(StepRecord(start, ends[g], prompts, (0,) * len(prompts), len(decodes), context, len(group), 0))
     return steps
 
 
@@ -287,23 +315,70 @@ def _warmup_runs(cfg: ScenarioConfig) -> list[tuple[int, int, int]]:
             runs.append((b, prompt, output))
     # longer contexts: the prefill is split over several steps, the decodes after it are not
     runs.append((min(8, seqs), 4 * WARMUP_PROMPT_TOKENS, 16))
+    runs.append((min(2, seqs), 6 * WARMUP_PROMPT_TOKENS, 16))
+    if seqs >= 16 and budget // 16 >= 8:  # a wide decode batch
+        runs.append((16, min(WARMUP_PROMPT_TOKENS // 2, budget // 16), 16))
     return runs
+
+
+@dataclass(frozen=True, slots=True)
+class Staggered:
+    """Requests decoding when others arrive one by one: steps mixing a whole prompt with decodes."""
+
+    num_decoding: int
+    decode_prompt_tokens: int
+    arriving_prompt_tokens: tuple[int, ...]
+    steps_apart: int  # arrivals this many decode steps apart
+
+
+def _staggered_runs(cfg: ScenarioConfig) -> list[Staggered]:
+    budget = getattr(cfg.policy, "max_num_batched_tokens", None) or 512
+    seqs = getattr(cfg.policy, "max_num_seqs", 8)
+    b = min(4, seqs - 1)
+    if b < 1:
+        return []
+    room = budget - seqs  # a prompt that fits one step beside every decode
+    prompts = tuple(p for p in (32, 96, 160, 224) if p <= room)[: seqs - b]
+    return [Staggered(b, WARMUP_PROMPT_TOKENS, prompts, 6)] if prompts else []
+
+
+def staggered_requests(run: Staggered, step_s: float, vocab: int, seed: int) -> list[EngineRequest]:
+    """``run``'s requests, their arrivals spaced by ``step_s`` (a decode step's measured time)."""
+    n = len(run.arriving_prompt_tokens)
+    first_s = 4 * step_s + run.steps_apart * step_s  # the decoding ones have left their prefill by then
+    arrivals = [0.0] * run.num_decoding + [first_s + j * run.steps_apart * step_s for j in range(n)]
+    output = WARMUP_OUTPUT_TOKENS + (n + 1) * run.steps_apart + 8
+    prompts = [run.decode_prompt_tokens] * run.num_decoding + list(run.arriving_prompt_tokens)
+    outputs = [output] * run.num_decoding + [8] * n
+    return make_requests(arrivals, prompts, outputs, vocab, seed)
+
+
+def engine_steps(engine: _Builtin | _Hf, requests: Sequence[EngineRequest]) -> list[StepRecord]:
+    """Run ``requests``; the steps whose work is known: the builtin engine's own records (less those
+    that preempted), transformers' reconstructed from its token times (``token_steps``)."""
+    recorded = engine.run(requests)
+    steps = recorded if recorded else token_steps(requests)
+    return [s for s in steps if s.num_preempted == 0]
 
 
 def collect_warmup(
     engine: _Builtin | _Hf, profile: CalibrationProfile, cfg: ScenarioConfig, seed: int
-) -> tuple[list[StepRecord], list[float]]:
-    """Serve the warm-up batches; their reconstructed steps and the ingest delays of idle sends."""
+) -> tuple[list[StepRecord], list[float], float]:
+    """Serve the warm-up batches; their steps, the ingest delays of idle sends and a lone decode step's time."""
     vocab = profile.model.vocab_size
-    engine.run(make_requests([0.0], [WARMUP_PROMPT_TOKENS], [4], vocab, seed))  # first calls pay one-off costs
+    # the first calls pay one-off costs; this run also times a decode step, to space the staggered arrivals
+    alone = make_requests([0.0], [WARMUP_PROMPT_TOKENS], [8], vocab, seed)
+    engine.run(alone)
+    step_s = float(np.median(np.diff(alone[0].token_times_s))) if len(alone[0].token_times_s) > 1 else 1e-3
     steps: list[StepRecord] = []
     ingest: list[float] = []
     for b, prompt, output in _warmup_runs(cfg):
         reqs = make_requests([0.0] * b, [prompt] * b, [output] * b, vocab, seed + b)
-        engine.run(reqs)
-        steps += warmup_steps(reqs)
+        steps += engine_steps(engine, reqs)
         ingest += [min(r.first_scheduled_s for r in reqs if r.first_scheduled_s is not None)]
-    return steps, ingest
+    for j, run in enumerate(_staggered_runs(cfg)):
+        steps += engine_steps(engine, staggered_requests(run, step_s, vocab, seed + 50 + j))
+    return steps, ingest, step_s
 
 
 def step_terms(
@@ -366,6 +441,39 @@ def predict(fit: EngineFit, steps: list[StepRecord], attention: str, profile: Ca
     return (
         fit.time_scale * ops + fit.step_overhead_s + fit.per_seq_overhead_s * seqs + fit.per_kv_token_overhead_s * keys
     )
+
+
+STEP_KINDS = ("prefill", "decode", "mixed")
+
+
+def step_kind(step: StepRecord) -> str:
+    """``prefill`` (prompts only), ``decode`` (decodes only) or ``mixed``."""
+    if not step.prefill_new_tokens:
+        return "decode"
+    return "mixed" if step.num_decode_seqs else "prefill"
+
+
+def step_errors(
+    fit: EngineFit, steps: list[StepRecord], attention: str, profile: CalibrationProfile
+) -> dict[str, dict[str, float | int | None]]:
+    """Per step kind: how many steps, their mean measured and predicted time (ms), and the mean signed and
+    absolute relative error of the prediction, (predicted - measured) / measured."""
+    out: dict[str, dict[str, float | int | None]] = {}
+    measured = np.array([s.end_s - s.start_s for s in steps])
+    predicted = predict(fit, steps, attention, profile) if steps else np.zeros(0)
+    kinds = np.array([step_kind(s) for s in steps])
+    for kind in STEP_KINDS:
+        mask = kinds == kind
+        m, p = measured[mask], predicted[mask]
+        rel = (p - m) / m if mask.any() else np.zeros(0)
+        out[kind] = {
+            "num_steps": int(mask.sum()),
+            "mean_measured_ms": float(m.mean() * 1e3) if mask.any() else None,
+            "mean_predicted_ms": float(p.mean() * 1e3) if mask.any() else None,
+            "mean_rel_error": float(rel.mean()) if mask.any() else None,
+            "mean_abs_rel_error": float(np.abs(rel).mean()) if mask.any() else None,
+        }
+    return out
 
 
 def from_calibration(c: EngineCalibration) -> EngineFit:
@@ -453,6 +561,7 @@ class ValidationResult:
     wall_s: float = 0.0
     timing_source: str = "fitted in-run"  # where the engine's time per step came from (see validate)
     timing_drift: float | None = None  # warm-up steps' time over the profile's engine fit, less 1 (profile timing)
+    step_errors: dict[str, dict[str, float | int | None]] = field(default_factory=dict)  # of the compared run
 
     def write(self, out_dir: Path) -> Path:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -476,6 +585,7 @@ class ValidationResult:
                 "engine_fit": asdict(self.fit),
                 "timing_source": self.timing_source,
                 "timing_drift": self.timing_drift,
+                "step_errors": self.step_errors,
                 "scenario": self.scenario.model_dump(mode="json"),
                 "wall_s": self.wall_s,
             },
@@ -530,7 +640,7 @@ def validate(
     try:
         # warm-ups before and after the compared requests bracket them: if the machine's speed
         # drifts during the run (other load), an in-run fit sees both ends of it
-        steps, ingest = collect_warmup(engine, profile, cfg, cfg.seed)
+        steps, ingest, _ = collect_warmup(engine, profile, cfg, cfg.seed)
         first = (
             from_calibration(calibrated)
             if calibrated is not None
@@ -546,8 +656,10 @@ def validate(
         requests = make_requests(
             stream.arrival_s, stream.num_prompt_tokens, stream.num_output_tokens, profile.model.vocab_size, cfg.seed
         )
-        engine_steps = engine.run(requests, progress)
-        after, ingest_after = collect_warmup(engine, profile, cfg, cfg.seed + 7) if timing == "in-run" else ([], [])
+        compared_steps = engine.run(requests, progress)
+        after, ingest_after = [], []
+        if timing == "in-run":
+            after, ingest_after, _ = collect_warmup(engine, profile, cfg, cfg.seed + 7)
     finally:
         engine.stop()
     if calibrated is not None:
@@ -558,6 +670,7 @@ def validate(
         fit, source = first, "profile (op times only: no engine fit for this engine)"
     attention = calibrated.attention if calibrated is not None else engine.attention
     cost = _cost_model(cfg, attention, fit)
+    known = [s for s in (compared_steps or token_steps(requests)) if s.num_preempted == 0]
     measured_requests = measured_frame(requests)
     itl = measured_itl(requests)
     measured_summary = _clean(summarize(measured_requests, itl, np.ones(len(itl), dtype=np.int64)))
@@ -578,11 +691,12 @@ def validate(
         fit=fit,
         timing_source=source,
         timing_drift=drift,
+        step_errors=step_errors(fit, known, attention, profile),
         comparison=compare(measured_summary, predicted.summary),
         measured_summary=measured_summary,
         predicted_summary=_clean(predicted.summary),
         measured_requests=measured_requests,
         predicted_requests=predicted.requests,
-        engine_steps=engine_steps,
+        engine_steps=compared_steps,
         wall_s=time.perf_counter() - started,
     )

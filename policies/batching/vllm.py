@@ -30,7 +30,8 @@ vLLM's default for the replica's GPU, resolved when the replica is built
 memory that is not an A100 (H100, H200, B200, MI300X), otherwise 2048 and 256 (A100, L40S);
 a defaulted ``max_num_seqs`` is then capped at ``max_num_batched_tokens``, as vLLM does.
 Where no GPU is known (a policy built outside a scenario) the second pair applies, as in
-vLLM when it cannot query the device. The run's ``config.json`` keeps ``null`` for them.
+vLLM when it cannot query the device. The run's resolved config (``config.json``, a sweep's
+keys and columns) holds the values used.
 
 Prefix caching is on by default in V1 (``enable_prefix_caching``), but in servesim it is a
 KV-cache setting whose default is off: set ``kv_cache: {prefix_caching: true}`` (or

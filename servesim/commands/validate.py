@@ -67,6 +67,25 @@ def comparison_table(comparison: dict, title: str) -> Table:
     return table
 
 
+def step_table(errors: dict) -> Table:
+    table = Table(title="engine steps of the compared run, by kind (steps whose work is known)", title_justify="left")
+    for col in ("kind", "steps", "measured ms", "predicted ms", "mean error", "mean |error|"):
+        table.add_column(col, justify="left" if col == "kind" else "right")
+    for kind, row in errors.items():
+        if not row["num_steps"]:
+            table.add_row(kind, "0", "-", "-", "-", "-")
+            continue
+        table.add_row(
+            kind,
+            str(row["num_steps"]),
+            f"{row['mean_measured_ms']:,.3f}",
+            f"{row['mean_predicted_ms']:,.3f}",
+            f"{row['mean_rel_error']:+.1%}",
+            f"{row['mean_abs_rel_error']:.1%}",
+        )
+    return table
+
+
 def main(args: argparse.Namespace) -> int:
     from calibration.validate import DRIFT_WARNING, validate
 
@@ -104,6 +123,7 @@ def main(args: argparse.Namespace) -> int:
         f"{result.measured_summary['completed']} requests)"
     )
     display.stdout.print(comparison_table(result.comparison, title))
+    display.stdout.print(step_table(result.step_errors))
     display.stdout.print(
         f"engine timing ({result.timing_source}): {fit.time_scale:.3f} x the profile's op times + "
         f"{fit.step_overhead_s * 1e3:.3f} ms per step + {fit.per_seq_overhead_s * 1e6:.1f} us per sequence + "
