@@ -96,6 +96,9 @@ class _Client:
     def itl(self, gap_s: float, count: int) -> None:
         pass  # the client stamps every token itself
 
+    def extra_tokens(self, count: int) -> None:
+        pass  # the builtin engine does not speculate
+
     def step(self, *row: float) -> None:
         pass  # the engine keeps StepRecords
 

@@ -22,7 +22,9 @@ from simulator.cost import COST_MODELS
 from simulator.cost.link import Link
 from simulator.cost.profile import CalibrationProfile, load_profile
 from simulator.cost.shape import CostModel
+from simulator.cost.speculative import SpeculativeCostModel
 from simulator.engine.loop import Engine
+from simulator.engine.speculation import Speculation, acceptance_probabilities
 from simulator.kv.blocks import BlockManager
 from simulator.kv.host import HostPool
 from simulator.kv.memory import MemoryPlan, plan_memory
@@ -48,6 +50,7 @@ class GroupSetup:
     profile: CalibrationProfile | None = None
     ep: int = 1  # expert parallelism over each stage's tp GPUs
     policy: Any = None  # the batch policy's parameters, hardware-dependent defaults filled in for this GPU
+    proposer: ModelSpec | None = None  # speculative decoding's draft model or MTP module
 
 
 # Bytes per cached K or V element of each kv_cache.dtype ("auto" keeps the model's).
@@ -116,6 +119,9 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
             f"max_model_len ({max_model_len:,}): no sequence fills one block; use a block size like 16"
         )
     profile = resolve_profile(g.cost_model or cfg.cost_model, base_dir)
+    proposer = _proposer(cfg, model, base_dir)
+    if proposer is not None and par.pp > 1:
+        raise ValueError("speculative decoding is modelled without pipeline parallelism: set parallelism.pp to 1")
     memory = None
     if kv.num_blocks is None:
         # with a profile: the measured device memory, weights and (unless set) activation and runtime reserve
@@ -133,6 +139,8 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
             par.pp,
             weight_bytes=measured.weight_bytes if measured is not None else None,
             memory_bytes=measured.device_memory_bytes if measured is not None else None,
+            extra_weight_bytes=_proposer_weight_bytes(cfg, proposer),
+            extra_kv_bytes_per_token=proposer.kv_bytes_per_token_per_gpu(par.tp) if proposer is not None else 0.0,
         )
     num_blocks = kv.num_blocks if memory is None else memory.num_blocks
     if num_blocks > MAX_KV_BLOCKS:
@@ -146,8 +154,40 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
     # hardware-dependent policy defaults (vllm's None budget and max_num_seqs) for this GPU
     policy = policies.batching.resolve_for_hardware(g.policy or cfg.policy, hardware.memory_bytes, hardware.name)
     return GroupSetup(
-        name, g, model, hardware, par.tp, par.pp, max_model_len, num_blocks, memory, profile, par.ep, policy
+        name, g, model, hardware, par.tp, par.pp, max_model_len, num_blocks, memory, profile, par.ep, policy, proposer
     )
+
+
+def _speculation(cfg: ScenarioConfig, replica_id: int, engine_id: int) -> Speculation | None:
+    spec = cfg.speculative
+    if spec is None:
+        return None
+    probs = acceptance_probabilities(spec.num_tokens, spec.acceptance_rate, spec.acceptance_lengths)
+    return Speculation(spec.num_tokens, probs, rng_for(cfg.seed, Stream.SPECULATION, replica_id, engine_id))
+
+
+def _proposer(cfg: ScenarioConfig, model: ModelSpec, base_dir: Path | None) -> ModelSpec | None:
+    """Speculative decoding's proposer: the draft model, or the MTP module (one decoder layer of the model's
+    shapes, routed if the model's are, sharing its embedding and LM head); None without speculation."""
+    spec = cfg.speculative
+    if spec is None:
+        return None
+    if spec.method == "draft":
+        assert spec.draft_model is not None
+        return resolve_model(spec.draft_model, base_dir)
+    return model.model_copy(update={"name": f"{model.name} MTP", "num_layers": 1, "num_dense_layers": 0})
+
+
+def _proposer_weight_bytes(cfg: ScenarioConfig, proposer: ModelSpec | None) -> float:
+    """Weights the proposer adds: a whole draft model, or the MTP module's one layer (the embedding and LM head
+    are the model's own)."""
+    if proposer is None:
+        return 0.0
+    assert cfg.speculative is not None
+    if cfg.speculative.method == "draft":
+        return proposer.weight_bytes_total()
+    two = proposer.model_copy(update={"num_layers": 2})
+    return two.weight_bytes_total() - proposer.weight_bytes_total()
 
 
 def _make_replica(
@@ -164,7 +204,10 @@ def _make_replica(
     kvc = g.kv_cache or cfg.kv_cache
     policy_params = setup.policy
     policy_entry = policies.BATCH_POLICIES.entry(policy_params.kind)
-    block_bytes = model.kv_bytes_per_token_per_gpu(tp, pp) * kvc.block_size
+    kv_per_token = model.kv_bytes_per_token_per_gpu(tp, pp)
+    if setup.proposer is not None:  # the proposer keeps its own KV for every token, in the same blocks
+        kv_per_token += setup.proposer.kv_bytes_per_token_per_gpu(tp)
+    block_bytes = kv_per_token * kvc.block_size
     host_link = Link(hw.host_link_bandwidth_bytes_per_s, hw.host_link_latency_s)
     interconnect = Link(hw.interconnect_bandwidth_bytes_per_s, hw.interconnect_latency_s)
     stages = [simpy.Resource(env, capacity=1) for _ in range(pp)] if pp > 1 else None
@@ -198,6 +241,7 @@ def _make_replica(
                 stages=stages,
                 handoff_s=handoff_s if stages else None,
                 check_invariants=check_invariants,
+                speculation=_speculation(cfg, replica_id, e),
                 fast_forward=fast_forward,
             )
         )
@@ -261,9 +305,13 @@ def build(
     ids = itertools.count()
     replicas = []
     for s in setups:
-        cost_model = make_cost_model(
-            s.group.cost_model or cfg.cost_model, s.model, s.hardware, s.tp, s.pp, s.profile, s.ep
-        )
+        params = s.group.cost_model or cfg.cost_model
+        cost_model = make_cost_model(params, s.model, s.hardware, s.tp, s.pp, s.profile, s.ep)
+        if s.proposer is not None and cfg.speculative is not None:
+            # a profile times its own model only: the proposer takes the datasheet roofline then
+            proposer_params = COST_MODELS.entry("roofline").params() if params.kind == "profiled" else params
+            proposer_cost = make_cost_model(proposer_params, s.proposer, s.hardware, s.tp, 1)
+            cost_model = SpeculativeCostModel(cost_model, proposer_cost, cfg.speculative.num_tokens)
         replicas += [
             _make_replica(env, next(ids), s, cfg, recorder, cost_model, check_invariants, fast_forward)
             for _ in range(s.group.count)

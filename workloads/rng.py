@@ -15,7 +15,8 @@ class Stream(enum.IntEnum):
     """Purposes: ARRIVALS (request or session start times), LENGTHS (token counts), ROUTING,
     SESSIONS (turn and tool-call counts, system prompt choice), CLASSES (request classes),
     SAMPLING (which trace rows to replay), THINK (think and tool times), DECODE_ROUTING (the
-    decode pool's router of a disaggregated cluster)."""
+    decode pool's router of a disaggregated cluster), SPECULATION (accepted proposals of speculative
+    decoding, one stream per replica and engine)."""
 
     ARRIVALS = 0
     LENGTHS = 1
@@ -25,8 +26,9 @@ class Stream(enum.IntEnum):
     SAMPLING = 5
     THINK = 6
     DECODE_ROUTING = 7
+    SPECULATION = 8
 
 
-def rng_for(seed: int, stream: Stream) -> np.random.Generator:
-    """The generator of ``stream`` for a run seeded with ``seed``."""
-    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(int(stream),)))
+def rng_for(seed: int, stream: Stream, *keys: int) -> np.random.Generator:
+    """The generator of ``stream`` for a run seeded with ``seed`` (``keys`` split it, e.g. per replica)."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(int(stream), *keys)))

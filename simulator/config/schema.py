@@ -219,6 +219,57 @@ def _spec(model: type[BaseModel], value: Any) -> Any:
     return model.model_validate(value) if isinstance(value, dict) else value
 
 
+class SpeculativeConfig(_Frozen):
+    """Speculative decoding (vLLM's ``--speculative-config``): each step a draft proposes ``num_tokens``
+    tokens per decoding request, the model verifies them and the ``num_tokens + 1`` positions in one
+    pass, and the request keeps the accepted prefix plus one token of its own."""
+
+    method: Literal["draft", "mtp"] = Field(
+        description="draft: a separate draft model (draft_model) proposes, one decode step per token; "
+        "mtp: the model's multi-token-prediction module (one decoder layer of the model's shapes with its "
+        "embedding and LM head, as DeepSeek-V3's) proposes."
+    )
+    num_tokens: int = Field(ge=1, le=16, description="Tokens proposed per step (K; vLLM's num_speculative_tokens).")
+    acceptance_rate: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Chance each proposed token is accepted, given the ones before it were (independent tokens: "
+        "accepting j of K has probability a^j (1 - a), all K a^K). Give this or acceptance_lengths.",
+    )
+    acceptance_lengths: tuple[Annotated[float, Field(ge=0)], ...] | None = Field(
+        None,
+        description="Measured distribution of accepted proposals per step: K + 1 probabilities, of accepting "
+        "0, 1, ..., K (vLLM's spec-decode acceptance counts per position give it); they must sum to 1.",
+    )
+    draft_model: str | ModelSpec | None = Field(
+        None, description="method draft: the draft model (a preset name, config.json or spec); none for mtp."
+    )
+
+    @field_validator("draft_model", mode="before")
+    @classmethod
+    def _draft(cls, value: Any) -> Any:
+        return None if value is None else _spec(ModelSpec, value)
+
+    @model_validator(mode="after")
+    def _check(self) -> SpeculativeConfig:
+        if (self.acceptance_rate is None) == (self.acceptance_lengths is None):
+            raise ValueError("give one of acceptance_rate or acceptance_lengths")
+        if self.acceptance_lengths is not None:
+            if len(self.acceptance_lengths) != self.num_tokens + 1:
+                raise ValueError(
+                    f"acceptance_lengths has {len(self.acceptance_lengths)} probabilities; num_tokens "
+                    f"{self.num_tokens} needs {self.num_tokens + 1} (accepting 0 to {self.num_tokens})"
+                )
+            if abs(sum(self.acceptance_lengths) - 1) > 1e-6:
+                raise ValueError(f"acceptance_lengths sum to {sum(self.acceptance_lengths):g}, not 1")
+        if self.method == "draft" and self.draft_model is None:
+            raise ValueError("method draft needs draft_model (a preset name, config.json or spec)")
+        if self.method == "mtp" and self.draft_model is not None:
+            raise ValueError("method mtp uses the model's own MTP module: remove draft_model")
+        return self
+
+
 class ReplicaGroupConfig(_Frozen):
     """Identical replicas; fields left out take the scenario's top-level values."""
 
@@ -305,6 +356,9 @@ class ScenarioConfig(_Frozen):
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig, description="Requests to simulate.")
     slo: SloConfig = Field(default_factory=SloConfig, description="SLOs for goodput.")
     client: ClientConfig = Field(default_factory=ClientConfig, description="Client-side delays.")
+    speculative: SpeculativeConfig | None = Field(
+        None, description="Speculative decoding on every replica ({method, num_tokens, acceptance_*}); None: off."
+    )
 
     @field_validator("model", mode="before")
     @classmethod

@@ -31,6 +31,7 @@ from typing import Literal, Protocol
 from policies.batching.registry import BatchTraits
 from policies.interface import StepPlan
 from simulator.cost.shape import BatchShape
+from simulator.engine.speculation import Speculation
 from simulator.kv.pool import KvPool, Lease
 from simulator.request import Request, State, transition
 
@@ -42,6 +43,10 @@ class StepSink(Protocol):
 
     def request_done(self, req: Request, now_s: float) -> None: ...
     def itl(self, gap_s: float, count: int) -> None: ...
+    def extra_tokens(self, count: int) -> None:
+        """Tokens a step emitted beyond one per request (accepted speculative proposals; they report no ITL)."""
+        ...
+
     def step(self, *row: float) -> None: ...
 
 
@@ -118,8 +123,10 @@ class StepExecutor:
         role: Role = "mixed",
         block_bytes: float = 0.0,
         log: DecisionLog | None = None,
+        speculation: Speculation | None = None,
     ) -> None:
         self.kv = kv
+        self.speculation = speculation
         self.traits = traits
         self.sink = sink
         self.max_model_len = max_model_len
@@ -363,11 +370,16 @@ class StepExecutor:
         hand_off = self.role == "prefill"
         left: list[Request] = []
         irregular: dict[float, int] = {}  # gaps not starting at the previous step's end, pooled by value
+        spec = self.speculation
+        num_extra = 0
         for req, n in plan.scheduled:
+            verified = spec is not None and n == 1 and req.num_computed_tokens >= req.num_prompt_tokens
             req.num_computed_tokens += n
             kv.commit(req)
             if req.num_computed_tokens == req.num_tokens:
                 req.num_generated_tokens += 1
+                if verified:
+                    num_extra += self._accept(req)
                 if req.first_token_s is None:
                     if hand_off and req.num_output_tokens > 1:
                         # The first token travels with the KV; the client sees it when decoding starts.
@@ -394,6 +406,8 @@ class StepExecutor:
             if plan.discard_kv:
                 kv.free(req)
                 req.num_computed_tokens = 0
+        if num_extra:
+            sink.extra_tokens(num_extra)
         for gap, count in irregular.items():
             sink.itl(gap, count)
         if num_regular_gaps:
@@ -402,6 +416,21 @@ class StepExecutor:
         if self.lazy is not None:
             self.lazy.join(plan.scheduled)
         return left
+
+    def _accept(self, req: Request) -> int:
+        """A verified decode keeps the proposals accepted beyond its own token (those the output still
+        needs and the free blocks can hold); returns how many."""
+        assert self.speculation is not None
+        extra = min(self.speculation.accepted(), req.num_output_tokens - req.num_generated_tokens)
+        kv = self.kv
+        while extra and kv.num_new_blocks(req, req.num_computed_tokens + extra) > kv.num_free_blocks:
+            extra -= 1  # vLLM reserves the proposals' slots before the step; without room, fewer are kept
+        if extra:
+            kv.allocate(req, req.num_computed_tokens + extra)
+            req.num_computed_tokens += extra
+            req.num_generated_tokens += extra
+            kv.commit(req)
+        return extra
 
     def record(self, start_s: float, duration_s: float, shape: BatchShape, carried: Carried) -> None:
         """Write the step's row (after ``apply`` and any leases it made room for)."""

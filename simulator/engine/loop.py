@@ -24,6 +24,7 @@ from simulator.cost.link import Link
 from simulator.cost.shape import BatchShape, CostModel
 from simulator.engine.executor import Carried, Role, StepExecutor
 from simulator.engine.fast_forward import FastForward
+from simulator.engine.speculation import Speculation
 from simulator.kv.pool import KvPool
 from simulator.metrics.monitor import LevelMonitor
 from simulator.metrics.recorder import MetricsRecorder
@@ -70,6 +71,7 @@ class Engine:
         handoff_s: Callable[[BatchShape], float] | None = None,
         check_invariants: bool = False,
         fast_forward: bool = True,
+        speculation: Speculation | None = None,
     ) -> None:
         self.env = env
         self.policy = policy
@@ -87,11 +89,13 @@ class Engine:
             engine_id=engine_id,
             role=role,
             block_bytes=block_bytes,
+            speculation=speculation,
         )
         self.kv_monitor = LevelMonitor()
         self.cached_monitor = LevelMonitor()
-        # Fast-forward needs a policy that can say it would only decode, and no pipeline stages.
-        steady = fast_forward and stages is None and traits.steady_decode
+        # Fast-forward needs a policy that can say it would only decode, no pipeline stages, and one
+        # token per decode and step (speculative decoding emits a drawn number).
+        steady = fast_forward and stages is None and traits.steady_decode and speculation is None
         self.fast_forward = (
             FastForward(env, self.executor, cost_model, recorder, self.kv_monitor, self.cached_monitor)
             if steady

@@ -41,6 +41,8 @@ def plan_memory(
     pp: int = 1,
     weight_bytes: float | None = None,
     memory_bytes: float | None = None,
+    extra_weight_bytes: float = 0.0,
+    extra_kv_bytes_per_token: float = 0.0,
 ) -> MemoryPlan:
     """KV blocks per replica: (memory x utilization - weights/(tp pp) - reserve) / bytes per block, per GPU.
 
@@ -49,14 +51,16 @@ def plan_memory(
 
     ``weight_bytes`` and ``memory_bytes`` replace the figures computed from the specs when
     given (a calibration profile measured them on the device: weights as loaded, total
-    device memory). Raises ValueError with the figures when the weights do not leave room
-    for one block.
+    device memory). ``extra_weight_bytes`` (split over tp) and ``extra_kv_bytes_per_token``
+    (per GPU) are a speculative proposer's weights and KV. Raises ValueError with the figures
+    when the weights do not leave room for one block.
     """
     device_bytes = hardware.memory_bytes if memory_bytes is None else memory_bytes
     usable = device_bytes * gpu_memory_utilization
     weights = (model.weight_bytes_total() if weight_bytes is None else weight_bytes) / (tp * pp)
+    weights += extra_weight_bytes / tp  # a speculative proposer's, split over the tp GPUs
     reserve = default_reserve_bytes(model, tp) if reserve_bytes is None else reserve_bytes
-    block_bytes = model.kv_bytes_per_token_per_gpu(tp, pp) * block_size
+    block_bytes = (model.kv_bytes_per_token_per_gpu(tp, pp) + extra_kv_bytes_per_token) * block_size
     kv_bytes = usable - weights - reserve
     num_blocks = int(kv_bytes // block_bytes) if kv_bytes > 0 else 0
     if num_blocks < 1:

@@ -129,6 +129,11 @@ class MetricsRecorder:
         self._itl_count.append(count)
         self._pending_tokens += count
 
+    def extra_tokens(self, count: int) -> None:
+        """Tokens the coming step row's step emitted beyond one per request (speculative decoding's accepted
+        proposals: they arrive with that request's token, one ITL for the lot, as a streamed chunk)."""
+        self._pending_tokens += count
+
     def step(
         self,
         replica_id: int,

@@ -1,0 +1,80 @@
+"""The step time of speculative decoding: the proposer's passes and the target's verification.
+
+Each step a decoding request verifies its K proposed tokens and the token of its own in one
+target pass over K + 1 positions (vLLM's spec-decode worker: the proposals join the batch as
+extra query positions). That pass is priced as the step the target model would run with
+(K + 1) x b one-token decodes reading the same KV once in total: its linear layers and LM head
+at (K + 1) x b rows, its attention reading every cached key once (decode attention is
+memory-bound at a few queries per sequence), and the engine's CPU overhead of the b
+sequences it really schedules. The proposer runs K decode passes of its own over the same
+sequences (a draft model, or an MTP module: one decoder layer of the target's shapes, as
+DeepSeek-V3's, its tech report section 2.2), and its share of every prompt chunk, each
+without a CPU overhead of its own (the passes run inside the engine's step).
+
+Left out: the rejection sampler's own time, and KV slots held for the proposals during the
+step (the engine keeps only the accepted ones).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from simulator.cost.shape import BatchShape, CostModel, StepTime
+
+
+def _compute_s(time: StepTime) -> float:
+    """A step's time less its CPU overhead."""
+    cpu = time.ops.get("cpu_overhead") if time.ops else None
+    return time.total_s - (cpu.seconds if cpu is not None else 0.0)
+
+
+class SpeculativeCostModel:
+    """``target``'s steps with verification of ``num_tokens`` proposals per decode, plus ``proposer``'s passes."""
+
+    def __init__(self, target: CostModel, proposer: CostModel, num_tokens: int) -> None:
+        self.target = target
+        self.proposer = proposer
+        self.num_tokens = num_tokens
+        self._memo: dict[BatchShape, StepTime] = {}
+
+    def _time(self, shape: BatchShape) -> StepTime:
+        k = self.num_tokens
+        b = shape.num_decode_seqs
+        base = self.target.breakdown(shape)
+        total = base.total_s
+        ops = dict(base.ops or {})
+        if b:
+            verify = BatchShape(
+                shape.prefill_new_tokens,
+                shape.prefill_cached_tokens,
+                (k + 1) * b,
+                shape.decode_context_tokens,
+                shape.num_sampled_tokens + k * b,
+            )
+            verified = self.target.breakdown(verify)
+            total += _compute_s(verified) - _compute_s(base)
+            ops.update({name: op for name, op in (verified.ops or {}).items() if name != "cpu_overhead"})
+            for j in range(k):  # the proposer's K decode passes, one more token of context each
+                total += _compute_s(
+                    self.proposer.breakdown(BatchShape((), (), b, shape.decode_context_tokens + j * b, b))
+                )
+        if shape.prefill_new_tokens:  # the proposer reads every prompt chunk too
+            chunks = BatchShape(
+                shape.prefill_new_tokens, shape.prefill_cached_tokens, 0, 0, len(shape.prefill_new_tokens)
+            )
+            total += _compute_s(self.proposer.breakdown(chunks))
+        return StepTime(total, ops)
+
+    def step_time(self, shape: BatchShape) -> StepTime:
+        time = self._memo.get(shape)
+        if time is None:
+            time = self._memo[shape] = self._time(shape)
+        return time
+
+    def decode_step_times(self, num_seqs: int, context_tokens: Sequence[int]) -> list[float]:
+        return [self.step_time(BatchShape((), (), num_seqs, c, num_seqs)).total_s for c in context_tokens]
+
+    def breakdown(self, shape: BatchShape) -> StepTime:
+        """The step time with the target's ops of the verification pass (the proposer's time is in the
+        total, not in the ops)."""
+        return self.step_time(shape)
