@@ -135,13 +135,3 @@ class VllmPolicy:
         if not plan.preempt:  # V1 admits nothing in a step that preempted
             admit_waiting(view, view.waiting, plan, budget, chunk=self._chunk, reject=lambda r: never_fits(view, r))
         return plan
-
-
-def resolve_for_hardware(params: BaseModel, device_memory_bytes: float, device_name: str) -> BaseModel:
-    """A policy's parameters with hardware-dependent defaults filled in for the replica's GPU.
-
-    Only ``vllm`` has such defaults; other policies' parameters are returned as they are.
-    """
-    if isinstance(params, VllmParams):
-        return params.resolve_for_hardware(device_memory_bytes, device_name)
-    return params

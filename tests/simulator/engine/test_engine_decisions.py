@@ -53,7 +53,7 @@ class TimedEngine(BuiltinEngine):
 
 def _policy_params(policy: str, draw) -> dict:
     fields = policies.BATCH_POLICIES.entry(policy).params.model_fields
-    cap = "max_num_seqs" if "max_num_seqs" in fields else "max_batch_size"
+    cap = next(c for c in ("max_num_seqs", "max_batch_size", "max_running_requests") if c in fields)
     seqs = draw(st.integers(1, 6))
     params = {"kind": policy, cap: seqs}
     if "token_budget" in fields:

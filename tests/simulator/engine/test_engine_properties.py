@@ -28,7 +28,7 @@ def scenarios(draw):
     num_blocks = draw(st.integers(4, 120))
     max_num_seqs = draw(st.integers(1, 8))
     fields = policies.BATCH_POLICIES.entry(policy).params.model_fields
-    cap = "max_num_seqs" if "max_num_seqs" in fields else "max_batch_size"
+    cap = next(c for c in ("max_num_seqs", "max_batch_size", "max_running_requests") if c in fields)
     params = {"kind": policy, cap: max_num_seqs}
     if "token_budget" in fields:
         params["token_budget"] = draw(st.integers(max_num_seqs, 64))

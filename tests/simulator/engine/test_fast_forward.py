@@ -118,7 +118,7 @@ def test_fast_path_equals_plain_path_on_random_clusters(case):
 
 
 def test_fast_path_equals_plain_path_on_the_default_scenario_with_roofline_costs():
-    for policy in ("vllm", "vllm_v0", "sarathi", "continuous", "static", "priority"):
+    for policy in ("vllm", "vllm_v0", "sarathi", "continuous", "static", "priority", "sglang", "trtllm"):
         cfg = validate_scenario(
             {"policy": policy, "workload": {"num_requests": 400, "arrival": {"kind": "poisson", "rate_per_s": 6.0}}}
         )

@@ -1,0 +1,151 @@
+"""``trtllm``: TensorRT-LLM's in-flight batching: a capacity scheduler, then a micro-batch scheduler per step.
+
+Models the batch manager of TensorRT-LLM 1.x (``cpp/tensorrt_llm/batch_manager/
+capacityScheduler.cpp`` and ``microBatchScheduler.cpp``, read at NVIDIA/TensorRT-LLM commit
+0a949d3 for the micro-batch scheduler; the defaults are the LLM API's and ``trtllm-serve``'s,
+``tensorrt_llm/llmapi/llm_args.py``: ``BaseLlmArgs`` and ``SchedulerConfig``):
+
+- Context (prefill) and generation (decode) requests share one step under ``max_num_tokens``
+  (8192), at most ``max_batch_size`` (2048) requests. The micro-batch scheduler takes the
+  requests the capacity scheduler passed, in order (running ones first, in admission order):
+  each generation request one token; without chunked context a context request needs its whole
+  prompt (after a pause, prompt plus generated tokens) in the budget left, and the first that does
+  not fit ends the step's list (a ``break``); a prompt longer than ``max_num_tokens`` is refused, as
+  it could never be scheduled (servesim spreads a paused request's recompute that outgrew the
+  budget over steps, where TensorRT-LLM would need chunked context for it). With
+  ``enable_chunked_prefill`` the contexts share what the generation tokens leave, first come first
+  served: each gets ``min(remaining, budget left)`` tokens, cut to a multiple of the KV block size
+  unless it is the prompt's last chunk or less than a block is left (the ``FIRST_COME_FIRST_SERVED``
+  chunking policy, chunk unit = tokens per block).
+- Capacity scheduler ``GUARANTEED_NO_EVICT`` (the default): every running request keeps running
+  (its blocks to completion were reserved when it started); a waiting request is admitted, in
+  queue order, only if the blocks it needs for its whole prompt plus ``max_tokens`` output fit
+  in the free blocks less the blocks the running (and just admitted) requests still need to
+  complete (``NoEvictScheduledBlocksManager``); the first that does not fit stops admission. KV is
+  allocated as tokens are computed, only counted against the reservation, so nothing is ever
+  preempted (with prefix reuse a cached block counted as free can be claimed by an admitted
+  request, so this becomes a near-guarantee).
+- ``MAX_UTILIZATION``: requests are admitted while the blocks of this step (their prompt or first
+  chunk) fit, no reservation for their output; when a running request cannot get its next block
+  the last started request is paused (its KV freed, recomputed later: servesim's recompute
+  preemption) until it fits. servesim admits nothing in a step that paused.
+- A request whose prompt plus output need more KV blocks than the cache holds is refused.
+
+Defaults: ``max_batch_size`` 2048, ``max_num_tokens`` 8192, ``enable_chunked_prefill`` False
+(``BaseLlmArgs``), ``capacity_scheduler_policy`` ``GUARANTEED_NO_EVICT`` (``SchedulerConfig``);
+TensorRT-LLM's KV block reuse (``enable_block_reuse``, on by default) is servesim's
+``kv_cache: {prefix_caching: true}``.
+
+Left out: the "beneficial to skip" deferral of a request whose prefix blocks another scheduled
+context is computing, ``STATIC_BATCH``, the ``EQUAL_PROGRESS`` chunking policy, two-step
+lookahead (pipeline parallelism), overlap scheduling, beam search and draft tokens, LoRA/PEFT
+pages, dynamic batch-size tuning, attention data parallelism and disaggregated serving
+(``kv_transfer`` is not declared).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from policies.batching.common import (
+    Budget,
+    admission_order,
+    admit_waiting,
+    never_fits,
+    oversized,
+    schedule_running,
+    total_tokens,
+)
+from policies.batching.registry import BATCH_POLICIES, BatchTraits
+from policies.interface import ReplicaView, RequestView, StepPlan
+
+CapacityPolicy = Literal["GUARANTEED_NO_EVICT", "MAX_UTILIZATION"]
+
+
+class TrtllmParams(BaseModel):
+    """Parameters of the ``trtllm`` policy (names as in TensorRT-LLM's LLM API)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["trtllm"] = "trtllm"
+    max_batch_size: int = Field(2048, ge=1, description="Most requests scheduled at once.")
+    max_num_tokens: int = Field(8192, ge=1, description="Most tokens computed in one step (contexts plus decodes).")
+    capacity_scheduler_policy: CapacityPolicy = Field(
+        "GUARANTEED_NO_EVICT",
+        description="GUARANTEED_NO_EVICT: admit only with KV reserved to completion (never preempts); "
+        "MAX_UTILIZATION: admit while this step fits, pause the newest when KV runs out.",
+    )
+    enable_chunked_prefill: bool = Field(
+        False, description="Chunked context: prompts are split to fit the token budget (else a prompt fits whole)."
+    )
+
+
+@BATCH_POLICIES.register("trtllm", params=TrtllmParams, traits=BatchTraits(steady_decode=True, kv_transfer=False))
+class TrtllmPolicy:
+    """In-flight batching: decodes and contexts under one token budget, admission by the capacity policy."""
+
+    def __init__(self, params: TrtllmParams) -> None:
+        self.max_batch_size = params.max_batch_size
+        self.max_num_tokens = params.max_num_tokens
+        self.no_evict = params.capacity_scheduler_policy == "GUARANTEED_NO_EVICT"
+        self.chunked = params.enable_chunked_prefill
+
+    def steady_decode(self, view: ReplicaView) -> bool:
+        # nothing queued: every running request is scheduled, decodes one token each while they fit the budget
+        return not view.waiting and view.num_running <= self.max_num_tokens
+
+    def plan_step(self, view: ReplicaView, now_s: float) -> StepPlan:
+        plan = StepPlan()
+        running = view.running
+        unit = view.block_size
+
+        def chunk(remaining: int, tokens_left: int) -> int:
+            n = min(remaining, tokens_left)
+            if n == remaining:
+                return n
+            if not self.chunked:
+                # a context is computed whole, or waits; only a paused request's recompute longer than a step
+                # (prompt plus generated tokens) is spread over steps
+                return n if remaining > self.max_num_tokens else remaining
+            # a chunk that is not the prompt's last is cut to whole blocks (when at least one block fits)
+            return n // unit * unit or n
+
+        def running_chunk(remaining: int, tokens_left: int) -> int:
+            return chunk(remaining, tokens_left) if self.chunked else min(remaining, tokens_left)
+
+        def reject(req: RequestView) -> str | None:
+            if (reason := never_fits(view, req)) is not None:
+                return reason
+            fresh = req.num_generated_tokens == 0
+            return oversized(req, self.max_num_tokens) if fresh and not self.chunked else None
+
+        # generation requests first, then the contexts in progress (chunked), each in admission order
+        decodes = [r for r in running if r.num_tokens - r.num_computed_tokens == 1]
+        contexts = [r for r in running if r.num_tokens - r.num_computed_tokens > 1]
+        budget = Budget(self.max_num_tokens, self.max_batch_size - len(running), view.num_free_blocks)
+        schedule_running(view, decodes + contexts, plan, budget, admission_order(running), chunk=running_chunk)
+        if plan.preempt:
+            return plan  # MAX_UTILIZATION paused the newest (GUARANTEED_NO_EVICT never gets here)
+        # GUARANTEED_NO_EVICT: blocks left once every running request is driven to completion
+        spare = view.num_free_blocks - sum(view.num_new_blocks(r, total_tokens(r)) for r in running)
+
+        def reserves_to_completion(req: RequestView, need: int) -> bool:
+            nonlocal spare
+            whole = view.num_new_blocks(req, total_tokens(req))
+            if whole > spare:
+                return False
+            spare -= whole
+            return True
+
+        admit_waiting(
+            view,
+            view.waiting,
+            plan,
+            budget,
+            chunk=chunk,
+            reject=reject,
+            admissible=reserves_to_completion if self.no_evict else None,
+        )
+        return plan
