@@ -400,7 +400,15 @@ def test_default_folders_never_collide(tmp_path):
 
 def _interrupt_when(ready, args, cwd: Path) -> subprocess.CompletedProcess:
     """Run servesim, send it SIGINT once ``ready()`` (its folder is claimed), and return how it ended."""
-    proc = subprocess.Popen([SERVESIM, *map(str, args)], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # a child inherits an ignored SIGINT (a library run earlier in this worker may have set SIG_IGN, and
+    # Python then keeps it ignored): start it with the default disposition, as a terminal would
+    proc = subprocess.Popen(
+        [SERVESIM, *map(str, args)],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         deadline = time.monotonic() + TIMEOUT_S
         while not ready() and time.monotonic() < deadline and proc.poll() is None:
