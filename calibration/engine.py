@@ -84,8 +84,10 @@ class _Client:
 
     def __init__(self) -> None:
         self.records: dict[int, EngineRequest] = {}
+        self.num_ended = 0  # requests finished or rejected (a running count: the loop reads it every step)
 
     def request_done(self, req: Request, now_s: float) -> None:
+        self.num_ended += 1
         rec = self.records[req.request_id]
         rec.status = "finished" if req.state is State.FINISHED else "rejected"
         rec.finished_s = now_s
@@ -285,6 +287,7 @@ class BuiltinEngine:
 
         num_done = 0
         total = len(requests)
+        ended_before = self._client.num_ended
         while num_done < total:
             arrive(now())
             if self.is_idle or (self.step(now, arrive) is None and not self.replan):
@@ -301,7 +304,7 @@ class BuiltinEngine:
                     )
                 sleep(max(0.0, min(wake) - now()))
                 self.busy_since_s = None
-            done = sum(1 for r in requests if r.status in ("finished", "rejected"))
+            done = self._client.num_ended - ended_before
             if progress is not None and done != num_done:
                 progress(done, total)
             num_done = done

@@ -74,9 +74,11 @@ def calibrate_engine(profile: CalibrationProfile, engine_name: str, seed: int = 
         held: list[StepRecord] = []
         vocab = profile.model.vocab_size
         for b, prompt, output in _held_out_runs(cfg):
-            held += engine_steps(engine, make_requests([0.0] * b, [prompt] * b, [output] * b, vocab, seed + 100 + b))
+            held += engine_steps(
+                engine, make_requests([0.0] * b, [prompt] * b, [output] * b, vocab, seed + 100 + b), cfg
+            )
         for j, run in enumerate(_held_out_staggered(cfg)):
-            held += engine_steps(engine, staggered_requests(run, step_s, vocab, seed + 150 + j))
+            held += engine_steps(engine, staggered_requests(run, step_s, vocab, seed + 150 + j), cfg)
     finally:
         engine.stop()
     fit = fit_engine(steps, ingest, engine.attention, profile)

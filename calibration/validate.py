@@ -38,6 +38,7 @@ from calibration.device import resolve_device
 from calibration.engine import BuiltinEngine, EngineRequest, StepRecord, make_requests
 from calibration.model import TorchModel
 from policies import BATCH_POLICIES
+from policies.batching import resolve_for_hardware
 from policies.batching.hf_fifo import HfFifoParams
 from simulator.build import build
 from simulator.config.scenario import validate_scenario
@@ -117,6 +118,10 @@ def validation_scenario(
         scenario["workload"] = {k: v for k, v in scenario["workload"].items() if k != "duration_s"}
         scenario["workload"]["num_requests"] = num_requests
     cfg = validate_scenario(scenario, source="--workload")
+    # the policy as the engine runs it on the profile's device (vllm's budget and max_num_seqs default per
+    # GPU): both sides, and the warm-ups' shapes, read the same values
+    policy = resolve_for_hardware(cfg.policy, profile.hardware.memory_bytes, profile.hardware.name)
+    cfg = cfg.model_copy(update={"policy": policy})
     if engine == "hf" and cfg.policy.kind != "hf_fifo":
         raise ValueError("--engine hf runs transformers' FIFO scheduler: the policy must be hf_fifo (or left out)")
     if cfg.kv_cache.num_blocks is None:
@@ -242,7 +247,7 @@ STEP_TOLERANCE_S = 5e-4  # tokens of one step are stamped within this of each ot
 MIN_TIME_SCALE = 1e-3  # a fitted scale below this is degenerate (see fit_engine)
 
 
-def token_steps(requests: Sequence[EngineRequest]) -> list[StepRecord]:
+def token_steps(requests: Sequence[EngineRequest], budget: int | None = None) -> list[StepRecord]:
     """Engine steps reconstructed from the token times of ``requests`` (any arrival pattern).
 
     Tokens stamped together (within ``STEP_TOLERANCE_S``) come from one step. A step is kept
@@ -252,7 +257,9 @@ def token_steps(requests: Sequence[EngineRequest]) -> list[StepRecord]:
     step: a chunked prompt started before is left out), and no other request was scheduled
     and still without a token (a prompt chunk hidden in the step). A step with decodes starts
     when the previous one, itself complete, ended; a step of prompts only starts when its
-    requests were scheduled. A decode attends to its prompt plus the tokens so far.
+    requests were scheduled. A decode attends to its prompt plus the tokens so far. With the
+    engine's token ``budget``, a step whose prompts and decodes would exceed it is left out (its
+    prompt was chunked over steps that emitted nothing).
     """
     events = sorted((t, i, k) for i, r in enumerate(requests) for k, t in enumerate(r.token_times_s))
     groups: list[list[tuple[float, int, int]]] = []
@@ -298,6 +305,8 @@ def token_steps(requests: Sequence[EngineRequest]) -> list[StepRecord]:
         else:
             start = max(scheduled)  # type: ignore[type-var]
         prompts = tuple(requests[i].num_prompt_tokens for i, _ in new)
+        if budget is not None and sum(prompts) + len(decodes) > budget:
+            continue  # more than one step's tokens: the prompt ran in chunks
         context = sum(requests[i].num_prompt_tokens + k for i, k in decodes)
         steps.append(StepRecord(start, ends[g], prompts, (0,) * len(prompts), len(decodes), context, len(group), 0))
     return steps
@@ -353,11 +362,16 @@ def staggered_requests(run: Staggered, step_s: float, vocab: int, seed: int) -> 
     return make_requests(arrivals, prompts, outputs, vocab, seed)
 
 
-def engine_steps(engine: _Builtin | _Hf, requests: Sequence[EngineRequest]) -> list[StepRecord]:
+def token_budget(cfg: ScenarioConfig) -> int | None:
+    """The policy's tokens per step, where it has such a limit."""
+    return getattr(cfg.policy, "max_num_batched_tokens", None) or getattr(cfg.policy, "token_budget", None)
+
+
+def engine_steps(engine: _Builtin | _Hf, requests: Sequence[EngineRequest], cfg: ScenarioConfig) -> list[StepRecord]:
     """Run ``requests``; the steps whose work is known: the builtin engine's own records (less those
     that preempted), transformers' reconstructed from its token times (``token_steps``)."""
     recorded = engine.run(requests)
-    steps = recorded if recorded else token_steps(requests)
+    steps = recorded if recorded else token_steps(requests, token_budget(cfg))
     return [s for s in steps if s.num_preempted == 0]
 
 
@@ -374,10 +388,10 @@ def collect_warmup(
     ingest: list[float] = []
     for b, prompt, output in _warmup_runs(cfg):
         reqs = make_requests([0.0] * b, [prompt] * b, [output] * b, vocab, seed + b)
-        steps += engine_steps(engine, reqs)
+        steps += engine_steps(engine, reqs, cfg)
         ingest += [min(r.first_scheduled_s for r in reqs if r.first_scheduled_s is not None)]
     for j, run in enumerate(_staggered_runs(cfg)):
-        steps += engine_steps(engine, staggered_requests(run, step_s, vocab, seed + 50 + j))
+        steps += engine_steps(engine, staggered_requests(run, step_s, vocab, seed + 50 + j), cfg)
     return steps, ingest, step_s
 
 
@@ -670,7 +684,7 @@ def validate(
         fit, source = first, "profile (op times only: no engine fit for this engine)"
     attention = calibrated.attention if calibrated is not None else engine.attention
     cost = _cost_model(cfg, attention, fit)
-    known = [s for s in (compared_steps or token_steps(requests)) if s.num_preempted == 0]
+    known = [s for s in (compared_steps or token_steps(requests, token_budget(cfg))) if s.num_preempted == 0]
     measured_requests = measured_frame(requests)
     itl = measured_itl(requests)
     measured_summary = _clean(summarize(measured_requests, itl, np.ones(len(itl), dtype=np.int64)))

@@ -119,7 +119,8 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
             f"max_model_len ({max_model_len:,}): no sequence fills one block; use a block size like 16"
         )
     profile = resolve_profile(g.cost_model or cfg.cost_model, base_dir)
-    proposer = _proposer(cfg, model, base_dir)
+    quantization = g.quantization if g.quantization is not None else cfg.quantization
+    proposer = _proposer(cfg, model, base_dir, quantization, kv.dtype)
     if proposer is not None and par.pp > 1:
         raise ValueError("speculative decoding is modelled without pipeline parallelism: set parallelism.pp to 1")
     memory = None
@@ -166,15 +167,18 @@ def _speculation(cfg: ScenarioConfig, replica_id: int, engine_id: int) -> Specul
     return Speculation(spec.num_tokens, probs, rng_for(cfg.seed, Stream.SPECULATION, replica_id, engine_id))
 
 
-def _proposer(cfg: ScenarioConfig, model: ModelSpec, base_dir: Path | None) -> ModelSpec | None:
-    """Speculative decoding's proposer: the draft model, or the MTP module (one decoder layer of the model's
-    shapes, routed if the model's are, sharing its embedding and LM head); None without speculation."""
+def _proposer(
+    cfg: ScenarioConfig, model: ModelSpec, base_dir: Path | None, quantization: str | None, kv_dtype: str
+) -> ModelSpec | None:
+    """Speculative decoding's proposer: the draft model (deployed as the model is: its quantization and KV
+    dtype), or the MTP module (one decoder layer of the deployed model's shapes, routed if the model's are,
+    sharing its embedding and LM head); None without speculation."""
     spec = cfg.speculative
     if spec is None:
         return None
     if spec.method == "draft":
         assert spec.draft_model is not None
-        return resolve_model(spec.draft_model, base_dir)
+        return deployed_model(resolve_model(spec.draft_model, base_dir), quantization, kv_dtype)
     return model.model_copy(update={"name": f"{model.name} MTP", "num_layers": 1, "num_dense_layers": 0})
 
 
@@ -310,7 +314,9 @@ def build(
         if s.proposer is not None and cfg.speculative is not None:
             # a profile times its own model only: the proposer takes the datasheet roofline then
             proposer_params = COST_MODELS.entry("roofline").params() if params.kind == "profiled" else params
-            proposer_cost = make_cost_model(proposer_params, s.proposer, s.hardware, s.tp, 1)
+            # the MTP module's experts are split as the model's; a draft model is dense or runs ep 1
+            ep = s.ep if cfg.speculative.method == "mtp" else 1
+            proposer_cost = make_cost_model(proposer_params, s.proposer, s.hardware, s.tp, 1, None, ep)
             cost_model = SpeculativeCostModel(cost_model, proposer_cost, cfg.speculative.num_tokens)
         replicas += [
             _make_replica(env, next(ids), s, cfg, recorder, cost_model, check_invariants, fast_forward)

@@ -102,7 +102,9 @@ class SarathiPolicy:
         for r in prefills:
             done = r.num_computed_tokens + this_step.get(id(r), 0)
             owed += view.num_new_blocks(r, r.num_tokens) - view.num_new_blocks(r, done)
-        watermark_blocks = int(self.watermark * view.num_total_blocks)
+        # the watermark keeps headroom for running requests' growth: with none running, a prompt that fits
+        # the cache is admitted (else one within the watermark of the whole cache would wait for ever)
+        watermark_blocks = int(self.watermark * view.num_total_blocks) if running else 0
 
         def admissible(req: RequestView, need: int) -> bool:
             nonlocal owed

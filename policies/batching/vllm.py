@@ -39,7 +39,8 @@ KV-cache setting whose default is off: set ``kv_cache: {prefix_caching: true}`` 
 
 Left out: async scheduling's one-step overlap (V1 schedules step N+1 while step N runs on
 the GPU, hiding the scheduler's CPU time; that is a change in how the engine times steps,
-not in what a step holds, so it is not modelled in the plan), speculative decoding,
+not in what a step holds, so it is not modelled in the plan), speculative decoding inside the
+policy (it is a deployment setting, ``speculative:``, that every policy runs under),
 priority scheduling (see ``priority``), structured outputs, multimodal encoder budgets,
 and the ``max_num_partial_prefills`` option.
 """
@@ -100,7 +101,8 @@ class VllmParams(BaseModel):
         if self.max_num_batched_tokens is not None:
             tokens = self.max_num_batched_tokens
         seqs = self.max_num_seqs if self.max_num_seqs is not None else min(seqs, tokens)
-        return self.model_copy(update={"max_num_batched_tokens": tokens, "max_num_seqs": seqs})
+        # validated again: a max_num_seqs above the GPU's default budget is refused, as vLLM refuses it
+        return VllmParams.model_validate(self.model_dump() | {"max_num_batched_tokens": tokens, "max_num_seqs": seqs})
 
 
 @BATCH_POLICIES.register("vllm", params=VllmParams, traits=BatchTraits(steady_decode=True))

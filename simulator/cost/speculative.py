@@ -29,7 +29,13 @@ def _compute_s(time: StepTime) -> float:
 
 
 class SpeculativeCostModel:
-    """``target``'s steps with verification of ``num_tokens`` proposals per decode, plus ``proposer``'s passes."""
+    """``target``'s steps with verification of ``num_tokens`` proposals per decode, plus ``proposer``'s passes.
+
+    Under the ``constant`` cost model, whose breakdown books a whole step as CPU overhead, verification
+    and proposals add nothing: speculation is then free, which only a model with op times can price.
+    """
+
+    MEMO_SIZE = 1 << 16  # as the roofline's: decode contexts grow every step, so the memo is bounded
 
     def __init__(self, target: CostModel, proposer: CostModel, num_tokens: int) -> None:
         self.target = target
@@ -68,6 +74,8 @@ class SpeculativeCostModel:
     def step_time(self, shape: BatchShape) -> StepTime:
         time = self._memo.get(shape)
         if time is None:
+            if len(self._memo) >= self.MEMO_SIZE:
+                self._memo.clear()
             time = self._memo[shape] = self._time(shape)
         return time
 

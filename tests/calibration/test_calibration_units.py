@@ -102,3 +102,21 @@ def test_measured_metrics_follow_the_simulator_definitions():
     assert sorted(itl.round(6)) == [0.1, 0.2]
     table = compare(summary, summary | {"mean_ttft_ms": 275.0})
     assert table["mean_ttft_ms"]["rel_error"] == pytest.approx(0.1) and table["mean_tpot_ms"]["rel_error"] == 0
+
+
+def test_a_prompt_over_the_budget_is_not_taken_for_one_prefill_step():
+    """A lone 1,024-token prompt under a 512-token budget ran in two chunk steps that emitted nothing."""
+    reqs = [request(0, 1024, [0.2, 0.25, 0.3, 0.35])]
+    assert token_steps(reqs)[0].prefill_new_tokens == (1024,)  # without the budget it looks like one step
+    steps = token_steps(reqs, budget=512)
+    assert all(not s.prefill_new_tokens for s in steps) and len(steps) == 3
+
+
+def test_validation_resolves_the_policy_for_the_profiles_device():
+    """A vllm policy without max_num_seqs takes vLLM's defaults for the device, on both sides and in the warm-ups."""
+    from calibration.validate import _staggered_runs, _warmup_runs, validation_scenario
+
+    profile = make_profile()
+    cfg = validation_scenario(profile, None, "builtin", {"policy": {"kind": "vllm"}}, 8)
+    assert cfg.policy.max_num_seqs is not None and cfg.policy.max_num_batched_tokens is not None
+    assert _warmup_runs(cfg) and _staggered_runs(cfg)

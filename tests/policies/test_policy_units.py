@@ -134,3 +134,21 @@ def test_registering_a_policy_whose_traits_disagree_with_its_class_fails():
 
     with pytest.raises(TypeError, match="traits do not declare it"):
         reg.register("undeclared")(Undeclared)
+
+
+def test_sarathi_admits_a_prompt_within_the_watermark_of_the_whole_cache_when_alone():
+    """100 blocks of 16, a 1% watermark: a 1,585-token prompt (100 blocks with its output) runs alone."""
+    from tests.conftest import make_config, run_checked
+
+    lengths = {
+        "kind": "independent",
+        "prompt": {"kind": "fixed", "tokens": 1585},
+        "output": {"kind": "fixed", "tokens": 15},
+    }
+    cfg = make_config(
+        policy={"kind": "sarathi", "max_num_seqs": 4, "token_budget": 512},
+        kv_cache={"num_blocks": 100, "block_size": 16},
+        workload={"num_requests": 1, "arrival": {"kind": "constant", "rate_per_s": 1.0}, "lengths": lengths},
+    )
+    result = run_checked(cfg)
+    assert result.summary["completed"] == 1 and result.summary["preemptions"] == 0
