@@ -74,7 +74,13 @@ def export_figures(figures: Sequence[tuple[str, go.Figure]], out_dir: Path | str
     with tempfile.TemporaryDirectory(prefix="servesim-kaleido-") as tmp:
         js = Path(tmp) / "plotly.min.js"
         js.write_text(get_plotlyjs(), encoding="utf-8")
-        kaleido.write_fig_from_object_sync(specs, kopts={"path": browser, "mathjax": False, "plotlyjs": str(js)})
+        kopts = {"path": browser, "mathjax": False, "plotlyjs": str(js)}
+        kaleido.write_fig_from_object_sync(specs, kopts=kopts)
+        # a headless browser on a loaded machine now and then drops a figure without an error: those
+        # missing are rendered once more before the export is called failed
+        again = [spec for spec in specs if not Path(spec["path"]).is_file()]
+        if again:
+            kaleido.write_fig_from_object_sync(again, kopts=kopts)
     missing = [p for p in paths if not p.is_file()]
     if missing:
         raise OSError(f"static export wrote no file for: {', '.join(p.name for p in missing)}")
