@@ -50,7 +50,7 @@ class Registry(Generic[T]):
                 raise ValueError(f"{self.role} {name!r} is already registered")
             declared = self._default_traits if traits is None else traits
             if self._check is not None:
-                self._check(name, factory, declared)
+                self._check(name, factory, declared, params)
             self._entries[name] = Entry(name, factory, params, declared)
             return factory
 

@@ -178,7 +178,11 @@ def _proposer(
         return None
     if spec.method == "draft":
         assert spec.draft_model is not None
-        return deployed_model(resolve_model(spec.draft_model, base_dir), quantization, kv_dtype)
+        try:
+            draft = resolve_model(spec.draft_model, base_dir)
+        except ValueError as exc:
+            raise ValueError(f"speculative.draft_model: {exc}") from None
+        return deployed_model(draft, quantization, kv_dtype)
     return model.model_copy(update={"name": f"{model.name} MTP", "num_layers": 1, "num_dense_layers": 0})
 
 

@@ -20,11 +20,11 @@ from policies.batching.registry import BATCH_POLICIES
 def resolve_for_hardware(params: BaseModel, device_memory_bytes: float, device_name: str) -> BaseModel:
     """A policy's parameters with hardware-dependent defaults filled in for the replica's GPU.
 
-    ``vllm`` (its budget and ``max_num_seqs``) and ``sglang`` (its ``chunked_prefill_size``) have such
-    defaults; other policies' parameters are returned as they are.
+    Policies whose traits declare ``hardware_defaults`` have such defaults (``vllm``: its budget and
+    ``max_num_seqs``; ``sglang``: its ``chunked_prefill_size``); other policies' parameters are returned as they are.
     """
-    if isinstance(params, (vllm.VllmParams, sglang.SglangParams)):
-        return params.resolve_for_hardware(device_memory_bytes, device_name)
+    if BATCH_POLICIES.entry(params.kind).traits.hardware_defaults:  # type: ignore[attr-defined]
+        return params.resolve_for_hardware(device_memory_bytes, device_name)  # type: ignore[attr-defined]
     return params
 
 

@@ -28,13 +28,23 @@ class BatchTraits:
     """It can serve a prefill or a decode group of a disaggregated cluster."""
     prefix_caching: bool = True
     """It reuses cached prefixes (``kv_cache.prefix_caching`` may be on)."""
+    hardware_defaults: bool = False
+    """Its parameters leave some defaults to the GPU (the engine's own per-device defaults): its parameter model
+    has ``resolve_for_hardware(device_memory_bytes, device_name)``, which ``build`` calls for each replica group."""
 
 
-def _check_traits(name: str, factory: Any, traits: BatchTraits) -> None:
+def _check_traits(name: str, factory: Any, traits: BatchTraits, params: Any = None) -> None:
     if not isinstance(traits, BatchTraits):
         raise TypeError(f"batch policy {name!r}: traits must be a BatchTraits, got {type(traits).__name__}")
     if not callable(getattr(factory, "plan_step", None)):
         raise TypeError(f"batch policy {name!r} has no plan_step method")
+    has_resolve = callable(getattr(params, "resolve_for_hardware", None))
+    if traits.hardware_defaults != has_resolve:
+        raise TypeError(
+            f"batch policy {name!r}: its traits {'declare' if traits.hardware_defaults else 'leave out'} "
+            f"hardware_defaults but its parameters {'lack' if traits.hardware_defaults else 'have'} "
+            "resolve_for_hardware"
+        )
     has_steady = callable(getattr(factory, "steady_decode", None))
     if traits.steady_decode and not has_steady:
         raise TypeError(f"batch policy {name!r} declares steady_decode but has no steady_decode method")

@@ -141,7 +141,11 @@ def _retract_key(req: RequestView) -> tuple[int, int]:
     return (-req.num_generated_tokens, req.num_prompt_tokens)
 
 
-@BATCH_POLICIES.register("sglang", params=SglangParams, traits=BatchTraits(steady_decode=True, kv_transfer=False))
+@BATCH_POLICIES.register(
+    "sglang",
+    params=SglangParams,
+    traits=BatchTraits(steady_decode=True, kv_transfer=False, hardware_defaults=True),
+)
 class SglangPolicy:
     """SGLang: prefill batches when something can be admitted, else decode; new-token-ratio admission."""
 

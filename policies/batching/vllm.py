@@ -105,7 +105,7 @@ class VllmParams(BaseModel):
         return VllmParams.model_validate(self.model_dump() | {"max_num_batched_tokens": tokens, "max_num_seqs": seqs})
 
 
-@BATCH_POLICIES.register("vllm", params=VllmParams, traits=BatchTraits(steady_decode=True))
+@BATCH_POLICIES.register("vllm", params=VllmParams, traits=BatchTraits(steady_decode=True, hardware_defaults=True))
 class VllmPolicy:
     """vLLM V1: running requests first under one token budget, then waiting ones, chunked to fit."""
 

@@ -20,3 +20,26 @@ def test_unknown_name_lists_known_ones():
 
 def test_builtin_policies_registered():
     assert {"vllm", "no_kv_cache"} <= set(BATCH_POLICIES.names())
+
+
+def test_hardware_defaults_are_declared_and_present_together():
+    from pydantic import BaseModel
+
+    from policies.batching.registry import BatchTraits, _check_traits
+
+    class Policy:
+        def plan_step(self, view, now_s): ...
+
+    class Plain(BaseModel):
+        pass
+
+    class PerGpu(BaseModel):
+        def resolve_for_hardware(self, device_memory_bytes, device_name):
+            return self
+
+    with pytest.raises(TypeError, match="declare hardware_defaults but its parameters lack"):
+        _check_traits("p", Policy, BatchTraits(hardware_defaults=True), Plain)
+    with pytest.raises(TypeError, match="leave out hardware_defaults but its parameters have"):
+        _check_traits("p", Policy, BatchTraits(), PerGpu)
+    _check_traits("p", Policy, BatchTraits(hardware_defaults=True), PerGpu)
+    assert {n for n in BATCH_POLICIES.names() if BATCH_POLICIES.entry(n).traits.hardware_defaults} == {"vllm", "sglang"}

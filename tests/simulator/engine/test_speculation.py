@@ -134,3 +134,11 @@ def test_pipeline_parallelism_is_refused_with_speculation():
     cfg = validate_scenario(scenario(1.0, SPEC) | {"parallelism": {"pp": 2}})
     with pytest.raises(ValueError, match="without pipeline parallelism"):
         build(cfg)
+
+
+def test_an_unknown_draft_model_names_the_field():
+    cfg = validate_scenario(
+        scenario(1.0, {"method": "draft", "num_tokens": 2, "acceptance_rate": 0.5, "draft_model": "x"})
+    )
+    with pytest.raises(ValueError, match=r"speculative\.draft_model: unknown model 'x'"):
+        build(cfg)
