@@ -99,6 +99,38 @@ def _candidates_table(plan: dict[str, Any], colours: ColourMap) -> str:
     return "".join(rows) + "</table>"
 
 
+def _search_html(plan: dict[str, Any]) -> str:
+    """Per candidate: its analytic bound, the loads each replicate's search simulated, and why it was pruned."""
+    unit = html.escape(_unit(plan))
+    heads = ["candidate", "status", f"bound ({unit})", f"estimate ({unit})", "its limit", "loads tried", "requests"]
+    rows = ["<table><tr>" + "".join(f"<th>{h}</th>" for h in heads) + "</tr>"]
+    for c in plan["candidates"]:
+        search = c.get("search") or {}
+        bound = search.get("bound") or {}
+
+        def num(x: Any) -> str:
+            return "-" if x is None else f"{x:,.4g}"
+
+        tried = search.get("rates_tried") or []
+        tried_text = "<br>".join(
+            f"replicate {r}: " + ", ".join(f"{x:,.4g}" for x in rates) for r, rates in enumerate(tried)
+        )
+        status = c.get("status", "")
+        if status == "pruned":
+            tried_text = html.escape(c.get("reason") or "") + ("<br>" + tried_text if tried_text else "")
+        cells = [
+            html.escape(c["name"]),
+            html.escape(status),
+            num(bound.get("upper_rate_per_s")),
+            num(bound.get("estimate_rate_per_s")),
+            html.escape(str(bound.get("reason") or "-")),
+            tried_text or "-",
+            f"{search.get('simulated_requests', 0):,}",
+        ]
+        rows.append("<tr>" + "".join(f"<td>{x}</td>" for x in cells) + "</tr>")
+    return "".join(rows) + "</table>"
+
+
 def capacity_curve_figure(plan: dict[str, Any], points: pd.DataFrame, metric: str, colours: ColourMap) -> go.Figure:
     """p99 ``metric`` against the per-replica load, one line per candidate, with the SLO and each max load."""
     name = LATENCY_NAMES[metric]
@@ -249,4 +281,21 @@ def build_plan_report(plan_dir: Path | str) -> Report:
         ),
         Section("Cost against latency", figures=[("pareto", pareto_figure(plan, colours))]),
     ]
+    if any("search" in c for c in plan["candidates"]):
+        exhaustive = (plan.get("search") or {}).get("exhaustive", False)
+        sections.append(
+            Section(
+                "The search",
+                intro=(
+                    "The exhaustive search: every candidate, doubling or halving from the start, then bisection."
+                    if exhaustive
+                    else "Guided search: each candidate starts from its analytic estimate with its analytic bound "
+                    "(the most one copy can serve, from the cost model's step times at its batch and KV limits) "
+                    "as the first upper probe; later replicates start from the first one's answer; a candidate whose "
+                    "best case costs more than the cheapest feasible deployment is pruned."
+                )
+                + f" Requests simulated in all: {plan.get('simulated_requests', 0):,}.",
+                html=_search_html(plan),
+            )
+        )
     return Report("servesim capacity plan", subtitle, sections)

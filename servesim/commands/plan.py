@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import ValidationError
 from rich.table import Table
 
@@ -20,7 +20,8 @@ from simulator.config.scenario import read_scenario_dict
 from simulator.planning.candidates import load_candidates, scenario_only
 from simulator.planning.executors import check_executor_options, make_executor
 from simulator.planning.figures import OPERATING_POINT_COLUMNS, candidate_columns, candidate_figure_cells
-from simulator.planning.plan import execute_plan, prepare_plan, scenario_slo
+from simulator.planning.overrides import check_path
+from simulator.planning.plan import execute_load_curve, execute_plan, prepare_plan, scenario_slo
 from simulator.planning.prices import parse_price, read_prices
 from simulator.planning.settings import PlanRequest
 
@@ -42,6 +43,7 @@ FLAGS = {
     "search.start_rate_per_s": "--start-rate",
     "search.curve_points": "--curve-points",
     "search.max_growth_fraction": "--max-growth",
+    "search.exhaustive": "--exhaustive",
 }
 
 
@@ -72,10 +74,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--target-rate",
         type=float,
+        nargs="+",
+        metavar="RATE",
         help="load to provision for, in the workload's unit: req/s (synthetic, trace), sessions/s (sessions), "
-        "users (closed_loop); default: the scenario's own",
+        "users (closed_loop); default: the scenario's own. Several: a load curve, the cheapest deployment at each "
+        "(the folder's plan is the last one's)",
     )
     g.add_argument("--candidates", type=Path, help="CANDIDATES file (default: the scenario's own configuration)")
+    g.add_argument(
+        "--tune",
+        action="append",
+        default=[],
+        metavar="PATH=V1,V2,...",
+        help="search a field within every candidate, e.g. policy.max_num_seqs=64,128,256 (repeat for several; "
+        "a CANDIDATES file's tune: replaces these)",
+    )
     g.add_argument("--price", action="append", default=[], metavar="HW=USD", help="USD per GPU-hour of HW")
     g.add_argument("--prices", type=Path, help="YAML file of hardware: USD per GPU-hour")
     s = p.add_argument_group("statistics and search")
@@ -89,7 +102,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--max-growth", type=float, default=0.05, help="queue growth (fraction of rate) still stable")
     s.add_argument("--rel-tol", type=float, default=0.02, help="relative width at which bisection stops")
     s.add_argument("--start-rate", type=float, help="first load tried, in the target's unit (default: the target)")
-    s.add_argument("--curve-points", type=int, default=8, help="extra rates per candidate for capacity curves")
+    s.add_argument(
+        "--curve-points",
+        type=int,
+        default=8,
+        help="extra rates for the chosen candidate's capacity curves (every candidate's with --exhaustive)",
+    )
+    s.add_argument(
+        "--exhaustive",
+        action="store_true",
+        help="the plain search: every candidate and rate from the start by doubling and bisection (slower; "
+        "default: guided by an analytic bound and the margins, pruning candidates that cannot be cheapest)",
+    )
     add_executor_args(p)
     add_out_args(p, "output folder (default: runs/plan-YYYYmmdd-HHMMSS)")
     p.add_argument("--json", action="store_true", help="print plan.json instead of tables")
@@ -113,7 +137,7 @@ def plan_request(args: argparse.Namespace, slo: dict[str, float] | None = None) 
         | {k: v for k, v in flags.items() if v is not None}
         | {
             "attainment": args.attainment,
-            "target_rate_per_s": args.target_rate,
+            "target_rate_per_s": None if args.target_rate is None else args.target_rate[0],
             "replicates": args.replicates,
             "confidence": args.confidence,
             "ci_method": args.ci_method,
@@ -126,6 +150,7 @@ def plan_request(args: argparse.Namespace, slo: dict[str, float] | None = None) 
                 "rel_tol": args.rel_tol,
                 "start_rate_per_s": args.start_rate,
                 "curve_points": args.curve_points,
+                "exhaustive": args.exhaustive,
             },
         }
     )
@@ -133,6 +158,29 @@ def plan_request(args: argparse.Namespace, slo: dict[str, float] | None = None) 
         return PlanRequest.model_validate(data)
     except ValidationError as exc:
         raise ValueError(format_validation_error(exc, names=FLAGS)) from None
+
+
+def _yaml_value(text: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def parse_tune(items: list[str]) -> dict[str, list[Any]]:
+    """``["policy.max_num_seqs=64,128"]`` -> ``{"policy.max_num_seqs": [64, 128]}``; ValueError naming the flag."""
+    out: dict[str, list[Any]] = {}
+    for item in items:
+        path, sep, values = item.partition("=")
+        parts = [v.strip() for v in values.split(",")]
+        if not sep or not path or not all(parts):
+            raise ValueError(f"--tune {item!r}: expected PATH=VALUE[,VALUE...], e.g. policy.max_num_seqs=64,128")
+        try:
+            check_path(path)
+        except ValueError as exc:
+            raise ValueError(f"--tune {item!r}: {exc}") from None
+        out[path] = [_yaml_value(v) for v in parts]
+    return out
 
 
 def _prices(args: argparse.Namespace) -> dict[str, float]:
@@ -169,6 +217,27 @@ def plan_table(plan: dict[str, Any]) -> Table:
     return t
 
 
+def load_curve_table(plan: dict[str, Any]) -> Table:
+    """The cheapest deployment at each load of a load curve."""
+    unit = (plan.get("load") or {}).get("unit", "req/s")
+    t = Table(title="load curve: the cheapest deployment at each load", title_justify="left")
+    for h in (f"target ({unit})", "chosen", "replicas", "GPUs", "USD/h"):
+        t.add_column(h, justify="left" if h == "chosen" else "right")
+    for row in plan["load_curve"]:
+
+        def cell(x: float | None, digits: int = 0) -> str:
+            return "-" if x is None else f"{x:,.{digits}f}"
+
+        t.add_row(
+            f"{row['target_rate_per_s']:g}",
+            row["chosen"] or "none",
+            cell(row["replicas"]),
+            cell(row["num_gpus"]),
+            cell(row["cost_per_hour_usd"], 2),
+        )
+    return t
+
+
 def main(args: argparse.Namespace) -> int:
     check_report_args(args)
     check_executor_options(args.executor, args.workers, args.address)
@@ -178,13 +247,24 @@ def main(args: argparse.Namespace) -> int:
         base, base_dir, label = {}, None, "default scenario"
     request = plan_request(args, scenario_slo(base, label))
     prices = _prices(args)
-    cset = load_candidates(args.candidates) if args.candidates is not None else scenario_only()
+    tune = parse_tune(args.tune)
+    cset = load_candidates(args.candidates, tune) if args.candidates is not None else scenario_only(tune)
     inputs = prepare_plan(base, base_dir, label, cset, request, prices)  # every input checked before Ray starts
     with output_folder(args.out, "plan", args.overwrite) as out:  # refused before Ray starts; undone if it fails
         executor = make_executor(args.executor, args.workers, args.address)
-        stage = functools.partial(display.progress_bar, enabled=not args.quiet)
+        tally = [""]  # the candidates decided so far, shown in each stage's bar (one live bar at a time)
+
+        def verdicts(done: int, total: int, text: str) -> None:
+            tally[0] = f" [{done}/{total} candidates decided: {text}]"
+
+        def stage(description: str):
+            return display.progress_bar(description + tally[0], enabled=not args.quiet)
+
         try:
-            result = execute_plan(inputs, request, executor, stage)
+            if args.target_rate is not None and len(args.target_rate) > 1:
+                result = execute_load_curve(inputs, request, executor, args.target_rate, stage, verdicts)
+            else:
+                result = execute_plan(inputs, request, executor, stage, verdicts=verdicts)
         finally:
             executor.close()
         result.write(out)
@@ -196,6 +276,8 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(result.plan))
         return 0
     display.stdout.print(plan_table(result.plan))
+    if "load_curve" in result.plan:
+        display.stdout.print(load_curve_table(result.plan))
     chosen = result.plan["chosen"]
     display.stdout.print(f"chosen: {chosen}" if chosen else "chosen: none (no candidate meets the SLOs)")
     for note in result.plan["notes"]:

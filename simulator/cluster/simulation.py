@@ -21,6 +21,7 @@ from simulator.request import Request, State, transition
 from workloads import RequestStream
 
 ProgressFn = Callable[[int, int], None]
+AdmitFn = Callable[[Request], None]
 
 
 class Arrival(simpy.Timeout):
@@ -104,6 +105,7 @@ class Simulation:
         self._decode_capacity_tokens = max((r.max_request_tokens for r in self.decode), default=0)
         self._sources: dict[int, Engine] = {}  # request id -> prefill engine holding its KV
         self._progress: ProgressFn | None = None
+        self._observers: list[AdmitFn] = []  # see observe()
         self._progress_every = max(1, len(stream) // 200)
         self._prompt = stream.num_prompt_tokens.tolist()
         self._output = stream.num_output_tokens.tolist()
@@ -124,6 +126,13 @@ class Simulation:
     @property
     def engines(self) -> list[Engine]:
         return [e for r in self.replicas for e in r.engines]
+
+    def observe(self, on_admit: AdmitFn) -> None:
+        """Call ``on_admit(req)`` with each Request as it is admitted, before it is routed (or rejected).
+
+        Observers only read: they must not change the request or the simulation.
+        """
+        self._observers.append(on_admit)
 
     # -- arrivals -------------------------------------------------------------------------
 
@@ -160,6 +169,9 @@ class Simulation:
             s.prefix_hashes(i),
             s.hash_block_tokens,
         )
+        if self._observers:
+            for on_admit in self._observers:
+                on_admit(req)
         self.recorder.arrived(self.env.now)
         total = req.num_prompt_tokens + req.num_output_tokens
         if self.decode and total > self._decode_capacity_tokens:

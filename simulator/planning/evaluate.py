@@ -10,15 +10,17 @@ a trace's time scale, a session rate, a number of closed-loop users) is
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from simulator.build import build
 from simulator.config.schema import ScenarioConfig
+from simulator.planning.early_stop import VerdictKnown, VerdictWatch
 from simulator.planning.load import Load, plan_load, search_range
 from simulator.planning.overrides import apply_overrides
-from simulator.planning.search import max_feasible_rate
+from simulator.planning.search import Probe, guided_max_rate, max_feasible_rate
 from simulator.planning.settings import SearchSettings
 from simulator.planning.steady import SloTargets, steady_stats
 
@@ -41,11 +43,22 @@ class SearchTask:
     """Search one (candidate, replicate) from ``start_rate_per_s``.
 
     The search range is ``search_range`` around ``target_rate_per_s`` (None: around the start).
+    ``guided``: ``search.guided_max_rate`` steered by the margins, ``upper_hint`` (a rate to
+    try first above the start), ``capacity_hint`` (the analytic bound, for the margins'
+    model) and ``first_step`` (the relative step of the first expansion); else ``search.max_feasible_rate`` (the
+    exhaustive search). ``goodput_start_rate_per_s`` and ``goodput_upper_hint`` steer the
+    attainment search likewise (it starts from the runs the p99 search made).
     """
 
     run: CandidateRun
     start_rate_per_s: float
     target_rate_per_s: float | None = None
+    guided: bool = False
+    upper_hint: float | None = None
+    first_step: float = 1.0
+    goodput_upper_hint: float | None = None
+    capacity_hint: float | None = None
+    slope_hints: tuple[float | None, float | None] = (None, None)  # d margin / d rate near each threshold
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,27 +86,108 @@ def rate_config(
 
 
 def simulate_rate(
-    run: CandidateRun, rate_per_s: float, overrides: dict[str, Any] | None = None, load: Load | None = None
+    run: CandidateRun,
+    rate_per_s: float,
+    overrides: dict[str, Any] | None = None,
+    load: Load | None = None,
+    early_stop: bool = False,
 ) -> dict[str, Any]:
     """One load point: steady-state statistics plus the whole run's vLLM throughput and goodput.
 
-    Raises ValueError when the configuration cannot run (a model that does not fit).
+    ``early_stop``: end the run once both verdicts are certainly False (``early_stop.VerdictWatch``,
+    where it applies); such a point has its verdicts, ``stopped_early`` True, the requests
+    admitted by then as ``num_simulated`` and no statistics (NaN). Raises ValueError when the
+    configuration cannot run (a model that does not fit).
     """
     cfg = rate_config(run, rate_per_s, overrides, load)
     base_dir = Path(run.base_dir) if run.base_dir is not None else None
-    result = build(cfg, base_dir=base_dir, record_steps=False).run()
+    sim = build(cfg, base_dir=base_dir, record_steps=False)
     s = run.search
+    if early_stop and VerdictWatch.applies(sim.stream, run.slo):
+        VerdictWatch(sim.stream, run.slo, s.warmup_fraction, s.cooldown_fraction, cfg.client.stream_delay_s).attach(sim)
+        try:
+            result = sim.run()
+        except VerdictKnown as stop:
+            return _stopped_row(rate_per_s, stop)
+    else:
+        result = sim.run()
     stats = steady_stats(result.requests, run.slo, s.warmup_fraction, s.cooldown_fraction, s.max_growth_fraction)
     summary = result.summary
     completed = summary["completed"]
     return {
         "rate_per_s": rate_per_s,
+        "num_simulated": len(result.requests),
+        "stopped_early": False,
         **stats,
         "request_throughput": summary["request_throughput"],
         "request_goodput": summary.get("request_goodput"),
         "output_throughput": summary["output_throughput"],
         "mean_output_tokens": summary["total_output_tokens"] / completed if completed else None,
     }
+
+
+def slo_margin(row: dict[str, Any], slo: SloTargets) -> float | None:
+    """How far a point is from meeting the p99 bounds: the largest log(p99 / bound), <= 0 when met.
+
+    None when the run tells nothing finite: a p99 that is infinite or missing (a run stopped
+    early), or a point called infeasible for its growing queue while its latencies are within
+    the bounds (the margin would point the wrong way).
+    """
+    logs = []
+    for name, bound in (("ttft", slo.ttft_p99_ms), ("tpot", slo.tpot_p99_ms), ("e2el", slo.e2el_p99_ms)):
+        if bound is None:
+            continue
+        value = row.get(f"p99_{name}_ms")
+        if value is None or math.isnan(value):
+            if name == "tpot" and not row.get("stopped_early"):
+                continue  # one-token outputs only: no TPOT to bound
+            return None
+        if not (math.isfinite(value) and value > 0):
+            return None
+        logs.append(math.log(value / bound))
+    if not logs:
+        return None
+    m = max(logs)
+    if row["meets_slo"]:
+        return min(m, 0.0)
+    return m if m > 0 else None
+
+
+def attainment_margin(row: dict[str, Any], slo: SloTargets) -> float | None:
+    """How far a point is from the attainment target: log of ``steady.attainment_ratio`` (<= 0 when met).
+
+    That ratio (the worst-bound lateness of the request at the attainment quantile) moves
+    with load as a latency tail does, unlike the attainment itself, which stays near 1 and
+    then drops at once when every request of a shared batch slows together. None as
+    ``slo_margin`` says.
+    """
+    value = row.get("attainment_ratio")
+    if value is None or not (math.isfinite(value) and value > 0):
+        return None
+    m = math.log(value)
+    if row["meets_attainment"]:
+        return min(m, 0.0)
+    return m if m > 0 else None
+
+
+STAT_KEYS = (
+    "num_measured",
+    "window_rate_per_s",
+    *(f"{stat}_{name}_ms" for name in ("ttft", "tpot", "e2el") for stat in ("mean", "p50", "p90", "p99")),
+    "slo_attainment",
+    "attainment_ratio",
+    "growth_fraction",
+)
+
+
+def _stopped_row(rate_per_s: float, stop: VerdictKnown) -> dict[str, Any]:
+    """The row of a point whose run ``VerdictWatch`` ended: its verdicts (both False) and no statistics."""
+    return (
+        {"rate_per_s": rate_per_s, "num_simulated": stop.num_admitted, "stopped_early": True}
+        | dict.fromkeys(STAT_KEYS, math.nan)
+        | {"stable": None, "meets_slo": False, "meets_attainment": False, "stop_reason": stop.reason}
+        | dict.fromkeys(("request_throughput", "request_goodput", "output_throughput", "mean_output_tokens"))
+    )
 
 
 def _rows(run: CandidateRun, phase_rows: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -118,7 +212,7 @@ def search_task(task: SearchTask) -> dict[str, Any]:
 
     def point(rate: float) -> dict[str, Any]:
         if rate not in cache:
-            cache[rate] = simulate_rate(run, rate, load=load) | {"eval_order": len(cache)}
+            cache[rate] = simulate_rate(run, rate, load=load, early_stop=task.guided) | {"eval_order": len(cache)}
         return cache[rate]
 
     def bracket(flag: str):
@@ -131,6 +225,36 @@ def search_task(task: SearchTask) -> dict[str, Any]:
             integer=load.integer,
         )
 
+    margins = {"meets_slo": slo_margin, "meets_attainment": attainment_margin}
+
+    def probe(rate: float, flag: str) -> Probe:
+        row = point(rate)
+        return Probe(bool(row[flag]), margins[flag](row, run.slo))
+
+    def guided(flag: str, start: float, hint: float | None, known: bool, slope: float | None):
+        return guided_max_rate(
+            lambda r: probe(r, flag),
+            start,
+            s.rel_tol,
+            floor=floor,
+            ceiling=ceiling,
+            integer=load.integer,
+            upper_hint=hint,
+            first_step=task.first_step,
+            known={r: probe(r, flag) for r in cache} if known else None,
+            capacity_hint=task.capacity_hint,
+            slope_hint=slope,
+        )
+
+    def _slope(b, flag: str) -> float | None:
+        """The margin's slope across the final bracket (per unit of load), where both ends have one."""
+        if b.upper_rate_per_s is None or b.max_rate_per_s <= 0:
+            return None
+        m_lo, m_hi = (margins[flag](cache[r], run.slo) for r in (b.max_rate_per_s, b.upper_rate_per_s))
+        if m_lo is None or m_hi is None or not m_hi > m_lo:
+            return None
+        return (m_hi - m_lo) / (b.upper_rate_per_s - b.max_rate_per_s)
+
     try:
         load = run_load(run)
         target = task.target_rate_per_s if task.target_rate_per_s is not None else task.start_rate_per_s
@@ -139,12 +263,19 @@ def search_task(task: SearchTask) -> dict[str, Any]:
             raise ValueError(f"no load between {floor:g} and {ceiling:g} {load.unit} to search")
         start = min(max(task.start_rate_per_s, floor), ceiling)
         start = float(round(start)) if load.integer else start
-        slo = bracket("meets_slo")
-        goodput = bracket("meets_attainment")
+        if task.guided:
+            slo = guided("meets_slo", start, task.upper_hint, known=False, slope=task.slope_hints[0])
+            goodput = guided(
+                "meets_attainment", start, task.goodput_upper_hint or task.upper_hint, True, task.slope_hints[1]
+            )
+        else:
+            slo = bracket("meets_slo")
+            goodput = bracket("meets_attainment")
     except ValueError as exc:
         return {"error": str(exc), "points": _rows(run, [("search", r) for r in cache.values()])}
     return {
         "error": None,
+        "slopes": (_slope(slo, "meets_slo"), _slope(goodput, "meets_attainment")),
         "max_rate_per_s": slo.max_rate_per_s,
         "upper_rate_per_s": slo.upper_rate_per_s,
         "max_goodput_rate_per_s": goodput.max_rate_per_s,

@@ -20,6 +20,7 @@ the operating point's p99 latency. See ``figures`` for the definitions and
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ import pandas as pd
 from simulator.config.scenario import validate_scenario
 from simulator.config.schema import ScenarioConfig
 from simulator.metrics.results import json_safe
+from simulator.planning.bound import CapacityBound, capacity_bound
 from simulator.planning.candidates import CandidateSet
 from simulator.planning.capacity import (
     IndependentReplicas,
@@ -57,13 +59,18 @@ from simulator.planning.settings import PlanRequest
 from simulator.planning.stats import Interval, replicate_seed
 from simulator.planning.steady import SloTargets
 from simulator.planning.store import write_json_atomic, write_table_atomic
-from workloads import generate
+from workloads import RequestStream, generate
 
 PLAN_SCHEMA = "servesim.plan/1"
 MAX_EXTRA_REPLICAS = 3
 CURVE_SPAN = 1.25
+# The first step of a later replicate's search from the first one's answer, relative: the
+# replicates' max rates differ by several percent (the p99 of 1,400 window requests).
+WARM_STEP = 0.05
 ProgressFn = Callable[[int, int], None]
 StageProgress = Callable[[str], contextlib.AbstractContextManager[ProgressFn]]
+VerdictProgress = Callable[[int, int, str], None]
+SearchCache = dict[tuple[int, int], dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +87,9 @@ class Candidate:
     price_per_gpu_hour_usd: float
     gpus_per_replica: int
     load: Load  # how its load points are configured (at its first replicate's seed)
+    bound: CapacityBound | None = None  # the analytic capacity of one copy (guided search only)
+    family: str | None = None  # a tuned variant's candidate (``candidates.tuned_variants``)
+    tuned: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -92,6 +102,13 @@ class CandidateOutcome:
     rank: int | None = None
     pareto: bool = False
     notes: list[str] = field(default_factory=list)
+    rates_tried: list[list[float]] = field(default_factory=list)  # per replicate, in the order simulated
+    simulated_requests: int = 0
+    pruned_work: int = 0  # requests simulated for it before it was pruned (not in plan.json: batch-dependent)
+
+    @property
+    def decided(self) -> bool:
+        return self.status in ("feasible", "error", "pruned") or (self.figures is not None and self.reason is not None)
 
 
 @contextlib.contextmanager
@@ -160,11 +177,13 @@ def check_search_flags(load: Load, request: PlanRequest, target: float, target_s
         )
 
 
-def _generate_at(config: dict[str, Any], overrides: dict[str, Any], base_dir: Path | None, source: str) -> None:
-    """Generate the workload of ``config`` with ``overrides``; ValueError prefixed by ``source`` if it cannot be."""
+def _generate_at(
+    config: dict[str, Any], overrides: dict[str, Any], base_dir: Path | None, source: str
+) -> tuple[ScenarioConfig, RequestStream]:
+    """The config and workload of ``config`` with ``overrides``; ValueError prefixed by ``source`` if it cannot be."""
     cfg = validate_scenario(apply_overrides(config, overrides), source)
     try:
-        generate(cfg.workload, cfg.seed, base_dir)
+        return cfg, generate(cfg.workload, cfg.seed, base_dir)
     except ValueError as exc:
         raise ValueError(f"{source}: {exc}") from None
 
@@ -205,7 +224,10 @@ def prepare_candidates(
             raise ValueError(str(exc) if own else f"{exc} (candidate {spec.name!r})") from None
         # the config as the search will run it (load, request count), generated once here
         at_start = load.overrides(request.search.start_rate_per_s or target_rate_per_s)
-        _generate_at(config, at_start, base_dir, source)
+        cfg_at, stream = _generate_at(config, at_start, base_dir, source)
+        bound = None
+        if not request.search.exhaustive:
+            bound = capacity_bound(cfg_at, base_dir, stream, _slo(request), request.search.max_growth_fraction)
         if unit is not None and unit != (load_kind(cfg), load.unit):
             raise ValueError(
                 f"{source}: its workload's load is {load_kind(cfg)} in {load.unit}, the first candidate's "
@@ -228,12 +250,32 @@ def prepare_candidates(
             )
         price = cost / gpus_per_replica(resolved)  # per GPU-hour, averaged over the scenario's GPUs
         gpus = gpus_per_replica(resolved)
-        out.append(Candidate(i, spec.name, spec.overrides, config, resolved, cfg.seed, ref, price, gpus, load))
+        out.append(
+            Candidate(
+                i,
+                spec.name,
+                spec.overrides,
+                config,
+                resolved,
+                cfg.seed,
+                ref,
+                price,
+                gpus,
+                load,
+                bound,
+                spec.family,
+                spec.tuned,
+            )
+        )
     return out
 
 
+def _slo(request: PlanRequest) -> SloTargets:
+    return SloTargets(request.slo_ttft_p99_ms, request.slo_tpot_p99_ms, request.attainment, request.slo_e2el_p99_ms)
+
+
 def _run(c: Candidate, replicate: int, base_dir: Path | None, request: PlanRequest) -> CandidateRun:
-    slo = SloTargets(request.slo_ttft_p99_ms, request.slo_tpot_p99_ms, request.attainment, request.slo_e2el_p99_ms)
+    slo = _slo(request)
     return CandidateRun(
         c.index,
         replicate,
@@ -262,6 +304,9 @@ class PlanResult:
     plan: dict[str, Any]
     candidates: pd.DataFrame
     points: pd.DataFrame
+    # requests simulated in all, pruned candidates' included: how much work the plan took, which
+    # (unlike plan.json) depends on the executor's batches
+    simulated_requests: int = 0
 
     def write(self, out_dir: Path) -> Path:
         """Write ``plan.json``, ``candidates.parquet`` and ``points.parquet`` into ``out_dir``."""
@@ -282,6 +327,11 @@ class PlanInputs:
     target_rate_per_s: float
     start_rate_per_s: float
     candidates: list[Candidate]
+    range_rate_per_s: float | None = None  # the load the search range is centred on; None: the target
+
+    @property
+    def range_centre(self) -> float:
+        return self.target_rate_per_s if self.range_rate_per_s is None else self.range_rate_per_s
 
     @property
     def load(self) -> Load:
@@ -329,15 +379,275 @@ def execute_plan(
     executor: Executor,
     stage: StageProgress | None = None,
     scaling: ReplicaScaling | None = None,
+    verdicts: VerdictProgress | None = None,
+    cache: SearchCache | None = None,
 ) -> PlanResult:
-    """Plan every candidate; see the module docstring."""
+    """Plan every candidate; see the module docstring.
+
+    ``cache`` holds the guided searches by (candidate, replicate) across plans of the same
+    inputs at other targets (``execute_load_curve``).
+
+    ``verdicts(decided, total, text)`` hears of the candidates decided so far (feasible,
+    infeasible, pruned, error) with the running tally.
+    """
     stage = stage or _no_progress
     scaling = scaling or IndependentReplicas()
     outcomes = [CandidateOutcome(c) for c in inputs.candidates]
-    points = _search_stage(outcomes, inputs, request, executor, stage, scaling)
-    points += _operating_stage(outcomes, inputs, request, executor, stage, scaling)
+    if request.search.exhaustive:
+        points = _search_stage(outcomes, inputs, request, executor, stage, scaling)
+        points += _operating_stage(outcomes, inputs, request, executor, stage, scaling, curves=True)
+        _rank(outcomes, request)
+        _tally(outcomes, verdicts)
+        return _result(outcomes, points, request, inputs)
+    points = _guided_plan(outcomes, inputs, request, executor, stage, scaling, verdicts, cache)
     _rank(outcomes, request)
+    ranked = sorted((o for o in outcomes if o.rank is not None), key=lambda o: o.rank or 0)
+    if ranked and request.search.curve_points:
+        points += _curve_stage(ranked[0], inputs, request, executor, stage)
     return _result(outcomes, points, request, inputs)
+
+
+def execute_load_curve(
+    inputs: PlanInputs,
+    request: PlanRequest,
+    executor: Executor,
+    targets: list[float],
+    stage: StageProgress | None = None,
+    verdicts: VerdictProgress | None = None,
+) -> PlanResult:
+    """Plan each load of ``targets``; the result is the last one's plan with ``load_curve``: per target the cheapest
+    deployment (chosen candidate, replicas, GPUs, cost per hour).
+
+    The searches are shared: one search range (centred on the first target) for all, and
+    the guided searches run once per (candidate, replicate) (the exhaustive ones once per
+    target). ValueError naming ``--target-rate`` for a load a point cannot be simulated at.
+    """
+    for t in targets:
+        check_load(inputs.load, t, "--target-rate")
+    cache: SearchCache = {}
+    curve, result = [], None
+    for t in targets:
+        at = dataclasses.replace(inputs, target_rate_per_s=t, range_rate_per_s=targets[0])
+        result = execute_plan(at, request, executor, stage, verdicts=verdicts, cache=cache)
+        plan = result.plan
+        chosen = next((c for c in plan["candidates"] if c["chosen"]), None)
+        curve.append(
+            {
+                "target_rate_per_s": t,
+                "chosen": plan["chosen"],
+                "replicas": None if chosen is None else chosen["replicas"]["value"],
+                "num_gpus": None if chosen is None else chosen["num_gpus"]["value"],
+                "cost_per_hour_usd": None if chosen is None else chosen["cost_per_hour_usd"]["value"],
+                "ranking": plan["ranking"],
+            }
+        )
+    assert result is not None
+    result.plan["load_curve"] = curve
+    return result
+
+
+def lower_bound_cost(c: Candidate, target_rate_per_s: float, scaling: ReplicaScaling) -> float | None:
+    """The least a deployment of ``c`` costs per hour: the replicas its analytic bound needs (None: no bound)."""
+    if c.bound is None or c.bound.upper_rate_per_s is None:
+        return None
+    replicas = scaling.replicas_for(target_rate_per_s, c.bound.upper_rate_per_s)
+    if replicas is None:
+        return None
+    return replicas * c.gpus_per_replica * c.price_per_gpu_hour_usd
+
+
+def _final_cost(o: CandidateOutcome) -> float | None:
+    f = o.figures
+    if o.status != "feasible" or f is None or f.cost_per_hour_usd is None:
+        return None
+    return f.cost_per_hour_usd.value
+
+
+def _guided_plan(
+    outcomes: list[CandidateOutcome],
+    inputs: PlanInputs,
+    request: PlanRequest,
+    executor: Executor,
+    stage: StageProgress,
+    scaling: ReplicaScaling,
+    verdicts: VerdictProgress | None,
+    cache: SearchCache | None = None,
+) -> list[dict[str, Any]]:
+    """Search and size the candidates in batches, cheapest best case first, pruning what cannot win.
+
+    A candidate is pruned when its best case (``lower_bound_cost``) costs more than the
+    cheapest feasible deployment of the plan (strictly: a tie is planned, as the ranking's
+    tie-breaks need it). The rule is applied at the end to every candidate, so the answer
+    does not depend on the batches (their size follows the workers): a candidate planned
+    before the cheapest deployment was known is marked pruned all the same. Batches only
+    save the simulations of candidates whose best case already exceeds a deployment found.
+    """
+    target = inputs.target_rate_per_s
+    bounds = {o.candidate.index: lower_bound_cost(o.candidate, target, scaling) for o in outcomes}
+
+    def lb(o: CandidateOutcome) -> float | None:
+        return bounds[o.candidate.index]
+
+    order = sorted(outcomes, key=lambda o: (math.inf if lb(o) is None else lb(o), o.candidate.index))
+    batch_size = max(1, executor.workers)
+    best, points, pending = math.inf, [], list(order)
+    while pending:
+        pending = [o for o in pending if not (lb(o) is not None and lb(o) > best)]
+        batch, pending = pending[:batch_size], pending[batch_size:]
+        if not batch:
+            break
+        points += _guided_search_stage(batch, inputs, request, executor, stage, scaling, cache)
+        points += _operating_stage(batch, inputs, request, executor, stage, scaling, curves=False)
+        for o in batch:
+            cost = _final_cost(o)
+            if cost is not None:
+                best = min(best, cost)
+        _tally(outcomes, verdicts, bounds, best)
+    for o in outcomes:
+        bound = o.candidate.bound
+        cost = lb(o)
+        if cost is not None and cost > best:
+            assert bound is not None and bound.upper_rate_per_s is not None
+            o.status, o.figures, o.extra_replicas, o.notes = "pruned", None, 0, []
+            o.pruned_work, o.simulated_requests, o.rates_tried = o.simulated_requests, 0, []
+            o.reason = (
+                f"pruned: at most {bound.upper_rate_per_s:.3g} {o.candidate.load.unit} per copy ({bound.reason}), "
+                f"so at least {cost:.2f} USD/h, above the cheapest feasible deployment ({best:.2f} USD/h)"
+            )
+    _tally(outcomes, verdicts, bounds, best)
+    kept = {o.candidate.index for o in outcomes if o.status != "pruned"}
+    return [p for p in points if p["candidate"] in kept]
+
+
+def _tally(
+    outcomes: list[CandidateOutcome],
+    verdicts: VerdictProgress | None,
+    bounds: dict[int, float | None] | None = None,
+    best: float = math.inf,
+) -> None:
+    """Tell ``verdicts`` how many candidates are decided, and how."""
+    if verdicts is None:
+        return
+    counts = {"feasible": 0, "infeasible": 0, "pruned": 0, "error": 0}
+    for o in outcomes:
+        lb = None if bounds is None else bounds[o.candidate.index]
+        if o.status == "pruned" or (lb is not None and lb > best):
+            counts["pruned"] += 1
+        elif o.status in ("feasible", "error"):
+            counts[o.status] += 1
+        elif o.figures is not None and (o.figures.replicas is None or o.figures.operating_meets_slo is False):
+            counts["infeasible"] += 1
+    text = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
+    if math.isfinite(best):
+        text += f"; cheapest {best:.2f} USD/h"
+    verdicts(sum(counts.values()), len(outcomes), text)
+
+
+def _capacity(c: Candidate) -> float | None:
+    return None if c.bound is None else c.bound.upper_rate_per_s
+
+
+def _guided_search_stage(
+    batch: list[CandidateOutcome],
+    inputs: PlanInputs,
+    request: PlanRequest,
+    executor: Executor,
+    stage: StageProgress,
+    scaling: ReplicaScaling,
+    cache: SearchCache | None = None,
+) -> list[dict[str, Any]]:
+    """The guided search of a batch: every first replicate from its analytic estimate and bound, then the
+    other replicates from the first one's answers. Sets each outcome's capacity figures."""
+    k, target, s = request.replicates, inputs.range_centre, request.search
+    floor, ceiling = search_range(inputs.load, target, s.max_doublings, s.max_halvings)
+    cache = {} if cache is None else cache
+
+    def start_of(c: Candidate) -> float:
+        if s.start_rate_per_s is not None or c.bound is None or c.bound.estimate_rate_per_s is None:
+            return inputs.start_rate_per_s
+        x = min(max(c.bound.estimate_rate_per_s, floor), ceiling)
+        return float(max(1, round(x))) if c.load.integer else x
+
+    first = [
+        SearchTask(
+            _run(o.candidate, 0, inputs.base_dir, request),
+            start_of(o.candidate),
+            target,
+            guided=True,
+            capacity_hint=_capacity(o.candidate),
+        )
+        for o in batch
+        if (o.candidate.index, 0) not in cache
+    ]
+    done = _map(executor, search_task, first, stage, "searching max rates (first replicates)") if first else []
+    for task, res in zip(first, done, strict=True):
+        cache[task.run.candidate, 0] = res
+    firsts = [cache[o.candidate.index, 0] for o in batch]
+    rest = []
+    for o, r0 in zip(batch, firsts, strict=True):
+        if r0["error"] is not None:
+            continue
+        # the first replicate's answer is the likely threshold: one tolerance above it closes the bracket
+        warm = r0["max_rate_per_s"] > 0 and r0["upper_rate_per_s"] is not None
+        start = r0["max_rate_per_s"] if warm else start_of(o.candidate)
+        if o.candidate.load.integer:
+            start = float(max(1, round(start)))
+        for r in range(1, k):
+            if (o.candidate.index, r) in cache:
+                continue
+            rest.append(
+                SearchTask(
+                    _run(o.candidate, r, inputs.base_dir, request),
+                    start,
+                    target,
+                    guided=True,
+                    first_step=WARM_STEP if warm else 1.0,
+                    capacity_hint=_capacity(o.candidate),
+                    slope_hints=r0.get("slopes", (None, None)),
+                )
+            )
+    others = _map(executor, search_task, rest, stage, "searching max rates (other replicates)") if rest else []
+    for task, res in zip(rest, others, strict=True):
+        cache[task.run.candidate, task.run.replicate] = res
+    by_candidate = {
+        o.candidate.index: [cache[o.candidate.index, r] for r in range(k if r0["error"] is None else 1)]
+        for o, r0 in zip(batch, firsts, strict=True)
+    }
+    points = []
+    for o in batch:
+        results = by_candidate[o.candidate.index]
+        points += [row for res in results for row in res["points"]]
+        _apply_searches(o, results, inputs, request, scaling)
+    return points
+
+
+def _apply_searches(
+    o: CandidateOutcome,
+    results: list[dict[str, Any]],
+    inputs: PlanInputs,
+    request: PlanRequest,
+    scaling: ReplicaScaling,
+) -> None:
+    """Set a candidate's capacity figures (or its error) from its replicates' search results."""
+    o.rates_tried = [[row["rate_per_s"] for row in res["points"]] for res in results]
+    o.simulated_requests += sum(row.get("num_simulated", 0) for res in results for row in res["points"])
+    errors = [r["error"] for r in results if r["error"] is not None]
+    if errors:
+        o.status, o.reason = "error", errors[0]
+        return
+    c = o.candidate
+    o.figures = capacity_figures(
+        results, request, c.gpus_per_replica, c.price_per_gpu_hour_usd, inputs.target_rate_per_s, scaling
+    )
+    unit, noun = c.load.unit, "concurrency" if c.load.integer else "rate"
+    if o.figures.unbounded:
+        ceiling = min(r["ceiling_rate_per_s"] for r in results)
+        o.notes.append(
+            f"no {noun} up to {ceiling:.3g} {unit} (the search's ceiling) missed the SLOs: the max is at least that"
+        )
+    if o.figures.replicas is None:
+        floor = max(r["floor_rate_per_s"] for r in results)
+        o.reason = f"no {noun} down to {floor:.3g} {unit} (the search's floor) meets the SLOs"
 
 
 def _search_stage(
@@ -348,32 +658,38 @@ def _search_stage(
     stage: StageProgress,
     scaling: ReplicaScaling,
 ) -> list[dict[str, Any]]:
-    """Search every (candidate, replicate); set each outcome's capacity figures. Returns the simulated points."""
-    k, start, target = request.replicates, inputs.start_rate_per_s, inputs.target_rate_per_s
+    """The exhaustive search of every (candidate, replicate); sets each outcome's capacity figures."""
+    k, start, target = request.replicates, inputs.start_rate_per_s, inputs.range_centre
     tasks = [
         SearchTask(_run(o.candidate, r, inputs.base_dir, request), start, target) for o in outcomes for r in range(k)
     ]
     searched = _map(executor, search_task, tasks, stage, "searching max rates")
     for j, o in enumerate(outcomes):
-        results = searched[j * k : (j + 1) * k]
-        errors = [r["error"] for r in results if r["error"] is not None]
-        if errors:
-            o.status, o.reason = "error", errors[0]
-            continue
-        c = o.candidate
-        o.figures = capacity_figures(
-            results, request, c.gpus_per_replica, c.price_per_gpu_hour_usd, inputs.target_rate_per_s, scaling
-        )
-        unit, noun = c.load.unit, "concurrency" if c.load.integer else "rate"
-        if o.figures.unbounded:
-            ceiling = min(r["ceiling_rate_per_s"] for r in results)
-            o.notes.append(
-                f"no {noun} up to {ceiling:.3g} {unit} (the search's ceiling) missed the SLOs: the max is at least that"
-            )
-        if o.figures.replicas is None:
-            floor = max(r["floor_rate_per_s"] for r in results)
-            o.reason = f"no {noun} down to {floor:.3g} {unit} (the search's floor) meets the SLOs"
+        _apply_searches(o, searched[j * k : (j + 1) * k], inputs, request, scaling)
     return [row for res in searched for row in res["points"]]
+
+
+def _curve_rates(f: CandidateFigures, integer: bool, n: int) -> list[float]:
+    """``n`` evenly spaced loads up to ``CURVE_SPAN`` times the larger max rate."""
+    top = CURVE_SPAN * max(f.max_rate_per_s.value or 0.0, f.max_goodput_rate_per_s.value or 0.0)
+    curve = [top * (j + 1) / n for j in range(n)]
+    if integer:  # whole users, each once
+        curve = sorted({float(users_at(x)) for x in curve})
+    return curve
+
+
+def _curve_stage(
+    o: CandidateOutcome, inputs: PlanInputs, request: PlanRequest, executor: Executor, stage: StageProgress
+) -> list[dict[str, Any]]:
+    """The chosen candidate's capacity-curve loads, the same for every replicate."""
+    f = o.figures
+    assert f is not None
+    rates = [("curve", x, {}) for x in _curve_rates(f, o.candidate.load.integer, request.search.curve_points)]
+    tasks = [RatesTask(_run(o.candidate, r, inputs.base_dir, request), rates) for r in range(request.replicates)]
+    rows = _map(executor, rates_task, tasks, stage, "capacity curve of the chosen candidate")
+    out = [row | {"extra_replicas": 0} for task_rows in rows for row in task_rows]
+    o.simulated_requests += sum(row.get("num_simulated", 0) for row in out)
+    return out
 
 
 def _operating_stage(
@@ -383,8 +699,10 @@ def _operating_stage(
     executor: Executor,
     stage: StageProgress,
     scaling: ReplicaScaling,
+    curves: bool,
 ) -> list[dict[str, Any]]:
-    """Simulate the operating points (and, first round only, the curves), adding replicas where an SLO is missed."""
+    """Simulate the operating points (and, first round only, the curves if ``curves``), adding replicas where an
+    SLO is missed."""
     k, points = request.replicates, []
     pending = [o for o in outcomes if o.figures is not None and o.figures.replicas is not None]
     for round_ in range(MAX_EXTRA_REPLICAS + 1):
@@ -399,12 +717,8 @@ def _operating_stage(
             operating = float(users_at(f.rate_per_replica_s)) if integer else f.rate_per_replica_s
             rates = [("operating", operating, scaling.operating_overrides(int(f.replicas.value)))]
             n = request.search.curve_points
-            if round_ == 0 and n:
-                top = CURVE_SPAN * max(f.max_rate_per_s.value or 0.0, f.max_goodput_rate_per_s.value or 0.0)
-                curve = [top * (j + 1) / n for j in range(n)]
-                if integer:  # whole users, each once
-                    curve = sorted({float(users_at(x)) for x in curve})
-                rates += [("curve", x, {}) for x in curve]
+            if round_ == 0 and n and curves:
+                rates += [("curve", x, {}) for x in _curve_rates(f, integer, n)]
             tasks += [RatesTask(_run(o.candidate, r, inputs.base_dir, request), rates) for r in range(k)]
         label = "operating points" if round_ == 0 else f"operating points, {round_} extra replica(s)"
         rows_by_task = _map(executor, rates_task, tasks, stage, label)
@@ -414,6 +728,7 @@ def _operating_stage(
                 row | {"extra_replicas": round_} for task_rows in rows_by_task[j * k : (j + 1) * k] for row in task_rows
             ]
             points += rows
+            o.simulated_requests += sum(row.get("num_simulated", 0) for row in rows)
             f, c = o.figures, o.candidate
             assert f is not None and f.replicas is not None
             operating_figures(f, [r for r in rows if r["phase"] == "operating"], request, scaling)
@@ -501,6 +816,20 @@ def _candidate_json(o: CandidateOutcome) -> dict[str, Any]:
         "gpus_per_replica": c.gpus_per_replica,
         "price_per_gpu_hour_usd": c.price_per_gpu_hour_usd,
         "seed": c.seed,
+        "family": c.family,
+        "tuned": c.tuned,
+    }
+    bound = c.bound
+    out["search"] = {
+        "bound": None
+        if bound is None
+        else {
+            "upper_rate_per_s": bound.upper_rate_per_s,
+            "estimate_rate_per_s": bound.estimate_rate_per_s,
+            "reason": bound.reason,
+        },
+        "rates_tried": o.rates_tried,
+        "simulated_requests": o.simulated_requests,
     }
     if f is None:
         return out
@@ -575,6 +904,29 @@ def _candidate_row(o: CandidateOutcome, request: PlanRequest, target: float) -> 
     return row
 
 
+def _tuning(outcomes: list[CandidateOutcome]) -> dict[str, Any]:
+    """Per tuned family: its variants and the best one (the best ranked), with the values it was tuned to."""
+    families: dict[str, list[CandidateOutcome]] = {}
+    for o in outcomes:
+        if o.candidate.family is not None:
+            families.setdefault(o.candidate.family, []).append(o)
+    out = {}
+    for family, variants in families.items():
+        ranked = sorted((o for o in variants if o.rank is not None), key=lambda o: o.rank or 0)
+        best = ranked[0] if ranked else None
+        out[family] = {
+            "variants": [o.candidate.name for o in variants],
+            "best": None if best is None else best.candidate.name,
+            "tuned": None if best is None else best.candidate.tuned,
+            "max_rate_per_s": {o.candidate.name: _value_or_none(o, "max_rate_per_s") for o in variants},
+        }
+    return out
+
+
+def _value_or_none(o: CandidateOutcome, name: str) -> float | None:
+    return None if o.figures is None else getattr(o.figures, name).value
+
+
 def _result(
     outcomes: list[CandidateOutcome], points: list[dict[str, Any]], request: PlanRequest, inputs: PlanInputs
 ) -> PlanResult:
@@ -608,14 +960,17 @@ def _result(
         "ci_method": request.ci_method,
         "pareto_latency": f"p99_{request.pareto_latency}_ms",
         "search": request.search.model_dump(),
+        "simulated_requests": sum(o.simulated_requests for o in outcomes),
         "candidates": [_candidate_json(o) for o in outcomes],
         "ranking": [o.candidate.name for o in ranked],
         "chosen": ranked[0].candidate.name if ranked else None,
         "pareto_frontier": [o.candidate.name for o in ranked if o.pareto],
+        "tuning": _tuning(outcomes),
         "notes": [n for o in outcomes for n in _notes(o, request)],
         "tables": {"candidates": "candidates.parquet", "points": "points.parquet"},
     }
     if not ranked:
         plan["notes"].append("no candidate meets the SLOs at the target rate")
     candidates = pd.DataFrame.from_records([_candidate_row(o, request, target) for o in outcomes])
-    return PlanResult(json_safe(plan), candidates, pd.DataFrame.from_records(point_rows))
+    work = sum(o.simulated_requests for o in outcomes) + sum(o.pruned_work for o in outcomes)
+    return PlanResult(json_safe(plan), candidates, pd.DataFrame.from_records(point_rows), work)

@@ -59,7 +59,17 @@ class SearchSettings(_Frozen):
         16, ge=0, le=60, description="The search's floor is the target / 2^max_halvings (then: infeasible)."
     )
     curve_points: int = Field(
-        8, ge=0, le=200, description="Evenly spaced rates per candidate, up to 1.25x its max rate, for capacity curves."
+        8,
+        ge=0,
+        le=200,
+        description="Evenly spaced rates up to 1.25x the max rate, for capacity curves: the chosen candidate's "
+        "(every feasible candidate's with exhaustive); the other curves are drawn from the rates the search tried.",
+    )
+    exhaustive: bool = Field(
+        False,
+        description="The plain search: every candidate, doubling or halving from the start then bisection, and "
+        "curves for every candidate. Default: the guided search (analytic bound, margins, replicates started "
+        "from the first one's answer, candidates pruned by their best case).",
     )
 
     @model_validator(mode="after")

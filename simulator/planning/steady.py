@@ -62,6 +62,28 @@ def in_system_slope(arrival_s: np.ndarray, leave_s: np.ndarray, t0: float, t1: f
     return float(np.polyfit(t, n, 1)[0])
 
 
+def worst_ratio(ttft_ms: np.ndarray, tpot_ms: np.ndarray, e2el_ms: np.ndarray, slo: SloTargets) -> np.ndarray:
+    """Per request, its latency over its bound on the bound it misses most (a NaN TPOT counts 0; +inf unfinished)."""
+    ratio = np.zeros(len(ttft_ms))
+    for values, bound in ((ttft_ms, slo.ttft_p99_ms), (tpot_ms, slo.tpot_p99_ms), (e2el_ms, slo.e2el_p99_ms)):
+        if bound is not None:
+            ratio = np.maximum(ratio, np.nan_to_num(values, nan=0.0) / bound)
+    return ratio
+
+
+def attainment_ratio(ratio: np.ndarray, attainment: float) -> float:
+    """The worst-bound ratio of the request at the attainment quantile: the ceil(attainment x n)-th smallest.
+
+    At most 1 (+ ``SLO_SLACK``) exactly when at least ``attainment`` of the requests meet every
+    bound; it moves with load as a latency does, which makes it the guided search's measure
+    of how far a point is from the attainment target.
+    """
+    if len(ratio) == 0:
+        return math.nan
+    k = min(max(math.ceil(attainment * len(ratio) - 1e-9), 1), len(ratio))
+    return float(np.partition(ratio, k - 1)[k - 1])
+
+
 def steady_stats(
     requests: pd.DataFrame,
     slo: SloTargets,
@@ -72,7 +94,8 @@ def steady_stats(
     """The window's latency percentiles (ms), SLO attainment, queue growth, and the SLO verdicts.
 
     ``requests`` is a run's request table with client-side ``ttft_s``/``tpot_s``/``e2el_s``
-    (NaN for rejected requests; ``tpot_s`` NaN for one-token outputs). ``meets_slo``: stable
+    (NaN for rejected requests; ``tpot_s`` NaN for one-token outputs). ``attainment_ratio``:
+    see ``attainment_ratio``. ``meets_slo``: stable
     and every given p99 bound holds; ``meets_attainment``: stable and the fraction of window
     requests meeting every bound is at least ``slo.attainment``.
     """
@@ -91,6 +114,7 @@ def steady_stats(
 
     good = finished & meets_slo(ttft, tpot, e2el, slo.ttft_p99_ms, slo.tpot_p99_ms, slo.e2el_p99_ms)
     attainment = float(good.mean())
+    lateness = worst_ratio(ttft, tpot, e2el, slo)
 
     arrival = req["arrival_s"].to_numpy()
     leave = np.where((req["status"] == "finished").to_numpy(), req["finished_s"].to_numpy(), arrival)
@@ -118,6 +142,7 @@ def steady_stats(
         p99_ok &= out["p99_e2el_ms"] <= slo.e2el_p99_ms * (1 + SLO_SLACK)
     out |= {
         "slo_attainment": attainment,
+        "attainment_ratio": attainment_ratio(lateness, slo.attainment),
         "growth_fraction": growth,
         "stable": bool(stable),
         "meets_slo": bool(stable and p99_ok),

@@ -41,7 +41,8 @@ def _expected_costs() -> dict[str, float]:
 
 
 @pytest.mark.slow
-def test_plan_picks_the_cheapest_feasible_configuration(tmp_path):
+@pytest.mark.parametrize("search", ["exhaustive", "guided"])
+def test_plan_picks_the_cheapest_feasible_configuration(tmp_path, search):
     scenario = write_yaml(tmp_path / "s.yaml", md1_base(output_tokens=4, step_time_s=STEP_S))
     cands = write_yaml(
         tmp_path / "c.yaml", {"candidates": [{"name": k, "overrides": v} for k, v in CANDIDATES.items()]}
@@ -50,7 +51,7 @@ def test_plan_picks_the_cheapest_feasible_configuration(tmp_path):
     proc = servesim(
         "plan", scenario, "--candidates", cands, "--slo-ttft-p99-ms", TTFT_SLO_MS, "--slo-tpot-p99-ms", TPOT_SLO_MS,
         "--target-rate", TARGET, "--replicates", 2, "--requests-per-point", 400, "--curve-points", 3,
-        "--workers", 2, "--out", out, "--quiet",
+        "--workers", 2, "--out", out, "--quiet", *(["--exhaustive"] if search == "exhaustive" else []),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     expected = _expected_costs()
@@ -59,8 +60,17 @@ def test_plan_picks_the_cheapest_feasible_configuration(tmp_path):
 
     plan = json.loads((out / "plan.json").read_text())
     assert plan["schema"] == "servesim.plan/1" and plan["chosen"] == cheapest
-    assert plan["ranking"] == sorted(expected, key=expected.get)
     by_name = {c["name"]: c for c in plan["candidates"]}
+    if search == "guided":
+        # one replica of the faster H100 (at most ~28 req/s by its bound) or of the B200 already costs more
+        # than the two L40S the target needs: both pruned, never simulated; the rest as the exhaustive plan says
+        for name in ("h100-fast", "b200-slow"):
+            c = by_name[name]
+            assert c["status"] == "pruned" and c["reason"].startswith("pruned: at most") and c["rank"] is None
+            assert c["search"]["rates_tried"] == [] and c["search"]["simulated_requests"] == 0
+            assert c["search"]["bound"]["upper_rate_per_s"] >= TARGET
+            del expected[name]
+    assert plan["ranking"] == sorted(expected, key=expected.get)
     for name, cost in expected.items():
         c = by_name[name]
         assert c["status"] == "feasible" and c["cost_per_hour_usd"]["value"] == pytest.approx(cost)
@@ -78,12 +88,13 @@ def test_plan_picks_the_cheapest_feasible_configuration(tmp_path):
         assert op["p99_ttft_ms"]["low"] <= op["p99_ttft_ms"]["value"] <= op["p99_ttft_ms"]["high"]
     slow = by_name["a100-too-slow"]
     assert slow["status"] == "infeasible" and slow["rank"] is None and slow["reason"].startswith("no rate down to")
-    # the B200 is as slow as the L40S at six times the price: dominated; the H100 buys latency
-    assert plan["pareto_frontier"] == ["l40s-slow", "h100-fast"]
-    assert (
-        by_name["h100-fast"]["operating_point"]["p99_ttft_ms"]["value"]
-        < by_name["l40s-slow"]["operating_point"]["p99_ttft_ms"]["value"]
-    )
+    if search == "exhaustive":
+        # the B200 is as slow as the L40S at six times the price: dominated; the H100 buys latency
+        assert plan["pareto_frontier"] == ["l40s-slow", "h100-fast"]
+        assert (
+            by_name["h100-fast"]["operating_point"]["p99_ttft_ms"]["value"]
+            < by_name["l40s-slow"]["operating_point"]["p99_ttft_ms"]["value"]
+        )
 
     table = pd.read_parquet(out / "candidates.parquet")
     assert list(table["name"]) == list(CANDIDATES)

@@ -1,0 +1,113 @@
+"""Time ``servesim plan`` on a 10-candidate 70B capacity question against one ``servesim run``.
+
+The question (issue 19): Llama-3.1-70B, short chat lengths, p99 TTFT 1 s and p99 TPOT
+60 ms, 30 req/s, 3 replicates, over H100 TP4/TP8, H200 TP2/TP4 and A100-80GB TP8, each
+with vLLM V1 (chunked prefill) and vLLM V0 (no chunking). Prints the plan's wall time,
+the ratio to one 2,000-request run of the base scenario timed in the same process, the
+requests simulated, the chosen candidate and every candidate's replicas and max rate.
+
+Run by hand on a quiet machine:
+``python benchmarks/bench_plan.py [--workers 2] [--repeats 1] [--exhaustive] [--json OUT]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+from simulator.build import build
+from simulator.config.scenario import validate_scenario
+from simulator.planning.candidates import CandidateSet, CandidateSpec
+from simulator.planning.executors import make_executor
+from simulator.planning.plan import execute_plan, prepare_plan
+from simulator.planning.settings import PlanRequest
+
+BASE = {
+    "model": "llama-3.1-70b",
+    "hardware": "h100-sxm",
+    "parallelism": {"tp": 4},
+    "workload": {
+        "num_requests": 2000,
+        "arrival": {"kind": "poisson", "rate_per_s": 30.0},
+        "lengths": {
+            "kind": "independent",
+            "prompt": {"kind": "lognormal", "median_tokens": 512, "sigma": 0.8, "max_tokens": 4096},
+            "output": {"kind": "lognormal", "median_tokens": 128, "sigma": 0.8, "max_tokens": 1024},
+        },
+    },
+    "slo": {"ttft_ms": 1000, "tpot_ms": 60},
+}
+DEPLOYMENTS = {
+    "h100-tp4": {"hardware": "h100-sxm", "parallelism.tp": 4},
+    "h100-tp8": {"hardware": "h100-sxm", "parallelism.tp": 8},
+    "h200-tp2": {"hardware": "h200", "parallelism.tp": 2},
+    "h200-tp4": {"hardware": "h200", "parallelism.tp": 4},
+    "a100-tp8": {"hardware": "a100-80gb", "parallelism.tp": 8},
+}
+POLICIES = {"chunked": {"policy": {"kind": "vllm"}}, "unchunked": {"policy": {"kind": "vllm_v0"}}}
+
+
+def candidates() -> CandidateSet:
+    specs = [CandidateSpec(f"{d}-{p}", dep | pol) for d, dep in DEPLOYMENTS.items() for p, pol in POLICIES.items()]
+    return CandidateSet("benchmarks/bench_plan.py", specs, {})
+
+
+def one_run() -> float:
+    t0 = time.perf_counter()
+    build(validate_scenario(BASE)).run()
+    return time.perf_counter() - t0
+
+
+def one_plan(workers: int, exhaustive: bool) -> tuple[float, dict, int]:
+    request = PlanRequest(slo_ttft_p99_ms=1000, slo_tpot_p99_ms=60, target_rate_per_s=30, replicates=3)
+    if exhaustive:
+        request = request.model_copy(update={"search": request.search.model_copy(update={"exhaustive": True})})
+    t0 = time.perf_counter()
+    inputs = prepare_plan(BASE, None, "bench", candidates(), request)
+    executor = make_executor("local", workers)
+    try:
+        result = execute_plan(inputs, request, executor)
+    finally:
+        executor.close()
+    wall = time.perf_counter() - t0
+    simulated = result.simulated_requests
+    return wall, result.plan, simulated
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--exhaustive", action="store_true", help="the exhaustive search (every candidate, every rate)")
+    parser.add_argument("--json", help="write the plan.json of the last repeat here")
+    args = parser.parse_args()
+    runs = [one_run() for _ in range(3)]
+    run_s = statistics.median(runs)
+    walls = []
+    for _ in range(args.repeats):
+        wall, plan, simulated = one_plan(args.workers, args.exhaustive)
+        walls.append(wall)
+    wall = statistics.median(walls)
+    print(f"one run (2,000 requests): {run_s:.2f} s (median of 3: {', '.join(f'{x:.2f}' for x in runs)})")
+    print(
+        f"plan ({'exhaustive' if args.exhaustive else 'default'}, {args.workers} workers): {wall:.1f} s "
+        f"(runs: {', '.join(f'{x:.1f}' for x in walls)}); ratio {wall / run_s:.1f}; simulated requests {simulated:,}"
+    )
+    print(f"chosen: {plan['chosen']}")
+    for c in plan["candidates"]:
+        mr = (c.get("max_rate_per_s") or {}).get("value")
+        rep = (c.get("replicas") or {}).get("value")
+        cost = (c.get("cost_per_hour_usd") or {}).get("value")
+        print(
+            f"  {c['name']:<20} {c['status']:<10} max rate {mr if mr is None else round(mr, 3)!s:>8}  "
+            f"replicas {rep!s:>5}  $/h {cost if cost is None else round(cost, 2)!s:>8}  {c.get('reason') or ''}"
+        )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(plan, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
