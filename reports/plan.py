@@ -148,6 +148,8 @@ def capacity_curve_figure(plan: dict[str, Any], points: pd.DataFrame, metric: st
         )
     )
     finite = points[np.isfinite(points[column])]
+    if "phase" in finite:  # a pool's own search (``--pd-ratio``) ran another cluster than the candidate's
+        finite = finite[~finite["phase"].astype(str).str.startswith("pool_")]
     for c in plan["candidates"]:
         rows = finite[finite["candidate"] == c["name"]]
         if rows.empty:

@@ -44,6 +44,7 @@ FLAGS = {
     "search.curve_points": "--curve-points",
     "search.max_growth_fraction": "--max-growth",
     "search.exhaustive": "--exhaustive",
+    "search.pd_ratio": "--pd-ratio",
 }
 
 
@@ -109,6 +110,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="extra rates for the chosen candidate's capacity curves (every candidate's with --exhaustive)",
     )
     s.add_argument(
+        "--pd-ratio",
+        action="store_true",
+        help="size a disaggregated candidate pool by pool: the prefill:decode ratio the target needs "
+        "(default: copies of its own P:D cluster)",
+    )
+    s.add_argument(
         "--exhaustive",
         action="store_true",
         help="the plain search: every candidate and rate from the start by doubling and bisection (slower; "
@@ -151,6 +158,7 @@ def plan_request(args: argparse.Namespace, slo: dict[str, float] | None = None) 
                 "start_rate_per_s": args.start_rate,
                 "curve_points": args.curve_points,
                 "exhaustive": args.exhaustive,
+                "pd_ratio": args.pd_ratio,
             },
         }
     )

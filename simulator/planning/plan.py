@@ -23,7 +23,7 @@ import contextlib
 import dataclasses
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +54,12 @@ from simulator.planning.keys import resolve_variant
 from simulator.planning.load import Load, check_load, load_kind, own_load, plan_load, search_range, users_at
 from simulator.planning.overrides import apply_overrides, scalar
 from simulator.planning.pareto import pareto_front
+from simulator.planning.pd_ratio import MAX_EXTRA_REPLICAS as PD_MAX_EXTRA
+from simulator.planning.pd_ratio import MAX_ROUNDS as PD_MAX_ROUNDS
+from simulator.planning.pd_ratio import Pools, bump, enough, helper_count, pd_pools, pool_slo, with_counts
 from simulator.planning.prices import price_per_gpu_hour
 from simulator.planning.settings import PlanRequest
-from simulator.planning.stats import Interval, replicate_seed
+from simulator.planning.stats import Interval, interval, replicate_seed
 from simulator.planning.steady import SloTargets
 from simulator.planning.store import write_json_atomic, write_table_atomic
 from workloads import RequestStream, generate
@@ -90,6 +93,9 @@ class Candidate:
     bound: CapacityBound | None = None  # the analytic capacity of one copy (guided search only)
     family: str | None = None  # a tuned variant's candidate (``candidates.tuned_variants``)
     tuned: dict[str, Any] = field(default_factory=dict)
+    pools: Pools | None = None  # sized pool by pool (``pd_ratio``): its prefill and decode groups
+    group_gpus: tuple[int, ...] = ()  # GPUs of one replica of each group
+    group_costs_per_hour_usd: tuple[float, ...] = ()  # USD per hour of one replica of each group
 
 
 @dataclass(slots=True)
@@ -105,6 +111,7 @@ class CandidateOutcome:
     rates_tried: list[list[float]] = field(default_factory=list)  # per replicate, in the order simulated
     simulated_requests: int = 0
     pruned_work: int = 0  # requests simulated for it before it was pruned (not in plan.json: batch-dependent)
+    pool_figures: dict[str, Any] | None = None  # sized pool by pool: each pool's capacity and replicas
 
     @property
     def decided(self) -> bool:
@@ -250,6 +257,12 @@ def prepare_candidates(
             )
         price = cost / gpus_per_replica(resolved)  # per GPU-hour, averaged over the scenario's GPUs
         gpus = gpus_per_replica(resolved)
+        group_gpus = tuple(int(g["tp"]) * int(g["pp"]) for g in resolved["deployment"])
+        group_costs = tuple(
+            n * (price_of(g["hardware_ref"], g["hardware"]) or 0.0)
+            for n, g in zip(group_gpus, resolved["deployment"], strict=True)
+        )
+        pools = pd_pools(config) if request.search.pd_ratio else None
         out.append(
             Candidate(
                 i,
@@ -265,6 +278,9 @@ def prepare_candidates(
                 bound,
                 spec.family,
                 spec.tuned,
+                pools,
+                group_gpus,
+                group_costs,
             )
         )
     return out
@@ -393,13 +409,17 @@ def execute_plan(
     stage = stage or _no_progress
     scaling = scaling or IndependentReplicas()
     outcomes = [CandidateOutcome(c) for c in inputs.candidates]
+    pooled = [o for o in outcomes if o.candidate.pools is not None]
     if request.search.exhaustive:
-        points = _search_stage(outcomes, inputs, request, executor, stage, scaling)
-        points += _operating_stage(outcomes, inputs, request, executor, stage, scaling, curves=True)
+        whole = [o for o in outcomes if o.candidate.pools is None]
+        points = _pd_stage(pooled, inputs, request, executor, stage) if pooled else []
+        points += _search_stage(whole, inputs, request, executor, stage, scaling)
+        points += _operating_stage(whole, inputs, request, executor, stage, scaling, curves=True)
         _rank(outcomes, request)
         _tally(outcomes, verdicts)
         return _result(outcomes, points, request, inputs)
-    points = _guided_plan(outcomes, inputs, request, executor, stage, scaling, verdicts, cache)
+    points = _pd_stage(pooled, inputs, request, executor, stage) if pooled else []
+    points += _guided_plan(outcomes, inputs, request, executor, stage, scaling, verdicts, cache)
     _rank(outcomes, request)
     ranked = sorted((o for o in outcomes if o.rank is not None), key=lambda o: o.rank or 0)
     if ranked and request.search.curve_points:
@@ -490,7 +510,12 @@ def _guided_plan(
 
     order = sorted(outcomes, key=lambda o: (math.inf if lb(o) is None else lb(o), o.candidate.index))
     batch_size = max(1, executor.workers)
-    best, points, pending = math.inf, [], list(order)
+    best, points = math.inf, []
+    for o in outcomes:  # sized already, pool by pool (``_pd_stage``)
+        cost = _final_cost(o) if o.candidate.pools is not None else None
+        if cost is not None:
+            best = min(best, cost)
+    pending = [o for o in order if o.candidate.pools is None]
     while pending:
         pending = [o for o in pending if not (lb(o) is not None and lb(o) > best)]
         batch, pending = pending[:batch_size], pending[batch_size:]
@@ -669,6 +694,151 @@ def _search_stage(
     return [row for res in searched for row in res["points"]]
 
 
+def _pd_stage(
+    outcomes: list[CandidateOutcome],
+    inputs: PlanInputs,
+    request: PlanRequest,
+    executor: Executor,
+    stage: StageProgress,
+) -> list[dict[str, Any]]:
+    """Size each disaggregated candidate pool by pool (``pd_ratio``); sets its figures and ``pool_figures``."""
+    k, s, slo = request.replicates, request.search, _slo(request)
+    points: list[dict[str, Any]] = []
+    helpers = {o.candidate.index: {"prefill": None, "decode": None} for o in outcomes}  # other pool's replicas
+    found: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    pending = {(o.candidate.index, pool) for o in outcomes for pool in ("prefill", "decode")}
+    by_index = {o.candidate.index: o for o in outcomes}
+    ratio: dict[int, float | None] = dict.fromkeys(by_index)  # one prefill replica's capacity over a decode one's
+    for _ in range(PD_MAX_ROUNDS):
+        if not pending:
+            break
+        tasks, keys = [], []
+        for index, pool in sorted(pending):
+            c, pools = by_index[index].candidate, by_index[index].candidate.pools
+            assert pools is not None
+            if pool == "prefill":
+                n = helper_count(pools.prefill_count, pools.decode_count, ratio[index])
+                config = with_counts(c.config, pools, 1, n)
+            else:
+                r = ratio[index]
+                n = helper_count(pools.decode_count, pools.prefill_count, None if r is None else 1 / r)
+                config = with_counts(c.config, pools, n, 1)
+            helpers[index][pool] = n
+            for rep in range(k):
+                run = replace(_run(c, rep, inputs.base_dir, request), config=config, slo=pool_slo(slo, pool))
+                tasks.append(SearchTask(run, inputs.start_rate_per_s, inputs.range_centre, guided=not s.exhaustive))
+                keys.append((index, pool))
+        results = _map(executor, search_task, tasks, stage, "searching each pool's capacity")
+        grouped: dict[tuple[int, str], list[dict[str, Any]]] = {}
+        for key, res in zip(keys, results, strict=True):
+            grouped.setdefault(key, []).append(res)
+            for row in res["points"]:
+                points.append(row | {"phase": f"pool_{key[1]}"})
+        found |= grouped
+        pending = set()
+        for index in sorted({i for i, _ in grouped}):
+            o = by_index[index]
+            res_p, res_d = found.get((index, "prefill")), found.get((index, "decode"))
+            if res_p is None or res_d is None or any(r["error"] for r in res_p + res_d):
+                continue
+            mu_p = sum(r["max_rate_per_s"] for r in res_p) / k
+            mu_d = sum(r["max_rate_per_s"] for r in res_d) / k
+            if mu_p <= 0 or mu_d <= 0:
+                continue
+            ratio[index] = mu_p / mu_d
+            if not enough(helpers[index]["prefill"], mu_p, mu_d):
+                pending.add((index, "prefill"))
+            if not enough(helpers[index]["decode"], mu_d, mu_p):
+                pending.add((index, "decode"))
+    for o in outcomes:
+        index = o.candidate.index
+        res_p, res_d = found[index, "prefill"], found[index, "decode"]
+        o.rates_tried = [[row["rate_per_s"] for row in r["points"]] for r in res_p + res_d]
+        o.simulated_requests += sum(row.get("num_simulated", 0) for r in res_p + res_d for row in r["points"])
+        errors = [r["error"] for r in res_p + res_d if r["error"] is not None]
+        if errors:
+            o.status, o.reason = "error", errors[0]
+            continue
+        points += _pd_size(o, res_p, res_d, helpers[index], inputs, request, executor, stage)
+    return points
+
+
+def _pd_size(
+    o: CandidateOutcome,
+    res_p: list[dict[str, Any]],
+    res_d: list[dict[str, Any]],
+    helpers: dict[str, int | None],
+    inputs: PlanInputs,
+    request: PlanRequest,
+    executor: Executor,
+    stage: StageProgress,
+) -> list[dict[str, Any]]:
+    """Replicas of each pool for the target, checked (and raised where a bound is missed) by simulating the
+    deployment whole."""
+    c, pools, target = o.candidate, o.candidate.pools, inputs.target_rate_per_s
+    assert pools is not None
+    conf, method = request.confidence, request.ci_method
+    mu_p = interval([r["max_rate_per_s"] for r in res_p], conf, method, floor=0.0)
+    mu_d = interval([r["max_rate_per_s"] for r in res_d], conf, method, floor=0.0)
+    scaling = IndependentReplicas()
+    p = scaling.replicas_for(target, mu_p.value or 0.0)
+    d = scaling.replicas_for(target, mu_d.value or 0.0)
+    o.pool_figures = {
+        "prefill_max_rate_per_s": mu_p.to_json(),
+        "decode_max_rate_per_s": mu_d.to_json(),
+        "search_helpers": helpers,
+    }
+    if p is None or d is None:
+        pool = "prefill" if p is None else "decode"
+        o.reason = f"no load down to the search's floor meets the SLOs with one {pool} replica"
+        return []
+    gp, gd = c.group_gpus[pools.prefill], c.group_gpus[pools.decode]
+    cp, cd = c.group_costs_per_hour_usd[pools.prefill], c.group_costs_per_hour_usd[pools.decode]
+    points: list[dict[str, Any]] = []
+    for round_ in range(PD_MAX_EXTRA + 1):
+        config = with_counts(c.config, pools, p, d)
+        tasks = [
+            RatesTask(replace(_run(c, rep, inputs.base_dir, request), config=config), [("operating", target, {})])
+            for rep in range(request.replicates)
+        ]
+        rows = [row | {"extra_replicas": round_} for rs in _map(executor, rates_task, tasks, stage, "operating points")
+                for row in rs]  # fmt: skip
+        points += rows
+        o.simulated_requests += sum(row.get("num_simulated", 0) for row in rows)
+        capacity = [
+            min(p * rp["max_rate_per_s"], d * rd["max_rate_per_s"]) for rp, rd in zip(res_p, res_d, strict=True)
+        ]
+        goodput = [
+            min(p * rp["max_goodput_rate_per_s"], d * rd["max_goodput_rate_per_s"])
+            for rp, rd in zip(res_p, res_d, strict=True)
+        ]
+        gpus = p * gp + d * gd
+        f = CandidateFigures(
+            max_rate_per_s=interval(capacity, conf, method, floor=0.0),
+            max_goodput_rate_per_s=interval(goodput, conf, method, floor=0.0),
+            goodput_per_gpu_per_s=interval([g / gpus for g in goodput], conf, method, floor=0.0),
+            unbounded=False,
+        )
+        f.replicas, f.num_gpus = Interval(1.0), Interval(float(gpus))
+        f.cost_per_hour_usd = Interval(p * cp + d * cd)
+        f.rate_per_replica_s = target
+        operating_figures(f, rows, request, scaling)
+        o.figures = f
+        o.pool_figures |= {"prefill_replicas": p, "decode_replicas": d}
+        if f.operating_meets_slo:
+            o.status, o.extra_replicas = "feasible", round_
+            return points
+        held = {
+            name: not (bound is not None and (f.operating[f"p99_{name}_ms"].value or 0.0) > bound)
+            for name, bound in request.slo_bounds.items()
+        }
+        stable = all(row["stable"] for row in rows)
+        dp, dd = bump(held, stable)
+        p, d = p + dp, d + dd
+    o.reason = f"the operating point misses the SLOs even with {PD_MAX_EXTRA} rounds of extra replicas"
+    return points
+
+
 def _curve_rates(f: CandidateFigures, integer: bool, n: int) -> list[float]:
     """``n`` evenly spaced loads up to ``CURVE_SPAN`` times the larger max rate."""
     top = CURVE_SPAN * max(f.max_rate_per_s.value or 0.0, f.max_goodput_rate_per_s.value or 0.0)
@@ -774,6 +944,13 @@ def _notes(o: CandidateOutcome, request: PlanRequest) -> list[str]:
     notes += [f"{name}: {n}" for n in o.notes]
     if f is None:
         return notes
+    pools = o.pool_figures
+    if pools is not None and "prefill_replicas" in pools:
+        notes.append(
+            f"{name}: sized pool by pool: {pools['prefill_replicas']} prefill + {pools['decode_replicas']} decode "
+            f"replicas (one prefill replica serves {pools['prefill_max_rate_per_s']['value']:.4g}, one decode replica "
+            f"{pools['decode_max_rate_per_s']['value']:.4g} {o.candidate.load.unit})"
+        )
     if o.extra_replicas:
         notes.append(f"{name}: {o.extra_replicas} replica(s) added: the operating point missed an SLO without them")
     bounds = {f"p99_{name}_ms": bound for name, bound in request.slo_bounds.items()}
@@ -831,6 +1008,8 @@ def _candidate_json(o: CandidateOutcome) -> dict[str, Any]:
         "rates_tried": o.rates_tried,
         "simulated_requests": o.simulated_requests,
     }
+    if o.pool_figures is not None:
+        out["pools"] = o.pool_figures
     if f is None:
         return out
     out |= {
@@ -905,14 +1084,19 @@ def _candidate_row(o: CandidateOutcome, request: PlanRequest, target: float) -> 
 
 
 def _tuning(outcomes: list[CandidateOutcome]) -> dict[str, Any]:
-    """Per tuned family: its variants and the best one (the best ranked), with the values it was tuned to."""
+    """Per tuned family: its variants, each one's max rate, and the best (the cheapest feasible; of equal costs
+    the highest max rate), with the values it was tuned to."""
     families: dict[str, list[CandidateOutcome]] = {}
     for o in outcomes:
         if o.candidate.family is not None:
             families.setdefault(o.candidate.family, []).append(o)
     out = {}
     for family, variants in families.items():
-        ranked = sorted((o for o in variants if o.rank is not None), key=lambda o: o.rank or 0)
+        # the cheapest; of equal costs the one with the most headroom (highest max rate), then the ranking's order
+        ranked = sorted(
+            (o for o in variants if o.rank is not None),
+            key=lambda o: (_value(o.figures.cost_per_hour_usd), -_value(o.figures.max_rate_per_s), o.rank),  # type: ignore[union-attr]
+        )
         best = ranked[0] if ranked else None
         out[family] = {
             "variants": [o.candidate.name for o in variants],

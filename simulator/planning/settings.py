@@ -65,6 +65,11 @@ class SearchSettings(_Frozen):
         description="Evenly spaced rates up to 1.25x the max rate, for capacity curves: the chosen candidate's "
         "(every feasible candidate's with exhaustive); the other curves are drawn from the rates the search tried.",
     )
+    pd_ratio: bool = Field(
+        False,
+        description="Size a disaggregated candidate (one prefill and one decode group) pool by pool for the "
+        "target: the prefill:decode ratio it needs (simulator.planning.pd_ratio), not copies of its own P:D.",
+    )
     exhaustive: bool = Field(
         False,
         description="The plain search: every candidate, doubling or halving from the start then bisection, and "
