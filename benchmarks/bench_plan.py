@@ -82,6 +82,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--exhaustive", action="store_true", help="the exhaustive search (every candidate, every rate)")
     parser.add_argument("--json", help="write the plan.json of the last repeat here")
+    parser.add_argument(
+        "--against", help="a plan.json of the other search (--exhaustive --json F): say whether the answers agree"
+    )
     args = parser.parse_args()
     runs = [one_run() for _ in range(3)]
     run_s = statistics.median(runs)
@@ -107,6 +110,34 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(plan, f, indent=1)
+    if args.against:
+        with open(args.against) as f:
+            other = json.load(f)
+        agree(plan, other, 0.02)
+
+
+def agree(plan: dict, other: dict, rel_tol: float) -> None:
+    """Print whether two plans of the question give the same answer: the same chosen candidate, the same
+    replicas for every candidate both sized, max rates within the search tolerance."""
+    mine = {c["name"]: c for c in plan["candidates"]}
+    theirs = {c["name"]: c for c in other["candidates"]}
+    print(
+        f"chosen: {plan['chosen']} / {other['chosen']}: {'same' if plan['chosen'] == other['chosen'] else 'DIFFERENT'}"
+    )
+    for name, c in mine.items():
+        o = theirs[name]
+        if c["status"] != "feasible" or o["status"] != "feasible":
+            print(f"  {name:<20} {c['status']} / {o['status']}")
+            continue
+        a, b = c["max_rate_per_s"]["value"], o["max_rate_per_s"]["value"]
+        ga, gb = c["max_goodput_rate_per_s"]["value"], o["max_goodput_rate_per_s"]["value"]
+        same = c["replicas"]["value"] == o["replicas"]["value"]
+        print(
+            f"  {name:<20} replicas {c['replicas']['value']:g} / {o['replicas']['value']:g} "
+            f"{'same' if same else 'DIFFERENT'}; max rate {a:.3f} / {b:.3f} ({a / b - 1:+.1%}); "
+            f"goodput rate {ga:.3f} / {gb:.3f} ({ga / gb - 1:+.1%})"
+            + ("" if abs(a / b - 1) <= rel_tol and abs(ga / gb - 1) <= rel_tol else "  OUTSIDE THE TOLERANCE")
+        )
 
 
 if __name__ == "__main__":

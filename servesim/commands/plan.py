@@ -20,6 +20,7 @@ from simulator.config.scenario import read_scenario_dict
 from simulator.planning.candidates import load_candidates, scenario_only
 from simulator.planning.executors import check_executor_options, make_executor
 from simulator.planning.figures import OPERATING_POINT_COLUMNS, candidate_columns, candidate_figure_cells
+from simulator.planning.load import check_load
 from simulator.planning.overrides import check_path
 from simulator.planning.plan import execute_load_curve, execute_plan, prepare_plan, scenario_slo
 from simulator.planning.prices import parse_price, read_prices
@@ -258,6 +259,8 @@ def main(args: argparse.Namespace) -> int:
     tune = parse_tune(args.tune)
     cset = load_candidates(args.candidates, tune) if args.candidates is not None else scenario_only(tune)
     inputs = prepare_plan(base, base_dir, label, cset, request, prices)  # every input checked before Ray starts
+    for target in args.target_rate or []:
+        check_load(inputs.load, target, "--target-rate")
     with output_folder(args.out, "plan", args.overwrite) as out:  # refused before Ray starts; undone if it fails
         executor = make_executor(args.executor, args.workers, args.address)
         tally = [""]  # the candidates decided so far, shown in each stage's bar (one live bar at a time)

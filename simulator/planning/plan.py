@@ -216,6 +216,8 @@ def prepare_candidates(
     target_source = "--target-rate" if request.target_rate_per_s is not None else f"{scenario_label}: its own load"
     for i, spec in enumerate(cset.candidates):
         source = scenario_label if own else f"{cset.source}: candidate {spec.name!r}"
+        if own and spec.family is not None:
+            source = f"{scenario_label}: variant {spec.name!r}"
         loads: list[Load] = []
 
         def searchable(config: dict[str, Any], cfg: ScenarioConfig, loads: list[Load] = loads, spec=spec) -> None:
@@ -371,6 +373,11 @@ def prepare_plan(
     target = target_rate(base, base_dir, scenario_label, request)
     start = request.search.start_rate_per_s or target
     candidates = prepare_candidates(base, base_dir, cset, cset.prices | (prices or {}), request, target, scenario_label)
+    if request.search.pd_ratio and all(c.pools is None for c in candidates):
+        raise ValueError(
+            "--pd-ratio: no candidate is a disaggregated cluster of one prefill and one decode group "
+            "(groups: [{role: prefill, ...}, {role: decode, ...}])"
+        )
     return PlanInputs(scenario_label, cset.source, base_dir, target, start, candidates)
 
 

@@ -182,6 +182,20 @@ def test_plan_default_scenario_is_the_only_candidate(tmp_path):
         (("--slo-ttft-p99-ms", "100", "--price", "h100-sxm=inf"), "--price 'h100-sxm=inf': expected HARDWARE=USD"),
         (("--slo-ttft-p99-ms", "100", "--candidates", "c.yaml"), "c.yaml: candidates.0.overides: unknown field"),
         (("--slo-ttft-p99-ms", "100", "--candidates", "h.yaml"), "h.yaml: candidate 'own': no price for hardware"),
+        (
+            ("--slo-ttft-ms", "100", "--tune", "policy.max_num_seqs"),
+            "--tune 'policy.max_num_seqs': expected PATH=VALUE",
+        ),
+        (
+            ("--slo-ttft-ms", "100", "--tune", "nosuch.x=1,2"),
+            "--tune 'nosuch.x=1,2': 'nosuch.x': 'nosuch' is not a scenario field",
+        ),
+        (
+            ("--slo-ttft-ms", "100", "--tune", "policy.max_num_seqs=0"),
+            "variant 'scenario [policy.max_num_seqs=0]': policy: max_num_seqs: Input should be greater than",
+        ),
+        (("--slo-ttft-ms", "100", "--target-rate", "5", "-2"), "--target-rate -2: must be a positive finite number"),
+        (("--slo-ttft-ms", "100", "--pd-ratio"), "--pd-ratio: no candidate is a disaggregated cluster"),
     ],
 )
 def test_plan_bad_input_is_one_clear_line_and_exit_2(tmp_path, args, message):
@@ -223,3 +237,22 @@ def test_replica_scaling_is_the_seam_for_a_cluster_level_check():
     assert op_cluster["p99_ttft_ms"] < op_plain["p99_ttft_ms"]  # the overrides reached the simulation
     assert p["operating_point"]["vllm_goodput_per_s"]["value"] == pytest.approx(2 * op_plain["request_goodput"])
     assert c["operating_point"]["vllm_goodput_per_s"]["value"] == pytest.approx(op_cluster["request_goodput"])
+
+
+def test_plan_load_curve_and_tuning_from_the_command_line(tmp_path):
+    scenario = write_yaml(tmp_path / "s.yaml", md1_base(output_tokens=4, step_time_s=STEP_S))
+    out = tmp_path / "plan"
+    proc = servesim(
+        "plan", scenario, "--slo-ttft-ms", TTFT_SLO_MS, "--target-rate", 4, 8, 16, "--tune", "policy.max_num_seqs=1,2",
+        "--requests-per-point", 200, "--curve-points", 2, "--workers", 1, "--out", out, "--quiet", "--no-report",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "load curve: the cheapest deployment at each load" in proc.stdout
+    plan = json.loads((out / "plan.json").read_text())
+    assert [row["target_rate_per_s"] for row in plan["load_curve"]] == [4.0, 8.0, 16.0]
+    assert plan["target_rate_per_s"] == 16.0
+    family = plan["tuning"]["scenario"]
+    assert family["variants"] == ["scenario [policy.max_num_seqs=1]", "scenario [policy.max_num_seqs=2]"]
+    assert family["best"] in family["variants"] and plan["chosen"] == family["best"]
+    replicas = [row["replicas"] for row in plan["load_curve"]]
+    assert replicas == sorted(replicas) and replicas[0] >= 1
