@@ -291,10 +291,10 @@ def build_plan_report(plan_dir: Path | str) -> Report:
                 intro=(
                     "The exhaustive search: every candidate, doubling or halving from the start, then bisection."
                     if exhaustive
-                    else "Guided search: each candidate starts from its analytic estimate with its analytic bound "
-                    "(the most one copy can serve, from the cost model's step times at its batch and KV limits) "
-                    "as the first upper probe; later replicates start from the first one's answer; a candidate whose "
-                    "best case costs more than the cheapest feasible deployment is pruned."
+                    else "Guided search: each candidate starts from its analytic estimate, steered by the margins "
+                    "of the runs and its analytic bound (the most one copy can serve, from the cost model's step "
+                    "times at its batch and KV limits); later replicates start from the first one's answer; a "
+                    "candidate whose best case costs more than the cheapest feasible deployment is pruned."
                 )
                 + f" Requests simulated in all: {plan.get('simulated_requests', 0):,}.",
                 html=_search_html(plan),

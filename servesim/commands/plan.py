@@ -49,6 +49,14 @@ FLAGS = {
 }
 
 
+def _rates(text: str) -> list[float]:
+    """``--target-rate 40`` or ``40,80,160``: the loads, as floats (their range is checked against the workload)."""
+    try:
+        return [float(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number or comma-separated numbers") from None
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "plan",
@@ -75,12 +83,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--attainment", type=float, default=0.9, help="SLO attainment for per-GPU goodput (0.9)")
     g.add_argument(
         "--target-rate",
-        type=float,
-        nargs="+",
-        metavar="RATE",
+        type=_rates,
+        action="extend",
+        metavar="RATE[,RATE...]",
         help="load to provision for, in the workload's unit: req/s (synthetic, trace), sessions/s (sessions), "
-        "users (closed_loop); default: the scenario's own. Several: a load curve, the cheapest deployment at each "
-        "(the folder's plan is the last one's)",
+        "users (closed_loop); default: the scenario's own. Several (comma-separated, or the flag repeated): a load "
+        "curve, the cheapest deployment at each (the folder's plan is the last one's)",
     )
     g.add_argument("--candidates", type=Path, help="CANDIDATES file (default: the scenario's own configuration)")
     g.add_argument(
@@ -89,7 +97,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="PATH=V1,V2,...",
         help="search a field within every candidate, e.g. policy.max_num_seqs=64,128,256 (repeat for several; "
-        "a CANDIDATES file's tune: replaces these)",
+        "refused with a CANDIDATES file that has its own tune:)",
     )
     g.add_argument("--price", action="append", default=[], metavar="HW=USD", help="USD per GPU-hour of HW")
     g.add_argument("--prices", type=Path, help="YAML file of hardware: USD per GPU-hour")

@@ -138,14 +138,17 @@ def tuned_variants(
 def load_candidates(path: Path | str, tune: dict[str, list[Any]] | None = None) -> CandidateSet:
     """Read and validate a CANDIDATES file; ValueError naming the file and field.
 
-    ``tune`` (the ``--tune`` flags) applies where the file gives no ``tune:`` of its own.
+    ``tune`` (the ``--tune`` flags) applies where the file gives no ``tune:`` of its own
+    (ValueError when it does). A candidate's own ``tune:`` replaces either.
     """
     p = Path(path)
     try:
         file = CandidatesFile.model_validate(read_yaml_mapping(p))
     except ValidationError as exc:
         raise ValueError(format_validation_error(exc, source=str(p))) from None
-    if tune and not file.tune:
+    if tune and file.tune:
+        raise ValueError(f"--tune: {p} has its own tune:; give the values in one place")
+    if tune:
         file = file.model_copy(update={"tune": check_grid(dict(tune))})
     return candidates_from(file, str(p))
 

@@ -46,8 +46,9 @@ class SearchTask:
     ``guided``: ``search.guided_max_rate`` steered by the margins, ``upper_hint`` (a rate to
     try first above the start), ``capacity_hint`` (the analytic bound, for the margins'
     model) and ``first_step`` (the relative step of the first expansion); else ``search.max_feasible_rate`` (the
-    exhaustive search). ``goodput_start_rate_per_s`` and ``goodput_upper_hint`` steer the
-    attainment search likewise (it starts from the runs the p99 search made).
+    exhaustive search). ``goodput_upper_hint`` steers the attainment search likewise (it
+    starts from the runs the p99 search made); ``slope_hints``, the margins' slopes near
+    another replicate's thresholds, steer the first steps.
     """
 
     run: CandidateRun
@@ -118,6 +119,7 @@ def simulate_rate(
         "rate_per_s": rate_per_s,
         "num_simulated": len(result.requests),
         "stopped_early": False,
+        "stop_reason": None,
         **stats,
         "request_throughput": summary["request_throughput"],
         "request_goodput": summary.get("request_goodput"),

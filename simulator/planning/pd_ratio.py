@@ -5,18 +5,18 @@ Copying a given P:D cluster sizes both pools together (2P:4D is two copies of 1P
 any ratio (3P:5D). For a candidate with one prefill and one decode group:
 
 1. the capacity of one prefill replica, ``mu_P``: the max load of a cluster of one prefill
-   replica and ``k_D`` decode replicas within the TTFT bound (the prefill side's: a prompt's
-   first token comes from its prefill), and of one decode replica, ``mu_D``: ``k_P`` prefill
-   replicas and one decode replica within the TPOT and end-to-end bounds; each searched per
-   replicate like any candidate. The other pool must not be what limits: ``k_D`` starts at
-   twice the candidate's own decode:prefill ratio (likewise ``k_P``), and a search is run
-   again with ``HEADROOM_TARGET`` times the measured ratio when the other pool had less than
-   ``HEADROOM`` times the load it served (at most ``MAX_ROUNDS`` rounds);
+   replica and ``k_D`` decode replicas within the TTFT bound (the prefill side's), and of
+   one decode replica, ``mu_D``: ``k_P`` prefill replicas and one decode replica within the
+   TPOT and end-to-end bounds; each searched per replicate like any candidate. The other
+   pool must not be what limits: ``k_D`` starts at twice the candidate's own decode:prefill
+   ratio (likewise ``k_P``), and a search is run again with ``HEADROOM_TARGET`` times the
+   measured ratio when the other pool had less than ``HEADROOM`` times the load it served
+   (at most ``MAX_ROUNDS`` rounds);
 2. ``P = ceil(target / mu_P)`` and ``D = ceil(target / mu_D)`` (the figures' replicas rule);
 3. the deployment ``P`` prefill + ``D`` decode replicas is simulated whole at the target;
-   where a bound is missed, the pool it belongs to gets one more replica (TTFT: prefill;
-   TPOT, end-to-end: decode; a growing queue with every bound met: both), up to
-   ``MAX_EXTRA_REPLICAS`` rounds.
+   where a bound is missed, one more replica goes where it is short (TPOT, end-to-end:
+   decode; TTFT or a growing queue: the pool with less capacity, as a first token also waits
+   for its KV to reach a decode replica), up to ``MAX_EXTRA_REPLICAS`` rounds.
 
 With independent pools this is the ratio theory gives: each pool's replicas are the target
 over one replica's capacity (tested with constant-cost pools whose capacities are known).
@@ -88,10 +88,18 @@ def enough(helpers: int, served_per_s: float, helper_capacity_per_s: float) -> b
     return served_per_s <= 0 or helpers * helper_capacity_per_s >= HEADROOM * served_per_s
 
 
-def bump(row_bounds: dict[str, bool], stable: bool) -> tuple[int, int]:
-    """Extra (prefill, decode) replicas after an operating point missed: ``row_bounds`` says which bounds held."""
-    p = 0 if row_bounds.get("ttft", True) else 1
-    d = 0 if row_bounds.get("tpot", True) and row_bounds.get("e2el", True) else 1
-    if p == d == 0 and not stable:
-        return 1, 1
-    return p, d
+def bump(held: dict[str, bool], stable: bool, prefill_capacity: float, decode_capacity: float) -> tuple[int, int]:
+    """Extra (prefill, decode) replicas after the deployment missed at its operating point.
+
+    ``held`` says which bounds held; the capacities are each pool's replicas times one
+    replica's max load. A missed TPOT or E2E bound alone is the decode pool's. A missed TTFT
+    or a growing queue can be either pool's (a prompt's first token waits for its KV to reach
+    a decode replica): the pool with less capacity gets the replica, both on a tie.
+    """
+    if held.get("ttft", True) and stable:
+        return (0, 1) if not (held.get("tpot", True) and held.get("e2el", True)) else (0, 0)
+    if prefill_capacity < decode_capacity:
+        return 1, 0
+    if decode_capacity < prefill_capacity:
+        return 0, 1
+    return 1, 1

@@ -54,9 +54,9 @@ from simulator.planning.keys import resolve_variant
 from simulator.planning.load import Load, check_load, load_kind, own_load, plan_load, search_range, users_at
 from simulator.planning.overrides import apply_overrides, scalar
 from simulator.planning.pareto import pareto_front
+from simulator.planning.pd_ratio import HEADROOM, Pools, bump, enough, helper_count, pd_pools, pool_slo, with_counts
 from simulator.planning.pd_ratio import MAX_EXTRA_REPLICAS as PD_MAX_EXTRA
 from simulator.planning.pd_ratio import MAX_ROUNDS as PD_MAX_ROUNDS
-from simulator.planning.pd_ratio import Pools, bump, enough, helper_count, pd_pools, pool_slo, with_counts
 from simulator.planning.prices import price_per_gpu_hour
 from simulator.planning.settings import PlanRequest
 from simulator.planning.stats import Interval, interval, replicate_seed
@@ -236,7 +236,7 @@ def prepare_candidates(
         cfg_at, stream = _generate_at(config, at_start, base_dir, source)
         bound = None
         if not request.search.exhaustive:
-            bound = capacity_bound(cfg_at, base_dir, stream, _slo(request), request.search.max_growth_fraction)
+            bound = _replicates_bound(config, at_start, cfg_at, stream, base_dir, source, request)
         if unit is not None and unit != (load_kind(cfg), load.unit):
             raise ValueError(
                 f"{source}: its workload's load is {load_kind(cfg)} in {load.unit}, the first candidate's "
@@ -286,6 +286,35 @@ def prepare_candidates(
             )
         )
     return out
+
+
+def _replicates_bound(
+    config: dict[str, Any],
+    at_start: dict[str, Any],
+    cfg: ScenarioConfig,
+    stream: RequestStream,
+    base_dir: Path | None,
+    source: str,
+    request: PlanRequest,
+) -> CapacityBound:
+    """The analytic bound of every replicate's requests (each seed draws its own lengths), the largest.
+
+    The estimate stays the first replicate's (it starts that replicate's search); no bound if
+    any replicate has none.
+    """
+    slo, growth = _slo(request), request.search.max_growth_fraction
+    first = capacity_bound(cfg, base_dir, stream, slo, growth)
+    upper = first.upper_rate_per_s
+    for r in range(1, request.replicates):
+        if upper is None:
+            break
+        seeded = apply_overrides(config, at_start | {"seed": replicate_seed(cfg.seed, r)})
+        cfg_r, stream_r = _generate_at(seeded, {}, base_dir, source)
+        other = capacity_bound(cfg_r, base_dir, stream_r, slo, growth).upper_rate_per_s
+        upper = None if other is None else max(upper, other)
+    if upper is None:
+        return CapacityBound(None, first.estimate_rate_per_s, first.reason)
+    return CapacityBound(upper, first.estimate_rate_per_s, first.reason)
 
 
 def _slo(request: PlanRequest) -> SloTargets:
@@ -452,17 +481,21 @@ def execute_load_curve(
     for t in targets:
         check_load(inputs.load, t, "--target-rate")
     cache: SearchCache = {}
-    curve, result = [], None
+    curve, result, work = [], None, 0
     for t in targets:
         at = dataclasses.replace(inputs, target_rate_per_s=t, range_rate_per_s=targets[0])
         result = execute_plan(at, request, executor, stage, verdicts=verdicts, cache=cache)
+        work += result.simulated_requests - _cached_work(cache)  # each plan counts the shared searches again
         plan = result.plan
         chosen = next((c for c in plan["candidates"] if c["chosen"]), None)
+        pools = None if chosen is None else chosen.get("pools")
         curve.append(
             {
                 "target_rate_per_s": t,
                 "chosen": plan["chosen"],
                 "replicas": None if chosen is None else chosen["replicas"]["value"],
+                "prefill_replicas": None if pools is None else pools.get("prefill_replicas"),
+                "decode_replicas": None if pools is None else pools.get("decode_replicas"),
                 "num_gpus": None if chosen is None else chosen["num_gpus"]["value"],
                 "cost_per_hour_usd": None if chosen is None else chosen["cost_per_hour_usd"]["value"],
                 "ranking": plan["ranking"],
@@ -470,7 +503,12 @@ def execute_load_curve(
         )
     assert result is not None
     result.plan["load_curve"] = curve
+    result.simulated_requests = work + _cached_work(cache)
     return result
+
+
+def _cached_work(cache: SearchCache) -> int:
+    return sum(row.get("num_simulated", 0) for res in cache.values() for row in res["points"])
 
 
 def lower_bound_cost(c: Candidate, target_rate_per_s: float, scaling: ReplicaScaling) -> float | None:
@@ -504,10 +542,14 @@ def _guided_plan(
 
     A candidate is pruned when its best case (``lower_bound_cost``) costs more than the
     cheapest feasible deployment of the plan (strictly: a tie is planned, as the ranking's
-    tie-breaks need it). The rule is applied at the end to every candidate, so the answer
-    does not depend on the batches (their size follows the workers): a candidate planned
-    before the cheapest deployment was known is marked pruned all the same. Batches only
-    save the simulations of candidates whose best case already exceeds a deployment found.
+    tie-breaks need it), and a tuned variant only when it also costs more than its family's
+    cheapest feasible variant (so each family's best stays right). The rule is applied at
+    the end to every candidate, so the answer does not depend on the batches (their size
+    follows the workers): a candidate planned before the cheapest deployment was known is
+    marked pruned all the same. Batches only save the simulations of candidates whose best
+    case already exceeds a deployment found. Should a planned candidate's max rate exceed its
+    bound (the bound is a long-run one; a finite run has not been seen to beat it), the
+    bounds are not trusted: everything left out is planned and nothing is pruned.
     """
     target = inputs.target_rate_per_s
     bounds = {o.candidate.index: lower_bound_cost(o.candidate, target, scaling) for o in outcomes}
@@ -515,40 +557,72 @@ def _guided_plan(
     def lb(o: CandidateOutcome) -> float | None:
         return bounds[o.candidate.index]
 
+    def cheapest(within: list[CandidateOutcome]) -> float:
+        costs = [c for c in (_final_cost(o) for o in within) if c is not None]
+        return min(costs, default=math.inf)
+
+    families: dict[str | None, list[CandidateOutcome]] = {}
+    for o in outcomes:
+        families.setdefault(o.candidate.family, []).append(o)
+
+    def prunable(o: CandidateOutcome, best: float) -> bool:
+        """Its best case costs more than the cheapest deployment, and (a tuned variant) than its family's
+        cheapest: it can be neither the plan's choice nor its family's best."""
+        cost = lb(o)
+        if cost is None or not cost > best:
+            return False
+        family = o.candidate.family
+        return family is None or cost > cheapest(families[family])
+
     order = sorted(outcomes, key=lambda o: (math.inf if lb(o) is None else lb(o), o.candidate.index))
     batch_size = max(1, executor.workers)
-    best, points = math.inf, []
-    for o in outcomes:  # sized already, pool by pool (``_pd_stage``)
-        cost = _final_cost(o) if o.candidate.pools is not None else None
-        if cost is not None:
-            best = min(best, cost)
-    pending = [o for o in order if o.candidate.pools is None]
+    points: list[dict[str, Any]] = []
+    pending = [o for o in order if o.candidate.pools is None]  # the pool-sized ones are planned (``_pd_stage``)
+    planned: set[int] = set()
+    trusted = True  # every planned candidate's max rates within its bound (else nothing is pruned)
     while pending:
-        pending = [o for o in pending if not (lb(o) is not None and lb(o) > best)]
+        best = cheapest(outcomes)
+        if trusted:
+            pending = [o for o in pending if not prunable(o, best)]
         batch, pending = pending[:batch_size], pending[batch_size:]
         if not batch:
             break
         points += _guided_search_stage(batch, inputs, request, executor, stage, scaling, cache)
         points += _operating_stage(batch, inputs, request, executor, stage, scaling, curves=False)
-        for o in batch:
-            cost = _final_cost(o)
-            if cost is not None:
-                best = min(best, cost)
-        _tally(outcomes, verdicts, bounds, best)
+        planned |= {o.candidate.index for o in batch}
+        if trusted and any(_exceeds_bound(o) for o in batch):
+            trusted = False
+            # a bound failed: what was left out must be planned after all
+            pending = sorted(
+                (o for o in outcomes if o.candidate.index not in planned and o.candidate.pools is None),
+                key=lambda o: (math.inf if lb(o) is None else lb(o), o.candidate.index),
+            )
+        _tally(outcomes, verdicts, bounds, cheapest(outcomes) if trusted else math.inf)
+    best = cheapest(outcomes)
     for o in outcomes:
         bound = o.candidate.bound
         cost = lb(o)
-        if cost is not None and cost > best:
-            assert bound is not None and bound.upper_rate_per_s is not None
+        if trusted and prunable(o, best):
+            assert bound is not None and bound.upper_rate_per_s is not None and cost is not None
             o.status, o.figures, o.extra_replicas, o.notes = "pruned", None, 0, []
             o.pruned_work, o.simulated_requests, o.rates_tried = o.simulated_requests, 0, []
             o.reason = (
                 f"pruned: at most {bound.upper_rate_per_s:.3g} {o.candidate.load.unit} per copy ({bound.reason}), "
                 f"so at least {cost:.2f} USD/h, above the cheapest feasible deployment ({best:.2f} USD/h)"
             )
-    _tally(outcomes, verdicts, bounds, best)
+        elif not trusted and _exceeds_bound(o):
+            o.notes.append("its simulated max rate exceeds its analytic bound: no candidate was pruned in this plan")
+    _tally(outcomes, verdicts, bounds, best if trusted else math.inf)
     kept = {o.candidate.index for o in outcomes if o.status != "pruned"}
     return [p for p in points if p["candidate"] in kept]
+
+
+def _exceeds_bound(o: CandidateOutcome) -> bool:
+    """Whether a planned candidate's max rate (any replicate's mean) went above its analytic bound."""
+    b, f = o.candidate.bound, o.figures
+    if b is None or b.upper_rate_per_s is None or f is None:
+        return False
+    return any((x or 0.0) > b.upper_rate_per_s for x in (f.max_rate_per_s.value, f.max_goodput_rate_per_s.value))
 
 
 def _tally(
@@ -760,6 +834,12 @@ def _pd_stage(
     for o in outcomes:
         index = o.candidate.index
         res_p, res_d = found[index, "prefill"], found[index, "decode"]
+        short = sorted(pool for i, pool in pending if i == index)
+        if short:
+            o.notes.append(
+                f"the {' and '.join(short)} pool's capacity was measured beside fewer replicas of the other pool "
+                f"than {HEADROOM:g}x headroom asks after {PD_MAX_ROUNDS} rounds: it may be underestimated"
+            )
         o.rates_tried = [[row["rate_per_s"] for row in r["points"]] for r in res_p + res_d]
         o.simulated_requests += sum(row.get("num_simulated", 0) for r in res_p + res_d for row in r["points"])
         errors = [r["error"] for r in res_p + res_d if r["error"] is not None]
@@ -840,7 +920,7 @@ def _pd_size(
             for name, bound in request.slo_bounds.items()
         }
         stable = all(row["stable"] for row in rows)
-        dp, dd = bump(held, stable)
+        dp, dd = bump(held, stable, p * (mu_p.value or 0.0), d * (mu_d.value or 0.0))
         p, d = p + dp, d + dd
     o.reason = f"the operating point misses the SLOs even with {PD_MAX_EXTRA} rounds of extra replicas"
     return points
@@ -862,7 +942,14 @@ def _curve_stage(
     f = o.figures
     assert f is not None
     rates = [("curve", x, {}) for x in _curve_rates(f, o.candidate.load.integer, request.search.curve_points)]
-    tasks = [RatesTask(_run(o.candidate, r, inputs.base_dir, request), rates) for r in range(request.replicates)]
+    c = o.candidate
+    config = c.config
+    if c.pools is not None and o.pool_figures is not None:  # sized pool by pool: the curve of its deployment
+        config = with_counts(c.config, c.pools, o.pool_figures["prefill_replicas"], o.pool_figures["decode_replicas"])
+    tasks = [
+        RatesTask(replace(_run(c, r, inputs.base_dir, request), config=config), rates)
+        for r in range(request.replicates)
+    ]
     rows = _map(executor, rates_task, tasks, stage, "capacity curve of the chosen candidate")
     out = [row | {"extra_replicas": 0} for task_rows in rows for row in task_rows]
     o.simulated_requests += sum(row.get("num_simulated", 0) for row in out)
@@ -958,7 +1045,9 @@ def _notes(o: CandidateOutcome, request: PlanRequest) -> list[str]:
             f"replicas (one prefill replica serves {pools['prefill_max_rate_per_s']['value']:.4g}, one decode replica "
             f"{pools['decode_max_rate_per_s']['value']:.4g} {o.candidate.load.unit})"
         )
-    if o.extra_replicas:
+    if o.extra_replicas and pools is not None:
+        notes.append(f"{name}: raised in {o.extra_replicas} round(s): the deployment missed an SLO without them")
+    elif o.extra_replicas:
         notes.append(f"{name}: {o.extra_replicas} replica(s) added: the operating point missed an SLO without them")
     bounds = {f"p99_{name}_ms": bound for name, bound in request.slo_bounds.items()}
     for metric in f.straddles:

@@ -173,7 +173,9 @@ def _extrapolate(
     if slope_hint is not None and slope_hint > 0:
         return rate - m / slope_hint
     if capacity is not None and capacity > rate:
-        return _queue_crossing(rate, m, capacity)
+        guess = _queue_crossing(rate, m, capacity)
+        if guess > 0:  # from far above a loose capacity the model crosses below 0: no guess then
+            return guess
     return None
 
 

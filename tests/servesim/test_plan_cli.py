@@ -194,7 +194,11 @@ def test_plan_default_scenario_is_the_only_candidate(tmp_path):
             ("--slo-ttft-ms", "100", "--tune", "policy.max_num_seqs=0"),
             "variant 'scenario [policy.max_num_seqs=0]': policy: max_num_seqs: Input should be greater than",
         ),
-        (("--slo-ttft-ms", "100", "--target-rate", "5", "-2"), "--target-rate -2: must be a positive finite number"),
+        (("--slo-ttft-ms", "100", "--target-rate", "5,-2"), "--target-rate -2: must be a positive finite number"),
+        (
+            ("--slo-ttft-ms", "100", "--target-rate", "5,x"),
+            "--target-rate: '5,x': expected a number or comma-separated",
+        ),
         (("--slo-ttft-ms", "100", "--pd-ratio"), "--pd-ratio: no candidate is a disaggregated cluster"),
     ],
 )
@@ -243,8 +247,9 @@ def test_plan_load_curve_and_tuning_from_the_command_line(tmp_path):
     scenario = write_yaml(tmp_path / "s.yaml", md1_base(output_tokens=4, step_time_s=STEP_S))
     out = tmp_path / "plan"
     proc = servesim(
-        "plan", scenario, "--slo-ttft-ms", TTFT_SLO_MS, "--target-rate", 4, 8, 16, "--tune", "policy.max_num_seqs=1,2",
-        "--requests-per-point", 200, "--curve-points", 2, "--workers", 1, "--out", out, "--quiet", "--no-report",
+        "plan", scenario, "--slo-ttft-ms", TTFT_SLO_MS, "--target-rate", "4,8", "--target-rate", 16,
+        "--tune", "policy.max_num_seqs=1,2", "--requests-per-point", 200, "--curve-points", 2, "--workers", 1,
+        "--out", out, "--quiet", "--no-report",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "load curve: the cheapest deployment at each load" in proc.stdout
@@ -253,6 +258,7 @@ def test_plan_load_curve_and_tuning_from_the_command_line(tmp_path):
     assert plan["target_rate_per_s"] == 16.0
     family = plan["tuning"]["scenario"]
     assert family["variants"] == ["scenario [policy.max_num_seqs=1]", "scenario [policy.max_num_seqs=2]"]
-    assert family["best"] in family["variants"] and plan["chosen"] == family["best"]
+    # the family's best (cheapest, then most headroom) and the plan's choice (cheapest, then its tie-breaks)
+    assert family["best"] in family["variants"] and plan["chosen"] in family["variants"]
     replicas = [row["replicas"] for row in plan["load_curve"]]
     assert replicas == sorted(replicas) and replicas[0] >= 1

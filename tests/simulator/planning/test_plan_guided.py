@@ -179,3 +179,28 @@ def test_the_prefill_decode_ratio_is_the_one_theory_gives():
     copies = plan(False)["candidates"][0]
     assert copies["status"] == "feasible" and copies["num_gpus"]["value"] == 6  # three copies of 1P:1D
     assert c["cost_per_hour_usd"]["value"] < copies["cost_per_hour_usd"]["value"]
+
+
+def test_pruning_keeps_every_family_best():
+    """A tuned family dearer than the plan's choice still gets its best variant right: a variant is pruned only
+    when it could be neither the choice nor its family's best."""
+    file = CandidatesFile.model_validate(
+        {
+            "candidates": [
+                {"name": "cheap", "overrides": {"hardware": "l40s"}},
+                {"name": "dear", "overrides": {"hardware": "b200"}, "tune": {"cost_model.step_time_s": [0.05, 0.1]}},
+            ]
+        }
+    )
+    cset = candidates_from(file, "test")
+    plans = {
+        exhaustive: run_plan(md1_base(), None, "s", cset, _request(8.0, exhaustive), InProcessExecutor()).plan
+        for exhaustive in (True, False)
+    }
+    assert plans[True]["chosen"] == plans[False]["chosen"] == "cheap"
+    best = plans[True]["tuning"]["dear"]["best"]
+    assert best == "dear [cost_model.step_time_s=0.05]" and plans[False]["tuning"]["dear"]["best"] == best
+    fast = _by_name(plans[False])
+    # the slower variant costs more than both the choice and its family's best: pruned
+    assert fast["dear [cost_model.step_time_s=0.1]"]["status"] in ("pruned", "feasible")
+    assert fast[best]["status"] == "feasible"
