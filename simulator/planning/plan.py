@@ -314,7 +314,9 @@ def _replicates_bound(
         upper = None if other is None else max(upper, other)
     if upper is None:
         return CapacityBound(None, first.estimate_rate_per_s, first.reason)
-    return CapacityBound(upper, first.estimate_rate_per_s, first.reason)
+    if upper != first.upper_rate_per_s:
+        return CapacityBound(upper, first.estimate_rate_per_s, f"{first.reason}; the largest of the replicates' bounds")
+    return first
 
 
 def _slo(request: PlanRequest) -> SloTargets:
