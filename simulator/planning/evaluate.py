@@ -43,21 +43,18 @@ class SearchTask:
     """Search one (candidate, replicate) from ``start_rate_per_s``.
 
     The search range is ``search_range`` around ``target_rate_per_s`` (None: around the start).
-    ``guided``: ``search.guided_max_rate`` steered by the margins, ``upper_hint`` (a rate to
-    try first above the start), ``capacity_hint`` (the analytic bound, for the margins'
-    model) and ``first_step`` (the relative step of the first expansion); else ``search.max_feasible_rate`` (the
-    exhaustive search). ``goodput_upper_hint`` steers the attainment search likewise (it
-    starts from the runs the p99 search made); ``slope_hints``, the margins' slopes near
-    another replicate's thresholds, steer the first steps.
+    ``guided``: ``search.guided_max_rate`` steered by the margins, ``capacity_hint`` (the
+    analytic bound, for the margins' model), ``first_step`` (the relative step of the first
+    expansion) and ``slope_hints`` (the margins' slopes near another replicate's thresholds);
+    the attainment search starts from the runs the p99 search made. Else
+    ``search.max_feasible_rate`` (the exhaustive search).
     """
 
     run: CandidateRun
     start_rate_per_s: float
     target_rate_per_s: float | None = None
     guided: bool = False
-    upper_hint: float | None = None
     first_step: float = 1.0
-    goodput_upper_hint: float | None = None
     capacity_hint: float | None = None
     slope_hints: tuple[float | None, float | None] = (None, None)  # d margin / d rate near each threshold
 
@@ -233,7 +230,7 @@ def search_task(task: SearchTask) -> dict[str, Any]:
         row = point(rate)
         return Probe(bool(row[flag]), margins[flag](row, run.slo))
 
-    def guided(flag: str, start: float, hint: float | None, known: bool, slope: float | None):
+    def guided(flag: str, start: float, known: bool, slope: float | None):
         return guided_max_rate(
             lambda r: probe(r, flag),
             start,
@@ -241,7 +238,6 @@ def search_task(task: SearchTask) -> dict[str, Any]:
             floor=floor,
             ceiling=ceiling,
             integer=load.integer,
-            upper_hint=hint,
             first_step=task.first_step,
             known={r: probe(r, flag) for r in cache} if known else None,
             capacity_hint=task.capacity_hint,
@@ -266,10 +262,8 @@ def search_task(task: SearchTask) -> dict[str, Any]:
         start = min(max(task.start_rate_per_s, floor), ceiling)
         start = float(round(start)) if load.integer else start
         if task.guided:
-            slo = guided("meets_slo", start, task.upper_hint, known=False, slope=task.slope_hints[0])
-            goodput = guided(
-                "meets_attainment", start, task.goodput_upper_hint or task.upper_hint, True, task.slope_hints[1]
-            )
+            slo = guided("meets_slo", start, known=False, slope=task.slope_hints[0])
+            goodput = guided("meets_attainment", start, known=True, slope=task.slope_hints[1])
         else:
             slo = bracket("meets_slo")
             goodput = bracket("meets_attainment")

@@ -113,10 +113,6 @@ class CandidateOutcome:
     pruned_work: int = 0  # requests simulated for it before it was pruned (not in plan.json: batch-dependent)
     pool_figures: dict[str, Any] | None = None  # sized pool by pool: each pool's capacity and replicas
 
-    @property
-    def decided(self) -> bool:
-        return self.status in ("feasible", "error", "pruned") or (self.figures is not None and self.reason is not None)
-
 
 @contextlib.contextmanager
 def _no_progress(_: str) -> Iterator[ProgressFn]:
