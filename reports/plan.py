@@ -294,7 +294,8 @@ def build_plan_report(plan_dir: Path | str) -> Report:
                     else "Guided search: each candidate starts from its analytic estimate, steered by the margins "
                     "of the runs and its analytic bound (the most one copy can serve, from the cost model's step "
                     "times at its batch and KV limits); later replicates start from the first one's answer; a "
-                    "candidate whose best case costs more than the cheapest feasible deployment is pruned."
+                    "candidate that must cost more than the cheapest feasible deployment (its best case, one copy, "
+                    "or its miss of the SLOs at its probe load on every replicate) is pruned."
                 )
                 + f" Requests simulated in all: {plan.get('simulated_requests', 0):,}.",
                 html=_search_html(plan),

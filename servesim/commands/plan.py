@@ -46,6 +46,7 @@ FLAGS = {
     "search.max_growth_fraction": "--max-growth",
     "search.exhaustive": "--exhaustive",
     "search.pd_ratio": "--pd-ratio",
+    "search.rank_all": "--rank-all",
 }
 
 
@@ -130,6 +131,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="the plain search: every candidate and rate from the start by doubling and bisection (slower; "
         "default: guided by an analytic bound and the margins, pruning candidates that cannot be cheapest)",
     )
+    s.add_argument(
+        "--rank-all",
+        action="store_true",
+        help="guided search of every candidate, none pruned: the whole ranking and Pareto frontier (slower; "
+        "default: a candidate that cannot be the cheapest is pruned, with the least it would cost)",
+    )
     add_executor_args(p)
     add_out_args(p, "output folder (default: runs/plan-YYYYmmdd-HHMMSS)")
     p.add_argument("--json", action="store_true", help="print plan.json instead of tables")
@@ -168,6 +175,7 @@ def plan_request(args: argparse.Namespace, slo: dict[str, float] | None = None) 
                 "curve_points": args.curve_points,
                 "exhaustive": args.exhaustive,
                 "pd_ratio": args.pd_ratio,
+                "rank_all": args.rank_all,
             },
         }
     )

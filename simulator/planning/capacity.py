@@ -42,6 +42,11 @@ class ReplicaScaling(Protocol):
         """Replicas needed to serve ``target_rate_per_s``; None when no number of replicas will do."""
         ...
 
+    def least_rate_for(self, target_rate_per_s: float, num_replicas: int) -> float:
+        """The smallest per-replica max rate ``num_replicas`` replicas serve the target with: a copy whose max
+        rate is below it needs more (``replicas_for`` is at most ``num_replicas`` from it on)."""
+        ...
+
     def replica_rate(self, target_rate_per_s: float, num_replicas: int) -> float:
         """The request rate the operating-point simulation runs at."""
         ...
@@ -65,6 +70,9 @@ class IndependentReplicas:
             return None
         # the 1e-9 slack keeps a float quotient like 3.0000000000000004 from asking for a 4th replica
         return max(1, math.ceil(target_rate_per_s / max_rate_per_replica_s * (1 - 1e-9)))
+
+    def least_rate_for(self, target_rate_per_s: float, num_replicas: int) -> float:
+        return target_rate_per_s * (1 - 1e-9) / num_replicas  # the slack of replicas_for
 
     def replica_rate(self, target_rate_per_s: float, num_replicas: int) -> float:
         return target_rate_per_s / num_replicas

@@ -67,6 +67,14 @@ class RatesTask:
     rates: list[tuple[str, float, dict[str, Any]]] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class ProbeTask:
+    """One search point of a (candidate, replicate), simulated as the guided search does (stopped early)."""
+
+    run: CandidateRun
+    rate_per_s: float
+
+
 def run_load(run: CandidateRun) -> Load:
     """How the load points of ``run`` are configured (reads its trace, draws its sessions); ValueError if none."""
     base_dir = Path(run.base_dir) if run.base_dir is not None else None
@@ -286,3 +294,13 @@ def rates_task(task: RatesTask) -> list[dict[str, Any]]:
     """Simulate each (phase, rate, overrides) of the task; one row each, in order."""
     load = run_load(task.run)
     return _rows(task.run, [(phase, simulate_rate(task.run, rate, over, load)) for phase, rate, over in task.rates])
+
+
+def probe_task(task: ProbeTask) -> dict[str, Any]:
+    """The row of one load point, as the guided search would have it (``phase`` "probe"; the same seed and early
+    stop, so the same verdicts); ``{"error": message}`` when the configuration cannot run."""
+    try:
+        row = simulate_rate(task.run, task.rate_per_s, load=run_load(task.run), early_stop=True)
+    except ValueError as exc:
+        return {"error": str(exc)}
+    return _rows(task.run, [("probe", row)])[0]

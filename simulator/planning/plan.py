@@ -40,7 +40,15 @@ from simulator.planning.capacity import (
     deployment_cost_per_hour,
     gpus_per_replica,
 )
-from simulator.planning.evaluate import CandidateRun, RatesTask, SearchTask, rates_task, search_task
+from simulator.planning.evaluate import (
+    CandidateRun,
+    ProbeTask,
+    RatesTask,
+    SearchTask,
+    probe_task,
+    rates_task,
+    search_task,
+)
 from simulator.planning.executors import Executor
 from simulator.planning.figures import (
     OPERATING_LATENCIES,
@@ -58,6 +66,7 @@ from simulator.planning.pd_ratio import HEADROOM, Pools, bump, enough, helper_co
 from simulator.planning.pd_ratio import MAX_EXTRA_REPLICAS as PD_MAX_EXTRA
 from simulator.planning.pd_ratio import MAX_ROUNDS as PD_MAX_ROUNDS
 from simulator.planning.prices import price_per_gpu_hour
+from simulator.planning.prune import ONE_COPY_OVER, copies_within, misses_everywhere, probe_load
 from simulator.planning.settings import PlanRequest
 from simulator.planning.stats import Interval, interval, replicate_seed
 from simulator.planning.steady import SloTargets
@@ -110,7 +119,9 @@ class CandidateOutcome:
     notes: list[str] = field(default_factory=list)
     rates_tried: list[list[float]] = field(default_factory=list)  # per replicate, in the order simulated
     simulated_requests: int = 0
-    pruned_work: int = 0  # requests simulated for it before it was pruned (not in plan.json: batch-dependent)
+    unrecorded_work: int = 0  # requests simulated for it that plan.json does not record (batch-dependent: before
+    # it was pruned, or probes that said plan it)
+    least_cost_per_hour_usd: float | None = None  # pruned: the least it can cost (the reason says why)
     pool_figures: dict[str, Any] | None = None  # sized pool by pool: each pool's capacity and replicas
 
 
@@ -536,21 +547,27 @@ def _guided_plan(
     verdicts: VerdictProgress | None,
     cache: SearchCache | None = None,
 ) -> list[dict[str, Any]]:
-    """Search and size the candidates in batches, cheapest best case first, pruning what cannot win.
+    """Search and size the candidates in batches, the likely cheapest first, pruning what cannot win.
 
-    A candidate is pruned when its best case (``lower_bound_cost``) costs more than the
-    cheapest feasible deployment of the plan (strictly: a tie is planned, as the ranking's
-    tie-breaks need it), and a tuned variant only when it also costs more than its family's
-    cheapest feasible variant (so each family's best stays right). The rule is applied at
-    the end to every candidate, so the answer does not depend on the batches (their size
-    follows the workers): a candidate planned before the cheapest deployment was known is
-    marked pruned all the same. Batches only save the simulations of candidates whose best
-    case already exceeds a deployment found. Should a planned candidate's max rate exceed its
+    A candidate is pruned when it must cost more than the cheapest feasible deployment of the
+    plan (strictly: a tie is planned, as the ranking's tie-breaks need it), and a tuned
+    variant only when it must also cost more than its family's cheapest feasible variant (so
+    each family's best stays right); ``prune`` says how it is known (its analytic best case,
+    one copy's price, or its miss of the SLOs at the probe load on every replicate). Before
+    each batch the candidates left are probed against the cheapest deployment found so far,
+    so a clearly dearer one costs a point per replicate instead of a search. The rule is
+    applied again at the end to every candidate against the final cheapest deployment (its
+    probe loads simulated where missing), so the answer does not depend on the batches (their
+    size follows the workers): a candidate planned before the cheapest deployment was known
+    is marked pruned all the same. Should a planned candidate's max rate exceed its analytic
     bound (the bound is a long-run one; a finite run has not been seen to beat it), the
-    bounds are not trusted: everything left out is planned and nothing is pruned.
+    bounds are not trusted: nothing is pruned by a bound. ``search.rank_all``: nothing is
+    pruned at all.
     """
-    target = inputs.target_rate_per_s
+    target, k, s = inputs.target_rate_per_s, request.replicates, request.search
+    floor, ceiling = search_range(inputs.load, inputs.range_centre, s.max_doublings, s.max_halvings)
     bounds = {o.candidate.index: lower_bound_cost(o.candidate, target, scaling) for o in outcomes}
+    pruning = not s.rank_all
 
     def lb(o: CandidateOutcome) -> float | None:
         return bounds[o.candidate.index]
@@ -563,56 +580,147 @@ def _guided_plan(
     for o in outcomes:
         families.setdefault(o.candidate.family, []).append(o)
 
-    def prunable(o: CandidateOutcome, best: float) -> bool:
-        """Its best case costs more than the cheapest deployment, and (a tuned variant) than its family's
-        cheapest: it can be neither the plan's choice nor its family's best."""
-        cost = lb(o)
-        if cost is None or not cost > best:
-            return False
+    def threshold(o: CandidateOutcome, best: float) -> float:
+        """What it must cost more than to be pruned: the cheapest deployment, or (a tuned variant) its
+        family's cheapest, which is never less."""
         family = o.candidate.family
-        return family is None or cost > cheapest(families[family])
+        return best if family is None else cheapest(families[family])
 
-    order = sorted(outcomes, key=lambda o: (math.inf if lb(o) is None else lb(o), o.candidate.index))
+    def prunable(o: CandidateOutcome, best: float) -> bool:
+        """Its analytic best case costs more than the threshold: it can be neither the plan's choice nor its
+        family's best."""
+        cost = lb(o)
+        return cost is not None and cost > threshold(o, best)
+
+    def copy_cost(o: CandidateOutcome) -> float:
+        return o.candidate.gpus_per_replica * o.candidate.price_per_gpu_hour_usd
+
+    def load_of(o: CandidateOutcome, best: float) -> float | None:
+        c = o.candidate
+        return probe_load(copy_cost(o), threshold(o, best), target, scaling, floor, ceiling, c.load.integer)
+
+    rows: dict[tuple[int, int, float], dict[str, Any]] = {}  # (candidate, replicate, load) -> a point's row
+    probe_work: dict[int, int] = dict.fromkeys((o.candidate.index for o in outcomes), 0)
+
+    def probe_rows(o: CandidateOutcome, load: float) -> list[dict[str, Any]]:
+        return [rows[o.candidate.index, r, load] for r in range(k)]
+
+    def probe(within: list[CandidateOutcome], best: float, label: str) -> set[int]:
+        """Simulate the probe loads not yet known; the candidates shown dearer than their threshold."""
+        tasks = []
+        for o in within:
+            load = load_of(o, best)
+            if load is None or load == ONE_COPY_OVER:
+                continue
+            tasks += [
+                ProbeTask(_run(o.candidate, r, inputs.base_dir, request), load)
+                for r in range(k)
+                if (o.candidate.index, r, load) not in rows
+            ]
+        for task, row in zip(tasks, _map(executor, probe_task, tasks, stage, label) if tasks else [], strict=True):
+            rows[task.run.candidate, task.run.replicate, task.rate_per_s] = row
+            probe_work[task.run.candidate] += row.get("num_simulated", 0)
+        out = set()
+        for o in within:
+            load = load_of(o, best)
+            if load == ONE_COPY_OVER or (load is not None and misses_everywhere(probe_rows(o, load))):
+                out.add(o.candidate.index)
+        return out
+
+    def likely_cost(o: CandidateOutcome) -> float:
+        """The cost at its analytic estimate (else its best case): planning the likely cheapest first lets the
+        probes show the rest dearer."""
+        b = o.candidate.bound
+        n = None if b is None or b.estimate_rate_per_s is None else scaling.replicas_for(target, b.estimate_rate_per_s)
+        if n is not None:
+            return n * copy_cost(o)
+        return math.inf if lb(o) is None else lb(o)  # type: ignore[return-value]
+
+    def by_bound(within) -> list[CandidateOutcome]:
+        return sorted(within, key=lambda o: (likely_cost(o), math.inf if lb(o) is None else lb(o), o.candidate.index))
+
     batch_size = max(1, executor.workers)
     points: list[dict[str, Any]] = []
-    pending = [o for o in order if o.candidate.pools is None]  # the pool-sized ones are planned (``_pd_stage``)
+    pending = by_bound(o for o in outcomes if o.candidate.pools is None)  # pool-sized ones: ``_pd_stage``
     planned: set[int] = set()
-    trusted = True  # every planned candidate's max rates within its bound (else nothing is pruned)
+    shown_dearer: set[int] = set()  # probed dearer than the cheapest deployment known then (still so at the end)
+    trusted = True  # every planned candidate's max rates within its bound (else no bound prunes)
     while pending:
         best = cheapest(outcomes)
-        if trusted:
-            pending = [o for o in pending if not prunable(o, best)]
+        if pruning:
+            if trusted:
+                pending = [o for o in pending if not prunable(o, best)]
+            shown_dearer |= probe(pending, best, "probing the candidates left against the cheapest so far")
+            pending = [o for o in pending if o.candidate.index not in shown_dearer]
         batch, pending = pending[:batch_size], pending[batch_size:]
         if not batch:
             break
-        points += _guided_search_stage(batch, inputs, request, executor, stage, scaling, cache)
+        found = _guided_search_stage(batch, inputs, request, executor, stage, scaling, cache)
+        for row in found:
+            rows.setdefault((row["candidate"], row["replicate"], row["rate_per_s"]), row)
+        points += found
         points += _operating_stage(batch, inputs, request, executor, stage, scaling, curves=False)
         planned |= {o.candidate.index for o in batch}
         if trusted and any(_exceeds_bound(o) for o in batch):
             trusted = False
-            # a bound failed: what was left out must be planned after all
-            pending = sorted(
-                (o for o in outcomes if o.candidate.index not in planned and o.candidate.pools is None),
-                key=lambda o: (math.inf if lb(o) is None else lb(o), o.candidate.index),
-            )
-        _tally(outcomes, verdicts, bounds, cheapest(outcomes) if trusted else math.inf)
+            # a bound failed: what it left out must be planned after all
+            left = planned | shown_dearer
+            pending = by_bound(o for o in outcomes if o.candidate.index not in left and o.candidate.pools is None)
+        _tally(outcomes, verdicts, bounds if trusted else None, cheapest(outcomes), shown_dearer)
     best = cheapest(outcomes)
+    reasons: dict[int, tuple[str, float, list[dict[str, Any]]]] = {}  # pruned: (why, least cost, probe rows)
+    if pruning:
+        dearer = [
+            o
+            for o in outcomes
+            if o.candidate.pools is None
+            and o.status != "error"
+            and not ((own := _final_cost(o)) is not None and own <= threshold(o, best))
+        ]
+        probe(dearer, best, "probing the dearer candidates at the cheapest's cost")
+        for o in dearer:
+            c, limit = o.candidate, threshold(o, best)
+            what = "the cheapest feasible deployment" if c.family is None else "its family's cheapest feasible variant"
+            cost, load = lb(o), load_of(o, best)
+            if trusted and prunable(o, best):
+                assert c.bound is not None and c.bound.upper_rate_per_s is not None and cost is not None
+                reasons[c.index] = (
+                    f"pruned: at most {c.bound.upper_rate_per_s:.3g} {c.load.unit} per copy ({c.bound.reason}), "
+                    f"so at least {cost:.2f} USD/h, above {what} ({limit:.2f} USD/h)",
+                    cost,
+                    [],
+                )
+            elif load == ONE_COPY_OVER:
+                reasons[c.index] = (
+                    f"pruned: one copy costs {copy_cost(o):.2f} USD/h, above {what} ({limit:.2f} USD/h)",
+                    copy_cost(o),
+                    [],
+                )
+            elif load is not None and misses_everywhere(probe_rows(o, load)):
+                n = copies_within(copy_cost(o), limit)
+                reasons[c.index] = (
+                    f"pruned: misses the SLOs at {load:.4g} {c.load.unit} per copy on every replicate, so more "
+                    f"than {n} copies: at least {(n + 1) * copy_cost(o):.2f} USD/h, above {what} ({limit:.2f} USD/h)",
+                    (n + 1) * copy_cost(o),
+                    [{k_: v for k_, v in row.items() if k_ != "eval_order"} | {"phase": "probe"}
+                     for row in probe_rows(o, load)],
+                )  # fmt: skip
     for o in outcomes:
-        bound = o.candidate.bound
-        cost = lb(o)
-        if trusted and prunable(o, best):
-            assert bound is not None and bound.upper_rate_per_s is not None and cost is not None
+        index = o.candidate.index
+        if index in reasons:
+            reason, least, recorded = reasons[index]
+            kept_work = sum(row.get("num_simulated", 0) for row in recorded)
             o.status, o.figures, o.extra_replicas, o.notes = "pruned", None, 0, []
-            o.pruned_work, o.simulated_requests, o.rates_tried = o.simulated_requests, 0, []
-            o.reason = (
-                f"pruned: at most {bound.upper_rate_per_s:.3g} {o.candidate.load.unit} per copy ({bound.reason}), "
-                f"so at least {cost:.2f} USD/h, above the cheapest feasible deployment ({best:.2f} USD/h)"
-            )
-        elif not trusted and _exceeds_bound(o):
-            o.notes.append("its simulated max rate exceeds its analytic bound: no candidate was pruned in this plan")
-    _tally(outcomes, verdicts, bounds, best if trusted else math.inf)
-    kept = {o.candidate.index for o in outcomes if o.status != "pruned"}
-    return [p for p in points if p["candidate"] in kept]
+            o.unrecorded_work += o.simulated_requests + probe_work[index] - kept_work
+            o.simulated_requests, o.reason, o.least_cost_per_hour_usd = kept_work, reason, least
+            o.rates_tried = [[row["rate_per_s"]] for row in recorded]
+            points += [row | {"extra_replicas": 0} for row in recorded]
+        else:
+            o.unrecorded_work += probe_work[index]  # its probes said "plan it": batch-dependent, not in plan.json
+            if not trusted and _exceeds_bound(o):
+                o.notes.append("its simulated max rate exceeds its analytic bound: no candidate was pruned by a bound")
+    _tally(outcomes, verdicts, None, best)
+    return [p for p in points if p["candidate"] not in reasons or p["phase"] == "probe"]
 
 
 def _exceeds_bound(o: CandidateOutcome) -> bool:
@@ -628,14 +736,15 @@ def _tally(
     verdicts: VerdictProgress | None,
     bounds: dict[int, float | None] | None = None,
     best: float = math.inf,
+    shown_dearer: set[int] | frozenset[int] = frozenset(),
 ) -> None:
-    """Tell ``verdicts`` how many candidates are decided, and how."""
+    """Tell ``verdicts`` how many candidates are decided, and how (``shown_dearer``: probed dearer than ``best``)."""
     if verdicts is None:
         return
     counts = {"feasible": 0, "infeasible": 0, "pruned": 0, "error": 0}
     for o in outcomes:
         lb = None if bounds is None else bounds[o.candidate.index]
-        if o.status == "pruned" or (lb is not None and lb > best):
+        if o.status == "pruned" or (lb is not None and lb > best) or o.candidate.index in shown_dearer:
             counts["pruned"] += 1
         elif o.status in ("feasible", "error"):
             counts[o.status] += 1
@@ -944,9 +1053,10 @@ def _curve_stage(
     config = c.config
     if c.pools is not None and o.pool_figures is not None:  # sized pool by pool: the curve of its deployment
         config = with_counts(c.config, c.pools, o.pool_figures["prefill_replicas"], o.pool_figures["decode_replicas"])
-    tasks = [
-        RatesTask(replace(_run(c, r, inputs.base_dir, request), config=config), rates)
+    tasks = [  # a task per point: the points near and past the max rate cost the most, and the workers share them
+        RatesTask(replace(_run(c, r, inputs.base_dir, request), config=config), [rate])
         for r in range(request.replicates)
+        for rate in rates
     ]
     rows = _map(executor, rates_task, tasks, stage, "capacity curve of the chosen candidate")
     out = [row | {"extra_replicas": 0} for task_rows in rows for row in task_rows]
@@ -1102,6 +1212,8 @@ def _candidate_json(o: CandidateOutcome) -> dict[str, Any]:
         "rates_tried": o.rates_tried,
         "simulated_requests": o.simulated_requests,
     }
+    if o.status == "pruned":
+        out["least_cost_per_hour_usd"] = o.least_cost_per_hour_usd
     if o.pool_figures is not None:
         out["pools"] = o.pool_figures
     if f is None:
@@ -1250,5 +1362,5 @@ def _result(
     if not ranked:
         plan["notes"].append("no candidate meets the SLOs at the target rate")
     candidates = pd.DataFrame.from_records([_candidate_row(o, request, target) for o in outcomes])
-    work = sum(o.simulated_requests for o in outcomes) + sum(o.pruned_work for o in outcomes)
+    work = sum(o.simulated_requests for o in outcomes) + sum(o.unrecorded_work for o in outcomes)
     return PlanResult(json_safe(plan), candidates, pd.DataFrame.from_records(point_rows), work)

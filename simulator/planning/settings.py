@@ -77,6 +77,12 @@ class SearchSettings(_Frozen):
         "from the first one's answer, candidates pruned by their best case).",
     )
 
+    rank_all: bool = Field(
+        False,
+        description="Guided search of every candidate, none pruned: the whole ranking and Pareto frontier (slower). "
+        "Default: a candidate that cannot be the cheapest (nor its tuned family's cheapest) is pruned.",
+    )
+
     @model_validator(mode="after")
     def _window(self) -> SearchSettings:
         if self.warmup_fraction + self.cooldown_fraction >= 0.9:

@@ -48,16 +48,54 @@ def test_pruning_never_removes_the_cheapest_candidate(seed):
     assert fast[chosen]["cost_per_hour_usd"]["value"] == best
     for name, c in fast.items():
         if c["status"] == "pruned":
-            # never simulated, or its results dropped: and it could not have won
-            assert c["rank"] is None and c["search"]["rates_tried"] == []
-            assert full[name]["status"] != "feasible" or full[name]["cost_per_hour_usd"]["value"] > best
-            bound = c["search"]["bound"]["upper_rate_per_s"]
-            assert bound >= (full[name].get("max_rate_per_s") or {}).get("value", 0.0)
+            # it could not have won, and the least it would cost is true
+            least = c["least_cost_per_hour_usd"]
+            assert c["rank"] is None and least > best
+            assert full[name]["status"] != "feasible" or full[name]["cost_per_hour_usd"]["value"] >= least
+            if c["reason"].startswith("pruned: at most"):  # by its analytic bound: never simulated
+                assert c["search"]["rates_tried"] == []
+                bound = c["search"]["bound"]["upper_rate_per_s"]
+                assert bound >= (full[name].get("max_rate_per_s") or {}).get("value", 0.0)
+            elif c["reason"].startswith("pruned: misses the SLOs at"):  # by its probe: one point per replicate
+                assert [len(r) for r in c["search"]["rates_tried"]] == [1, 1]
+                assert all(p == c["search"]["rates_tried"][0] for p in c["search"]["rates_tried"])
+            else:
+                assert c["reason"].startswith("pruned: one copy costs")
         elif c["status"] == "feasible":
             # the same replicas wherever both plans sized it (a max rate within the tolerance of the other)
             mine, theirs = c["max_rate_per_s"]["value"], full[name]["max_rate_per_s"]["value"]
             assert mine == pytest.approx(theirs, rel=0.03)
             assert c["replicas"]["value"] == full[name]["replicas"]["value"]
+
+
+class _ThreeWorkers(InProcessExecutor):
+    """In this process, but batching as a pool of three would."""
+
+    workers = 3
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_answer_does_not_depend_on_the_batches_and_rank_all_prunes_nothing(seed):
+    """Batches of one or three candidates (the probes then run against other cheapest deployments) give the
+    same plan.json; ``rank_all`` plans every candidate, with the same choice and the same replicas for it."""
+    rng = random.Random(100 + seed)
+    specs = [
+        CandidateSpec(f"c{i}", {"hardware": rng.choice(HARDWARE), "cost_model.step_time_s": rng.choice([0.02, 0.05])})
+        for i in range(6)
+    ]
+    cset = CandidateSet("test", specs, {})
+    base, request = md1_base(), _request(rng.choice([8.0, 20.0]), False)
+    one = run_plan(base, None, "s", cset, request, InProcessExecutor()).plan
+    three = run_plan(base, None, "s", cset, request, _ThreeWorkers()).plan
+    assert one == three
+    every = run_plan(base, None, "s", cset, _request(request.target_rate_per_s, False, rank_all=True),
+                     InProcessExecutor()).plan  # fmt: skip
+    assert all(c["status"] != "pruned" for c in every["candidates"]) and every["chosen"] == one["chosen"]
+    if one["chosen"] is not None:
+        assert _by_name(every)[one["chosen"]]["replicas"] == _by_name(one)[one["chosen"]]["replicas"]
+    for name, c in _by_name(one).items():
+        if c["status"] == "pruned" and _by_name(every)[name]["status"] == "feasible":
+            assert _by_name(every)[name]["cost_per_hour_usd"]["value"] >= c["least_cost_per_hour_usd"]
 
 
 def test_tuning_max_num_seqs_finds_the_known_optimum():
