@@ -55,6 +55,7 @@ def test_plan_writes_a_report_with_curves_and_frontier(tmp_path, browser):
         "--out",
         out,
         "--quiet",
+        "--rank-all",  # every candidate planned: a curve each
     )
     assert proc.returncode == 0, proc.stderr
     assert (out / "report.html").is_file() and f"report: {out / 'report.html'}" in proc.stdout

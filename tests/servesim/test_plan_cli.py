@@ -107,7 +107,7 @@ def test_plan_picks_the_cheapest_feasible_configuration(tmp_path, search):
     assert list(table["name"]) == list(CANDIDATES)
     assert {"max_rate_per_s_low", "op_p99_ttft_ms_high", "cost_per_hour_usd", "chosen", "pareto"} <= set(table)
     points = pd.read_parquet(out / "points.parquet")
-    assert set(points["phase"]) == {"search", "curve", "operating"}
+    assert set(points["phase"]) == {"search", "curve", "operating"} | ({"probe"} if search == "guided" else set())
     curves = points[(points["phase"] == "curve") & (points["candidate"] == "l40s-slow")]
     assert len(curves) == 3 * 2 and curves.groupby("rate_per_s")["replicate"].nunique().eq(2).all()
     assert (points["slo_ttft_p99_ms"] == TTFT_SLO_MS).all()
