@@ -636,12 +636,12 @@ def _guided_plan(
             return n * copy_cost(o)
         return math.inf if lb(o) is None else lb(o)  # type: ignore[return-value]
 
-    def by_bound(within) -> list[CandidateOutcome]:
+    def likely_cheapest_first(within) -> list[CandidateOutcome]:
         return sorted(within, key=lambda o: (likely_cost(o), math.inf if lb(o) is None else lb(o), o.candidate.index))
 
     batch_size = max(1, executor.workers)
     points: list[dict[str, Any]] = []
-    pending = by_bound(o for o in outcomes if o.candidate.pools is None)  # pool-sized ones: ``_pd_stage``
+    pending = likely_cheapest_first(o for o in outcomes if o.candidate.pools is None)  # pool-sized ones: ``_pd_stage``
     planned: set[int] = set()
     shown_dearer: set[int] = set()  # probed dearer than the cheapest deployment known then (still so at the end)
     trusted = True  # every planned candidate's max rates within its bound (else no bound prunes)
@@ -665,7 +665,9 @@ def _guided_plan(
             trusted = False
             # a bound failed: what it left out must be planned after all
             left = planned | shown_dearer
-            pending = by_bound(o for o in outcomes if o.candidate.index not in left and o.candidate.pools is None)
+            pending = likely_cheapest_first(
+                o for o in outcomes if o.candidate.index not in left and o.candidate.pools is None
+            )
         _tally(outcomes, verdicts, bounds if trusted else None, cheapest(outcomes), shown_dearer)
     best = cheapest(outcomes)
     reasons: dict[int, tuple[str, float, list[dict[str, Any]]]] = {}  # pruned: (why, least cost, probe rows)
@@ -677,7 +679,8 @@ def _guided_plan(
             and o.status != "error"
             and not ((own := _final_cost(o)) is not None and own <= threshold(o, best))
         ]
-        probe(dearer, best, "probing the dearer candidates at the cheapest's cost")
+        unbounded = [o for o in dearer if not (trusted and prunable(o, best))]  # a bound already prunes the rest
+        probe(unbounded, best, "probing the dearer candidates at the cheapest's cost")
         for o in dearer:
             c, limit = o.candidate, threshold(o, best)
             what = "the cheapest feasible deployment" if c.family is None else "its family's cheapest feasible variant"
