@@ -15,6 +15,7 @@ import simpy
 import policies
 from simulator.cluster.replica import Replica
 from simulator.cluster.simulation import KvTransfer, Simulation
+from simulator.config.precision import KV_CACHE_DTYPE_BYTES
 from simulator.config.presets import resolve_hardware, resolve_model
 from simulator.config.schema import MAX_KV_BLOCKS, ReplicaGroupConfig, ScenarioConfig
 from simulator.config.specs import HardwareSpec, ModelSpec
@@ -51,10 +52,6 @@ class GroupSetup:
     ep: int = 1  # expert parallelism over each stage's tp GPUs
     policy: Any = None  # the batch policy's parameters, hardware-dependent defaults filled in for this GPU
     proposer: ModelSpec | None = None  # speculative decoding's draft model or MTP module
-
-
-# Bytes per cached K or V element of each kv_cache.dtype ("auto" keeps the model's).
-KV_CACHE_DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0}
 
 
 def deployed_model(model: ModelSpec, quantization: str | None, kv_cache_dtype: str = "auto") -> ModelSpec:

@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
 from servesim import display
 from servesim.commands.common import check_writable_out
-from simulator.config.presets import resolve_model
-from simulator.cost.profile import CalibrationProfile, save_profile
+
+if TYPE_CHECKING:
+    from simulator.cost.profile import CalibrationProfile
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -66,6 +68,8 @@ def fit_table(profile: CalibrationProfile) -> Table:
 
 def main(args: argparse.Namespace) -> int:
     from calibration.harness import calibrate
+    from simulator.config.presets import resolve_model
+    from simulator.cost.profile import save_profile
 
     model = resolve_model(args.model)
     check_writable_out(args.out, is_file=True)  # before minutes of measuring, not after

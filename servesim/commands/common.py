@@ -10,17 +10,12 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from servesim import display
-from simulator.config.errors import format_validation_error
-from simulator.config.scenario import read_scenario_dict
-from simulator.config.schema import ScenarioConfig
-from simulator.cost.profile import load_profile
-from simulator.planning.overrides import apply_overrides, lookup
-from workloads.traces import SHIPPED_TRACES
+
+if TYPE_CHECKING:
+    from simulator.config.schema import ScenarioConfig
 
 # Values of --quantization and --kv-cache-dtype (checked here so that a bad one is one error line).
 QUANTIZATIONS = ("fp8",)
@@ -98,6 +93,8 @@ def _disaggregated_groups(text: str) -> list[dict[str, Any]]:
 
 def _use_trace(data: dict[str, Any], source: str) -> None:
     """Make the workload a replay of ``source``, keeping the trace options a trace workload already has."""
+    from workloads.traces import SHIPPED_TRACES
+
     workload = data.get("workload")
     if not isinstance(workload, dict) or workload.get("kind") != "trace":
         workload = {"kind": "trace"}
@@ -109,6 +106,13 @@ def _use_trace(data: dict[str, Any], source: str) -> None:
 
 def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path | None]:
     """The scenario file (or the default) with the command-line overrides applied, validated."""
+    from pydantic import ValidationError
+
+    from simulator.config.errors import format_validation_error
+    from simulator.config.scenario import read_scenario_dict
+    from simulator.config.schema import ScenarioConfig
+    from simulator.planning.overrides import apply_overrides, lookup
+
     _check_choice("--quantization", args.quantization, QUANTIZATIONS)
     _check_choice("--kv-cache-dtype", args.kv_cache_dtype, KV_CACHE_DTYPES)
     source = "command line"
@@ -225,6 +229,8 @@ def check_workload_flags(
 def _apply_profile(data: dict[str, Any], path: Path) -> None:
     """Point the scenario at a calibration profile (read here to default the model and hardware, and to repeat
     what calibrate warned of it)."""
+    from simulator.cost.profile import load_profile
+
     profile = load_profile(path)
     display.warn_suspect_profile(profile, path)
     cost = data.get("cost_model") if isinstance(data.get("cost_model"), dict) else None

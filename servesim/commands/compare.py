@@ -8,7 +8,6 @@ from pathlib import Path
 
 from rich.table import Table
 
-import policies
 from servesim import display
 from servesim.commands.common import (
     add_out_args,
@@ -18,9 +17,6 @@ from servesim.commands.common import (
     scenario_from_args,
 )
 from servesim.commands.report import add_report_args, check_report_args
-from simulator.metrics.results import json_safe
-from simulator.planning.compare import expand_variants, run_comparison
-from workloads.validators import MAX_RATE_PER_S, MIN_RATE_PER_S
 
 DEFAULT_POLICIES = "static,dynamic,continuous,vllm,sarathi"
 
@@ -56,6 +52,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _rates(text: str | None) -> list[float] | None:
+    from workloads.validators import MAX_RATE_PER_S, MIN_RATE_PER_S
+
     if text is None:
         return None
     try:
@@ -88,6 +86,10 @@ COLUMNS = (
 
 
 def main(args: argparse.Namespace) -> int:
+    import policies
+    from simulator.metrics.results import json_safe
+    from simulator.planning.compare import expand_variants, run_comparison
+
     check_report_args(args)
     cfg, base_dir = scenario_from_args(args)
     names = [n.strip() for n in args.policies.split(",") if n.strip()]

@@ -5,17 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
 from servesim import display
-from simulator.build import KV_CACHE_DTYPE_BYTES, deployed_model, make_cost_model
-from simulator.config.presets import resolve_hardware, resolve_model
-from simulator.cost import OP_NAMES, BatchShape
-from simulator.cost.profile import load_profile
-from simulator.cost.profiled import ProfiledParams
-from simulator.cost.roofline import RooflineParams
-from simulator.cost.silicon import SiliconParams
+from simulator.config.precision import KV_CACHE_DTYPE_BYTES
+
+if TYPE_CHECKING:
+    from simulator.cost import BatchShape
 
 
 def _prefill(text: str) -> tuple[int, int]:
@@ -71,6 +69,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def shape_from(prefills: list[tuple[int, int]], decodes: list[tuple[int, int]]) -> BatchShape:
+    from simulator.cost import BatchShape
+
     num_decode = sum(n for n, _ in decodes)
     return BatchShape(
         prefill_new_tokens=tuple(n for n, _ in prefills),
@@ -82,6 +82,14 @@ def shape_from(prefills: list[tuple[int, int]], decodes: list[tuple[int, int]]) 
 
 
 def main(args: argparse.Namespace) -> int:
+    from simulator.build import deployed_model, make_cost_model
+    from simulator.config.presets import resolve_hardware, resolve_model
+    from simulator.cost import OP_NAMES
+    from simulator.cost.profile import load_profile
+    from simulator.cost.profiled import ProfiledParams
+    from simulator.cost.roofline import RooflineParams
+    from simulator.cost.silicon import SiliconParams
+
     if not args.prefill and not args.decode:
         raise ValueError("give at least one --prefill TOKENS[:CACHED] or --decode COUNT:CONTEXT")
     if args.tp < 1:

@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
 from rich.table import Table
 
 from servesim import display
-from simulator.build import build
-from simulator.config.scenario import validate_scenario
-from workloads import RequestStream
 
 D_MODEL = 64
 PROMPTS = (50, 100, 200, 400, 800)
@@ -52,12 +48,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _simulate(model: str, hardware: str, policy: str, prompt: int, output: int):
+    import numpy as np
+
+    from simulator.build import build
+    from simulator.config.scenario import validate_scenario
+    from workloads import RequestStream
+
     cfg = validate_scenario({"model": model, "hardware": hardware, "policy": {"kind": policy}})
     stream = RequestStream(np.array([0.0]), np.array([prompt]), np.array([output]))
     return build(cfg, stream=stream).run()
 
 
 def main(args: argparse.Namespace) -> int:
+    from simulator.build import build
+    from simulator.config.scenario import validate_scenario
+
     if args.prompt_tokens < 1 or args.output_tokens < 1:
         raise ValueError("--prompt-tokens and --output-tokens must be at least 1")
     out = display.stdout

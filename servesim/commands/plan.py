@@ -16,14 +16,7 @@ from servesim.commands.common import add_out_args, output_folder
 from servesim.commands.report import add_report_args, check_report_args
 from servesim.commands.sweep import add_executor_args
 from simulator.config.errors import format_validation_error
-from simulator.config.scenario import read_scenario_dict
-from simulator.planning.candidates import load_candidates, scenario_only
 from simulator.planning.executors import check_executor_options, make_executor
-from simulator.planning.figures import OPERATING_POINT_COLUMNS, candidate_columns, candidate_figure_cells
-from simulator.planning.load import check_load
-from simulator.planning.overrides import check_path
-from simulator.planning.plan import execute_load_curve, execute_plan, prepare_plan, scenario_slo
-from simulator.planning.prices import parse_price, read_prices
 from simulator.planning.settings import PlanRequest
 
 # PlanRequest field -> the flag that sets it, so validation errors name what the user typed
@@ -194,6 +187,8 @@ def _yaml_value(text: str) -> Any:
 
 def parse_tune(items: list[str]) -> dict[str, list[Any]]:
     """``["policy.max_num_seqs=64,128"]`` -> ``{"policy.max_num_seqs": [64, 128]}``; ValueError naming the flag."""
+    from simulator.planning.overrides import check_path
+
     out: dict[str, list[Any]] = {}
     for item in items:
         path, sep, values = item.partition("=")
@@ -209,6 +204,8 @@ def parse_tune(items: list[str]) -> dict[str, list[Any]]:
 
 
 def _prices(args: argparse.Namespace) -> dict[str, float]:
+    from simulator.planning.prices import parse_price, read_prices
+
     prices = read_prices(args.prices) if args.prices is not None else {}
     for text in args.price:
         name, usd = parse_price(text)
@@ -223,6 +220,8 @@ def slo_text(slo: dict[str, Any]) -> str:
 
 
 def plan_table(plan: dict[str, Any]) -> Table:
+    from simulator.planning.figures import OPERATING_POINT_COLUMNS, candidate_columns, candidate_figure_cells
+
     unit = (plan.get("load") or {}).get("unit", "req/s")
     t = Table(
         title=f"plan for {plan['target_rate_per_s']:g} {unit} (p99 SLOs: {slo_text(plan['slo'])})",
@@ -264,6 +263,11 @@ def load_curve_table(plan: dict[str, Any]) -> Table:
 
 
 def main(args: argparse.Namespace) -> int:
+    from simulator.config.scenario import read_scenario_dict
+    from simulator.planning.candidates import load_candidates, scenario_only
+    from simulator.planning.load import check_load
+    from simulator.planning.plan import execute_load_curve, execute_plan, prepare_plan, scenario_slo
+
     check_report_args(args)
     check_executor_options(args.executor, args.workers, args.address)
     if args.scenario is not None:

@@ -8,8 +8,6 @@ import json
 from rich.table import Table
 
 from servesim import display
-from simulator.config.presets import hardware_presets, model_presets
-from workloads.datasets import LENGTH_DATASETS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -19,6 +17,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from simulator.config.presets import hardware_presets, model_presets
+    from workloads.datasets import LENGTH_DATASETS
+
     models, hardware = model_presets(), hardware_presets()
     if args.json:
         print(

@@ -8,8 +8,6 @@ import json
 from servesim import display
 from servesim.commands.common import add_out_args, add_scenario_args, output_folder, scenario_from_args
 from servesim.commands.report import add_report_args, check_report_args
-from simulator.build import build
-from simulator.metrics.results import describe_deployment
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -35,6 +33,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from simulator.build import build
+    from simulator.metrics.results import describe_deployment
+
     check_report_args(args)
     cfg, base_dir = scenario_from_args(args)
     sim = build(cfg, base_dir=base_dir, fast_forward=not args.plain)

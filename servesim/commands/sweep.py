@@ -12,8 +12,6 @@ from servesim import display
 from servesim.commands.common import add_out_args, sweep_folder
 from servesim.commands.report import add_report_args, check_report_args
 from simulator.planning.executors import EXECUTOR_KINDS, check_executor_options, make_executor
-from simulator.planning.grid import MAX_REPLICATES, load_grid
-from simulator.planning.sweep import SHOWN_METRICS, TABLE_NAME, resolve_points, run_sweep
 
 SHOWN_ROWS = 40
 
@@ -59,6 +57,9 @@ def _warn(line: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from simulator.planning.grid import MAX_REPLICATES, load_grid
+    from simulator.planning.sweep import SHOWN_METRICS, TABLE_NAME, resolve_points, run_sweep
+
     check_report_args(args)
     check_executor_options(args.executor, args.workers, args.address)  # before any folder is made
     spec = load_grid(args.grid)

@@ -11,8 +11,6 @@ from rich.table import Table
 
 from servesim import display
 from servesim.commands.common import add_out_args, output_folder
-from simulator.config.scenario import read_scenario_dict
-from simulator.cost.profile import load_profile
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -88,6 +86,8 @@ def step_table(errors: dict) -> Table:
 
 def main(args: argparse.Namespace) -> int:
     from calibration.validate import DRIFT_WARNING, validate
+    from simulator.config.scenario import read_scenario_dict
+    from simulator.cost.profile import load_profile
 
     if args.requests is not None and args.requests < 1:
         raise ValueError(f"--requests must be at least 1 (got {args.requests})")

@@ -17,10 +17,6 @@ from typing import Any
 from rich.table import Table
 
 from servesim import display
-from simulator.config.scenario import read_scenario_dict, validate_scenario
-from workloads import generate
-from workloads.datasets import length_summary
-from workloads.describe import describe, describe_trace
 from workloads.traces import FORMATS, SHIPPED_TRACES, TRACE_ALIASES, read_trace
 
 SCENARIO_SUFFIXES = (".yaml", ".yml")
@@ -61,6 +57,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def workload_stats(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     """(title, statistics) of the source named on the command line."""
+    from simulator.config.scenario import read_scenario_dict, validate_scenario
+    from workloads import generate
+    from workloads.describe import describe, describe_trace
+
     if args.hash_block_tokens is not None and args.hash_block_tokens < 1:
         raise ValueError(f"--hash-block-tokens must be at least 1 (got {args.hash_block_tokens})")
     path = Path(args.source)
@@ -165,6 +165,8 @@ def main_describe(args: argparse.Namespace) -> int:
 
 
 def main_list(args: argparse.Namespace) -> int:
+    from workloads.datasets import length_summary
+
     lengths = {name: length_summary(name) for name in SHIPPED_TRACES}
     if args.json:
         traces = {

@@ -26,7 +26,6 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-import pandas as pd
 
 from workloads import hashing
 from workloads.traces.files import (
@@ -51,6 +50,8 @@ def _stamp_ns(value: object) -> int | None:
     """Nanoseconds since the epoch of an ISO-8601 string, None if it is not one."""
     if not isinstance(value, str):
         return None
+    import pandas as pd  # lazily: validating a scenario should not wait for pandas
+
     stamp = pd.to_datetime(value, format="ISO8601", utc=True, errors="coerce")
     return None if pd.isna(stamp) else int(stamp.value)
 

@@ -8,7 +8,6 @@ Rows must be sorted by time. Arrival times become seconds since the first kept r
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from workloads.traces.files import (
     RowChecker,
@@ -35,6 +34,8 @@ def read_azure(source: TextSource, skip_bad_rows: bool = False) -> Trace:
     prompt = int_column(table, "ContextTokens", checker, broken)
     output = int_column(table, "GeneratedTokens", checker, broken)
     raw = table.columns["TIMESTAMP"]
+    import pandas as pd  # lazily: validating a scenario should not wait for pandas
+
     stamps = pd.to_datetime(pd.Series(raw, dtype=object), format="ISO8601", utc=True, errors="coerce")
     bad_time = stamps.isna().to_numpy() & ~broken
     checker.reject(bad_time, lambda row: f"TIMESTAMP: not a date and time ({raw[row]!r})")
