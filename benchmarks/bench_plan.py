@@ -7,7 +7,8 @@ the ratio to one 2,000-request run of the base scenario timed in the same proces
 requests simulated, the chosen candidate and every candidate's replicas and max rate.
 
 Run by hand on a quiet machine:
-``python benchmarks/bench_plan.py [--workers 2] [--repeats 1] [--exhaustive] [--json OUT]``.
+``python benchmarks/bench_plan.py [--workers 2] [--repeats 1] [--exhaustive] [--json OUT] [--against PLAN]``
+(``--requests-per-point N``: shorter points, to measure what they cost in accuracy).
 """
 
 from __future__ import annotations
@@ -60,9 +61,14 @@ def one_run() -> float:
     return time.perf_counter() - t0
 
 
-def one_plan(workers: int, exhaustive: bool, rank_all: bool = False) -> tuple[float, dict, int]:
+def one_plan(
+    workers: int, exhaustive: bool, rank_all: bool = False, requests_per_point: int | None = None
+) -> tuple[float, dict, int]:
     request = PlanRequest(slo_ttft_p99_ms=1000, slo_tpot_p99_ms=60, target_rate_per_s=30, replicates=3)
-    search = request.search.model_copy(update={"exhaustive": exhaustive, "rank_all": rank_all})
+    update: dict = {"exhaustive": exhaustive, "rank_all": rank_all}
+    if requests_per_point is not None:
+        update["requests_per_point"] = requests_per_point
+    search = request.search.model_copy(update=update)
     request = request.model_copy(update={"search": search})
     t0 = time.perf_counter()
     inputs = prepare_plan(BASE, None, "bench", candidates(), request)
@@ -82,6 +88,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--exhaustive", action="store_true", help="the exhaustive search (every candidate, every rate)")
     parser.add_argument("--rank-all", action="store_true", help="the guided search of every candidate, none pruned")
+    parser.add_argument(
+        "--requests-per-point",
+        type=int,
+        help="simulate this many requests at each rate point instead of the default (shorter points are "
+        "cheaper and noisier: compare the answer with --against)",
+    )
     parser.add_argument("--json", help="write the plan.json of the last repeat here")
     parser.add_argument(
         "--against", help="a plan.json of the other search (--exhaustive --json F): say whether the answers agree"
@@ -91,7 +103,7 @@ def main() -> None:
     run_s = statistics.median(runs)
     walls = []
     for _ in range(args.repeats):
-        wall, plan, simulated = one_plan(args.workers, args.exhaustive, args.rank_all)
+        wall, plan, simulated = one_plan(args.workers, args.exhaustive, args.rank_all, args.requests_per_point)
         walls.append(wall)
     wall = statistics.median(walls)
     print(f"one run (2,000 requests): {run_s:.2f} s (median of 3: {', '.join(f'{x:.2f}' for x in runs)})")

@@ -33,11 +33,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    check_report_args(args)
+    cfg, base_dir = scenario_from_args(args)  # a bad scenario is refused before the simulator is imported
     from simulator.build import build
     from simulator.metrics.results import describe_deployment
 
-    check_report_args(args)
-    cfg, base_dir = scenario_from_args(args)
     sim = build(cfg, base_dir=base_dir, fast_forward=not args.plain)
     skipped = sim.stream.meta.get("num_skipped_rows")
     if skipped:
