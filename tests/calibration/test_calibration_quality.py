@@ -86,8 +86,7 @@ def test_calibrating_with_a_noisy_timer_writes_the_warning_into_the_profile():
         label = "noisy test timer"
 
         def time(self, fn, profile=True):
-            fn()
-            return timing(1e-4, 10)
+            return timing(1e-4, 10)  # without running fn: only the verdicts on the timings are under test
 
     spec = model_spec_from_hf_config(DATA_DIR / "tiny_llama_config.json")
     profile = calibrate(spec, "cpu", "fp32", "quick", 1, timer=AlwaysNoisy())

@@ -35,9 +35,12 @@ def test_hit_rate_approaches_the_unbounded_cache_bound_and_falls_with_memory(str
     assert hit[4_000] < 0.5 * bound
 
 
-def test_prefix_aware_and_session_affinity_routing_raise_the_hit_rate(stream):
+def test_prefix_aware_and_session_affinity_routing_raise_the_hit_rate():
+    # the first 300 s (918 requests): hit rates 0.09 round robin, 0.20 prefix-aware, 0.21 session affinity
+    window = WINDOW | {"window_s": [0, 300]}
+    stream = generate(validate_scenario({"workload": window}).workload, 0)
     base = {
-        "workload": WINDOW,
+        "workload": window,
         "replicas": 4,
         "max_model_len": 131072,
         "kv_cache": {"prefix_caching": True, "host_cache_bytes": 200e9},

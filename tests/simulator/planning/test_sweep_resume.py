@@ -39,7 +39,7 @@ def test_a_killed_sweep_resumes_with_only_the_missing_points(tmp_path):
     grid = write_yaml(
         tmp_path / "grid.yaml",
         {
-            "base": tiny_base(num_requests=1500),
+            "base": tiny_base(num_requests=600),
             "grid": {"workload.arrival.rate_per_s": [5.0, 10.0, 20.0, 40.0], "seed": list(range(NUM_POINTS // 4))},
         },
     )
