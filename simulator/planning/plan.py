@@ -15,15 +15,19 @@ Then: feasible candidates ranked by cost per hour (ties: cost per million output
 then p99 latency), the cheapest chosen, and the Pareto frontier of cost per hour against
 the operating point's p99 latency. See ``figures`` for the definitions and
 ``PlanResult.write`` for the output files.
+
+This module validates the inputs (``prepare_plan``), runs the plan (``execute_plan``, or
+``execute_load_curve`` for several targets), sizes pool-by-pool candidates (``--pd-ratio``),
+ranks and writes the result. The default search and its pruning are ``guided``; the stages
+both searches share (capacity figures, operating points, curves) are ``stages``; the
+candidates, their outcomes and the executor plumbing are ``outcome``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,100 +38,39 @@ from simulator.config.schema import ScenarioConfig
 from simulator.metrics.results import json_safe
 from simulator.planning.bound import CapacityBound, capacity_bound
 from simulator.planning.candidates import CandidateSet
-from simulator.planning.capacity import (
-    IndependentReplicas,
-    ReplicaScaling,
-    deployment_cost_per_hour,
-    gpus_per_replica,
-)
-from simulator.planning.evaluate import (
-    CandidateRun,
-    ProbeTask,
-    RatesTask,
-    SearchTask,
-    probe_task,
-    rates_task,
-    search_task,
-)
+from simulator.planning.capacity import IndependentReplicas, ReplicaScaling, deployment_cost_per_hour, gpus_per_replica
+from simulator.planning.evaluate import RatesTask, SearchTask, rates_task, search_task
 from simulator.planning.executors import Executor
-from simulator.planning.figures import (
-    OPERATING_LATENCIES,
-    OPERATING_OTHER,
-    CandidateFigures,
-    capacity_figures,
-    operating_figures,
-    set_replicas,
-)
+from simulator.planning.figures import OPERATING_LATENCIES, OPERATING_OTHER, CandidateFigures, operating_figures
+from simulator.planning.guided import guided_plan
 from simulator.planning.keys import resolve_variant
-from simulator.planning.load import Load, check_load, load_kind, own_load, plan_load, search_range, users_at
+from simulator.planning.load import Load, check_load, load_kind, own_load, plan_load, search_range
+from simulator.planning.outcome import (
+    Candidate,
+    CandidateOutcome,
+    PlanInputs,
+    SearchCache,
+    StageProgress,
+    VerdictProgress,
+    candidate_run,
+    map_stage,
+    no_progress,
+    slo_targets,
+    tally,
+)
 from simulator.planning.overrides import apply_overrides, scalar
 from simulator.planning.pareto import pareto_front
-from simulator.planning.pd_ratio import HEADROOM, Pools, bump, enough, helper_count, pd_pools, pool_slo, with_counts
+from simulator.planning.pd_ratio import HEADROOM, bump, enough, helper_count, pd_pools, pool_slo, with_counts
 from simulator.planning.pd_ratio import MAX_EXTRA_REPLICAS as PD_MAX_EXTRA
 from simulator.planning.pd_ratio import MAX_ROUNDS as PD_MAX_ROUNDS
 from simulator.planning.prices import price_per_gpu_hour
-from simulator.planning.prune import ONE_COPY_OVER, copies_within, misses_everywhere, probe_load
 from simulator.planning.settings import PlanRequest
+from simulator.planning.stages import curve_stage, operating_stage, search_stage
 from simulator.planning.stats import Interval, interval, replicate_seed
-from simulator.planning.steady import SloTargets
 from simulator.planning.store import write_json_atomic, write_table_atomic
 from workloads import RequestStream, generate
 
 PLAN_SCHEMA = "servesim.plan/1"
-MAX_EXTRA_REPLICAS = 3
-CURVE_SPAN = 1.25
-# The first step of a later replicate's search from the first one's answer, relative: the
-# replicates' max rates differ by several percent (the p99 of 1,400 window requests).
-WARM_STEP = 0.05
-ProgressFn = Callable[[int, int], None]
-StageProgress = Callable[[str], contextlib.AbstractContextManager[ProgressFn]]
-VerdictProgress = Callable[[int, int, str], None]
-SearchCache = dict[tuple[int, int], dict[str, Any]]
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A candidate validated and priced."""
-
-    index: int
-    name: str
-    overrides: dict[str, Any]
-    config: dict[str, Any]
-    resolved: dict[str, Any]
-    seed: int
-    hardware_ref: str
-    price_per_gpu_hour_usd: float
-    gpus_per_replica: int
-    load: Load  # how its load points are configured (at its first replicate's seed)
-    bound: CapacityBound | None = None  # the analytic capacity of one copy (guided search only)
-    family: str | None = None  # a tuned variant's candidate (``candidates.tuned_variants``)
-    tuned: dict[str, Any] = field(default_factory=dict)
-    pools: Pools | None = None  # sized pool by pool (``pd_ratio``): its prefill and decode groups
-    group_gpus: tuple[int, ...] = ()  # GPUs of one replica of each group
-    group_costs_per_hour_usd: tuple[float, ...] = ()  # USD per hour of one replica of each group
-
-
-@dataclass(slots=True)
-class CandidateOutcome:
-    candidate: Candidate
-    status: str = "infeasible"  # feasible | infeasible | error
-    reason: str | None = None
-    figures: CandidateFigures | None = None
-    extra_replicas: int = 0
-    rank: int | None = None
-    pareto: bool = False
-    notes: list[str] = field(default_factory=list)
-    rates_tried: list[list[float]] = field(default_factory=list)  # per replicate, in the order simulated
-    simulated_requests: int = 0
-    unrecorded_work: int = 0  # requests simulated for it that plan.json does not record (batch-dependent: before
-    # it was pruned, or probes that said plan it)
-    least_cost_per_hour_usd: float | None = None  # pruned: the least it can cost (the reason says why)
-    pool_figures: dict[str, Any] | None = None  # sized pool by pool: each pool's capacity and replicas
-
-
-@contextlib.contextmanager
-def _no_progress(_: str) -> Iterator[ProgressFn]:
-    yield lambda done, total: None
 
 
 SLO_FIELDS = (("ttft_ms", "slo_ttft_p99_ms"), ("tpot_ms", "slo_tpot_p99_ms"), ("e2el_ms", "slo_e2el_p99_ms"))
@@ -309,7 +252,7 @@ def _replicates_bound(
     The estimate stays the first replicate's (it starts that replicate's search); no bound if
     any replicate has none.
     """
-    slo, growth = _slo(request), request.search.max_growth_fraction
+    slo, growth = slo_targets(request), request.search.max_growth_fraction
     first = capacity_bound(cfg, base_dir, stream, slo, growth)
     upper = first.upper_rate_per_s
     for r in range(1, request.replicates):
@@ -324,33 +267,6 @@ def _replicates_bound(
     if upper != first.upper_rate_per_s:
         return CapacityBound(upper, first.estimate_rate_per_s, f"{first.reason}; the largest of the replicates' bounds")
     return first
-
-
-def _slo(request: PlanRequest) -> SloTargets:
-    return SloTargets(request.slo_ttft_p99_ms, request.slo_tpot_p99_ms, request.attainment, request.slo_e2el_p99_ms)
-
-
-def _run(c: Candidate, replicate: int, base_dir: Path | None, request: PlanRequest) -> CandidateRun:
-    slo = _slo(request)
-    return CandidateRun(
-        c.index,
-        replicate,
-        c.config,
-        None if base_dir is None else str(base_dir.resolve()),  # absolute: a Ray worker runs in another folder
-        replicate_seed(c.seed, replicate),
-        slo,
-        request.search,
-    )
-
-
-def _map(executor: Executor, fn, items: list, stage: StageProgress, description: str) -> list:
-    results: list[Any] = [None] * len(items)
-    with stage(description) as progress:
-        progress(0, len(items))
-        for n, (i, result) in enumerate(executor.map_unordered(fn, items), start=1):
-            results[i] = result
-            progress(n, len(items))
-    return results
 
 
 @dataclass(slots=True)
@@ -371,28 +287,6 @@ class PlanResult:
         write_table_atomic(out_dir / "points.parquet", self.points.to_dict("records"))
         write_json_atomic(out_dir / "plan.json", self.plan)
         return out_dir
-
-
-@dataclass(frozen=True, slots=True)
-class PlanInputs:
-    """A plan's inputs, validated: what to provision for and the priced candidates."""
-
-    scenario_label: str
-    candidate_source: str
-    base_dir: Path | None
-    target_rate_per_s: float
-    start_rate_per_s: float
-    candidates: list[Candidate]
-    range_rate_per_s: float | None = None  # the load the search range is centred on; None: the target
-
-    @property
-    def range_centre(self) -> float:
-        return self.target_rate_per_s if self.range_rate_per_s is None else self.range_rate_per_s
-
-    @property
-    def load(self) -> Load:
-        """The first candidate's load (every candidate has the same kind and unit)."""
-        return self.candidates[0].load
 
 
 def prepare_plan(
@@ -451,24 +345,24 @@ def execute_plan(
     ``verdicts(decided, total, text)`` hears of the candidates decided so far (feasible,
     infeasible, pruned, error) with the running tally.
     """
-    stage = stage or _no_progress
+    stage = stage or no_progress
     scaling = scaling or IndependentReplicas()
     outcomes = [CandidateOutcome(c) for c in inputs.candidates]
     pooled = [o for o in outcomes if o.candidate.pools is not None]
     if request.search.exhaustive:
         whole = [o for o in outcomes if o.candidate.pools is None]
         points = _pd_stage(pooled, inputs, request, executor, stage) if pooled else []
-        points += _search_stage(whole, inputs, request, executor, stage, scaling)
-        points += _operating_stage(whole, inputs, request, executor, stage, scaling, curves=True)
+        points += search_stage(whole, inputs, request, executor, stage, scaling)
+        points += operating_stage(whole, inputs, request, executor, stage, scaling, curves=True)
         _rank(outcomes, request)
-        _tally(outcomes, verdicts)
+        tally(outcomes, verdicts)
         return _result(outcomes, points, request, inputs)
     points = _pd_stage(pooled, inputs, request, executor, stage) if pooled else []
-    points += _guided_plan(outcomes, inputs, request, executor, stage, scaling, verdicts, cache)
+    points += guided_plan(outcomes, inputs, request, executor, stage, scaling, verdicts, cache)
     _rank(outcomes, request)
     ranked = sorted((o for o in outcomes if o.rank is not None), key=lambda o: o.rank or 0)
     if ranked and request.search.curve_points:
-        points += _curve_stage(ranked[0], inputs, request, executor, stage)
+        points += curve_stage(ranked[0], inputs, request, executor, stage)
     return _result(outcomes, points, request, inputs)
 
 
@@ -520,371 +414,6 @@ def _cached_work(cache: SearchCache) -> int:
     return sum(row.get("num_simulated", 0) for res in cache.values() for row in res["points"])
 
 
-def lower_bound_cost(c: Candidate, target_rate_per_s: float, scaling: ReplicaScaling) -> float | None:
-    """The least a deployment of ``c`` costs per hour: the replicas its analytic bound needs (None: no bound)."""
-    if c.bound is None or c.bound.upper_rate_per_s is None:
-        return None
-    replicas = scaling.replicas_for(target_rate_per_s, c.bound.upper_rate_per_s)
-    if replicas is None:
-        return None
-    return replicas * c.gpus_per_replica * c.price_per_gpu_hour_usd
-
-
-def _final_cost(o: CandidateOutcome) -> float | None:
-    f = o.figures
-    if o.status != "feasible" or f is None or f.cost_per_hour_usd is None:
-        return None
-    return f.cost_per_hour_usd.value
-
-
-def _guided_plan(
-    outcomes: list[CandidateOutcome],
-    inputs: PlanInputs,
-    request: PlanRequest,
-    executor: Executor,
-    stage: StageProgress,
-    scaling: ReplicaScaling,
-    verdicts: VerdictProgress | None,
-    cache: SearchCache | None = None,
-) -> list[dict[str, Any]]:
-    """Search and size the candidates in batches, the likely cheapest first, pruning what cannot win.
-
-    A candidate is pruned when it must cost more than the cheapest feasible deployment of the
-    plan (strictly: a tie is planned, as the ranking's tie-breaks need it), and a tuned
-    variant only when it must also cost more than its family's cheapest feasible variant (so
-    each family's best stays right); ``prune`` says how it is known (its analytic best case,
-    one copy's price, or its miss of the SLOs at the probe load on every replicate). Before
-    each batch the candidates left are probed against the cheapest deployment found so far,
-    so a clearly dearer one costs a point per replicate instead of a search. The rule is
-    applied again at the end to every candidate against the final cheapest deployment (its
-    probe loads simulated where missing), so the answer does not depend on the batches (their
-    size follows the workers): a candidate planned before the cheapest deployment was known
-    is marked pruned all the same. Should a planned candidate's max rate exceed its analytic
-    bound (the bound is a long-run one; a finite run has not been seen to beat it), the
-    bounds are not trusted: nothing is pruned by a bound. ``search.rank_all``: nothing is
-    pruned at all.
-    """
-    target, k, s = inputs.target_rate_per_s, request.replicates, request.search
-    floor, ceiling = search_range(inputs.load, inputs.range_centre, s.max_doublings, s.max_halvings)
-    bounds = {o.candidate.index: lower_bound_cost(o.candidate, target, scaling) for o in outcomes}
-    pruning = not s.rank_all
-
-    def lb(o: CandidateOutcome) -> float | None:
-        return bounds[o.candidate.index]
-
-    def cheapest(within: list[CandidateOutcome]) -> float:
-        costs = [c for c in (_final_cost(o) for o in within) if c is not None]
-        return min(costs, default=math.inf)
-
-    families: dict[str | None, list[CandidateOutcome]] = {}
-    for o in outcomes:
-        families.setdefault(o.candidate.family, []).append(o)
-
-    def threshold(o: CandidateOutcome, best: float) -> float:
-        """What it must cost more than to be pruned: the cheapest deployment, or (a tuned variant) its
-        family's cheapest, which is never less."""
-        family = o.candidate.family
-        return best if family is None else cheapest(families[family])
-
-    def prunable(o: CandidateOutcome, best: float) -> bool:
-        """Its analytic best case costs more than the threshold: it can be neither the plan's choice nor its
-        family's best."""
-        cost = lb(o)
-        return cost is not None and cost > threshold(o, best)
-
-    def copy_cost(o: CandidateOutcome) -> float:
-        return o.candidate.gpus_per_replica * o.candidate.price_per_gpu_hour_usd
-
-    def load_of(o: CandidateOutcome, best: float) -> float | None:
-        c = o.candidate
-        return probe_load(copy_cost(o), threshold(o, best), target, scaling, floor, ceiling, c.load.integer)
-
-    rows: dict[tuple[int, int, float], dict[str, Any]] = {}  # (candidate, replicate, load) -> a point's row
-    probe_work: dict[int, int] = dict.fromkeys((o.candidate.index for o in outcomes), 0)
-
-    def probe_rows(o: CandidateOutcome, load: float) -> list[dict[str, Any]]:
-        return [rows[o.candidate.index, r, load] for r in range(k)]
-
-    def probe(within: list[CandidateOutcome], best: float, label: str) -> set[int]:
-        """Simulate the probe loads not yet known; the candidates shown dearer than their threshold."""
-        tasks = []
-        for o in within:
-            load = load_of(o, best)
-            if load is None or load == ONE_COPY_OVER:
-                continue
-            tasks += [
-                ProbeTask(_run(o.candidate, r, inputs.base_dir, request), load)
-                for r in range(k)
-                if (o.candidate.index, r, load) not in rows
-            ]
-        for task, row in zip(tasks, _map(executor, probe_task, tasks, stage, label) if tasks else [], strict=True):
-            rows[task.run.candidate, task.run.replicate, task.rate_per_s] = row
-            probe_work[task.run.candidate] += row.get("num_simulated", 0)
-        out = set()
-        for o in within:
-            load = load_of(o, best)
-            if load == ONE_COPY_OVER or (load is not None and misses_everywhere(probe_rows(o, load))):
-                out.add(o.candidate.index)
-        return out
-
-    def likely_cost(o: CandidateOutcome) -> float:
-        """The cost at its analytic estimate (else its best case): planning the likely cheapest first lets the
-        probes show the rest dearer."""
-        b = o.candidate.bound
-        n = None if b is None or b.estimate_rate_per_s is None else scaling.replicas_for(target, b.estimate_rate_per_s)
-        if n is not None:
-            return n * copy_cost(o)
-        return math.inf if lb(o) is None else lb(o)  # type: ignore[return-value]
-
-    def likely_cheapest_first(within) -> list[CandidateOutcome]:
-        return sorted(within, key=lambda o: (likely_cost(o), math.inf if lb(o) is None else lb(o), o.candidate.index))
-
-    batch_size = max(1, executor.workers)
-    points: list[dict[str, Any]] = []
-    pending = likely_cheapest_first(o for o in outcomes if o.candidate.pools is None)  # pool-sized ones: ``_pd_stage``
-    planned: set[int] = set()
-    shown_dearer: set[int] = set()  # probed dearer than the cheapest deployment known then (still so at the end)
-    trusted = True  # every planned candidate's max rates within its bound (else no bound prunes)
-    while pending:
-        best = cheapest(outcomes)
-        if pruning:
-            if trusted:
-                pending = [o for o in pending if not prunable(o, best)]
-            shown_dearer |= probe(pending, best, "probing the candidates left against the cheapest so far")
-            pending = [o for o in pending if o.candidate.index not in shown_dearer]
-        batch, pending = pending[:batch_size], pending[batch_size:]
-        if not batch:
-            break
-        found = _guided_search_stage(batch, inputs, request, executor, stage, scaling, cache)
-        for row in found:
-            rows.setdefault((row["candidate"], row["replicate"], row["rate_per_s"]), row)
-        points += found
-        points += _operating_stage(batch, inputs, request, executor, stage, scaling, curves=False)
-        planned |= {o.candidate.index for o in batch}
-        if trusted and any(_exceeds_bound(o) for o in batch):
-            trusted = False
-            # a bound failed: what it left out must be planned after all
-            left = planned | shown_dearer
-            pending = likely_cheapest_first(
-                o for o in outcomes if o.candidate.index not in left and o.candidate.pools is None
-            )
-        _tally(outcomes, verdicts, bounds if trusted else None, cheapest(outcomes), shown_dearer)
-    best = cheapest(outcomes)
-    reasons: dict[int, tuple[str, float, list[dict[str, Any]]]] = {}  # pruned: (why, least cost, probe rows)
-    if pruning:
-        dearer = [
-            o
-            for o in outcomes
-            if o.candidate.pools is None
-            and o.status != "error"
-            and not ((own := _final_cost(o)) is not None and own <= threshold(o, best))
-        ]
-        unbounded = [o for o in dearer if not (trusted and prunable(o, best))]  # a bound already prunes the rest
-        probe(unbounded, best, "probing the dearer candidates at the cheapest's cost")
-        for o in dearer:
-            c, limit = o.candidate, threshold(o, best)
-            what = "the cheapest feasible deployment" if c.family is None else "its family's cheapest feasible variant"
-            cost, load = lb(o), load_of(o, best)
-            if trusted and prunable(o, best):
-                assert c.bound is not None and c.bound.upper_rate_per_s is not None and cost is not None
-                reasons[c.index] = (
-                    f"pruned: at most {c.bound.upper_rate_per_s:.3g} {c.load.unit} per copy ({c.bound.reason}), "
-                    f"so at least {cost:.2f} USD/h, above {what} ({limit:.2f} USD/h)",
-                    cost,
-                    [],
-                )
-            elif load == ONE_COPY_OVER:
-                reasons[c.index] = (
-                    f"pruned: one copy costs {copy_cost(o):.2f} USD/h, above {what} ({limit:.2f} USD/h)",
-                    copy_cost(o),
-                    [],
-                )
-            elif load is not None and misses_everywhere(probe_rows(o, load)):
-                n = copies_within(copy_cost(o), limit)
-                reasons[c.index] = (
-                    f"pruned: misses the SLOs at {load:.4g} {c.load.unit} per copy on every replicate, so more "
-                    f"than {n} copies: at least {(n + 1) * copy_cost(o):.2f} USD/h, above {what} ({limit:.2f} USD/h)",
-                    (n + 1) * copy_cost(o),
-                    [{k_: v for k_, v in row.items() if k_ != "eval_order"} | {"phase": "probe"}
-                     for row in probe_rows(o, load)],
-                )  # fmt: skip
-    for o in outcomes:
-        index = o.candidate.index
-        if index in reasons:
-            reason, least, recorded = reasons[index]
-            kept_work = sum(row.get("num_simulated", 0) for row in recorded)
-            o.status, o.figures, o.extra_replicas, o.notes = "pruned", None, 0, []
-            o.unrecorded_work += o.simulated_requests + probe_work[index] - kept_work
-            o.simulated_requests, o.reason, o.least_cost_per_hour_usd = kept_work, reason, least
-            o.rates_tried = [[row["rate_per_s"]] for row in recorded]
-            points += [row | {"extra_replicas": 0} for row in recorded]
-        else:
-            o.unrecorded_work += probe_work[index]  # its probes said "plan it": batch-dependent, not in plan.json
-            if not trusted and _exceeds_bound(o):
-                o.notes.append("its simulated max rate exceeds its analytic bound: no candidate was pruned by a bound")
-    _tally(outcomes, verdicts, None, best)
-    return [p for p in points if p["candidate"] not in reasons or p["phase"] == "probe"]
-
-
-def _exceeds_bound(o: CandidateOutcome) -> bool:
-    """Whether a planned candidate's max rate (any replicate's mean) went above its analytic bound."""
-    b, f = o.candidate.bound, o.figures
-    if b is None or b.upper_rate_per_s is None or f is None:
-        return False
-    return any((x or 0.0) > b.upper_rate_per_s for x in (f.max_rate_per_s.value, f.max_goodput_rate_per_s.value))
-
-
-def _tally(
-    outcomes: list[CandidateOutcome],
-    verdicts: VerdictProgress | None,
-    bounds: dict[int, float | None] | None = None,
-    best: float = math.inf,
-    shown_dearer: set[int] | frozenset[int] = frozenset(),
-) -> None:
-    """Tell ``verdicts`` how many candidates are decided, and how (``shown_dearer``: probed dearer than ``best``)."""
-    if verdicts is None:
-        return
-    counts = {"feasible": 0, "infeasible": 0, "pruned": 0, "error": 0}
-    for o in outcomes:
-        lb = None if bounds is None else bounds[o.candidate.index]
-        if o.status == "pruned" or (lb is not None and lb > best) or o.candidate.index in shown_dearer:
-            counts["pruned"] += 1
-        elif o.status in ("feasible", "error"):
-            counts[o.status] += 1
-        elif o.figures is not None and (o.figures.replicas is None or o.figures.operating_meets_slo is False):
-            counts["infeasible"] += 1
-    text = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
-    if math.isfinite(best):
-        text += f"; cheapest {best:.2f} USD/h"
-    verdicts(sum(counts.values()), len(outcomes), text)
-
-
-def _capacity(c: Candidate) -> float | None:
-    return None if c.bound is None else c.bound.upper_rate_per_s
-
-
-def _guided_search_stage(
-    batch: list[CandidateOutcome],
-    inputs: PlanInputs,
-    request: PlanRequest,
-    executor: Executor,
-    stage: StageProgress,
-    scaling: ReplicaScaling,
-    cache: SearchCache | None = None,
-) -> list[dict[str, Any]]:
-    """The guided search of a batch: every first replicate from its analytic estimate and bound, then the
-    other replicates from the first one's answers. Sets each outcome's capacity figures."""
-    k, target, s = request.replicates, inputs.range_centre, request.search
-    floor, ceiling = search_range(inputs.load, target, s.max_doublings, s.max_halvings)
-    cache = {} if cache is None else cache
-
-    def start_of(c: Candidate) -> float:
-        if s.start_rate_per_s is not None or c.bound is None or c.bound.estimate_rate_per_s is None:
-            return inputs.start_rate_per_s
-        x = min(max(c.bound.estimate_rate_per_s, floor), ceiling)
-        return float(max(1, round(x))) if c.load.integer else x
-
-    first = [
-        SearchTask(
-            _run(o.candidate, 0, inputs.base_dir, request),
-            start_of(o.candidate),
-            target,
-            guided=True,
-            capacity_hint=_capacity(o.candidate),
-        )
-        for o in batch
-        if (o.candidate.index, 0) not in cache
-    ]
-    done = _map(executor, search_task, first, stage, "searching max rates (first replicates)") if first else []
-    for task, res in zip(first, done, strict=True):
-        cache[task.run.candidate, 0] = res
-    firsts = [cache[o.candidate.index, 0] for o in batch]
-    rest = []
-    for o, r0 in zip(batch, firsts, strict=True):
-        if r0["error"] is not None:
-            continue
-        # the first replicate's answer is the likely threshold: one tolerance above it closes the bracket
-        warm = r0["max_rate_per_s"] > 0 and r0["upper_rate_per_s"] is not None
-        start = r0["max_rate_per_s"] if warm else start_of(o.candidate)
-        if o.candidate.load.integer:
-            start = float(max(1, round(start)))
-        for r in range(1, k):
-            if (o.candidate.index, r) in cache:
-                continue
-            rest.append(
-                SearchTask(
-                    _run(o.candidate, r, inputs.base_dir, request),
-                    start,
-                    target,
-                    guided=True,
-                    first_step=WARM_STEP if warm else 1.0,
-                    capacity_hint=_capacity(o.candidate),
-                    slope_hints=r0.get("slopes", (None, None)),
-                )
-            )
-    others = _map(executor, search_task, rest, stage, "searching max rates (other replicates)") if rest else []
-    for task, res in zip(rest, others, strict=True):
-        cache[task.run.candidate, task.run.replicate] = res
-    by_candidate = {
-        o.candidate.index: [cache[o.candidate.index, r] for r in range(k if r0["error"] is None else 1)]
-        for o, r0 in zip(batch, firsts, strict=True)
-    }
-    points = []
-    for o in batch:
-        results = by_candidate[o.candidate.index]
-        points += [row for res in results for row in res["points"]]
-        _apply_searches(o, results, inputs, request, scaling)
-    return points
-
-
-def _apply_searches(
-    o: CandidateOutcome,
-    results: list[dict[str, Any]],
-    inputs: PlanInputs,
-    request: PlanRequest,
-    scaling: ReplicaScaling,
-) -> None:
-    """Set a candidate's capacity figures (or its error) from its replicates' search results."""
-    o.rates_tried = [[row["rate_per_s"] for row in res["points"]] for res in results]
-    o.simulated_requests += sum(row.get("num_simulated", 0) for res in results for row in res["points"])
-    errors = [r["error"] for r in results if r["error"] is not None]
-    if errors:
-        o.status, o.reason = "error", errors[0]
-        return
-    c = o.candidate
-    o.figures = capacity_figures(
-        results, request, c.gpus_per_replica, c.price_per_gpu_hour_usd, inputs.target_rate_per_s, scaling
-    )
-    unit, noun = c.load.unit, "concurrency" if c.load.integer else "rate"
-    if o.figures.unbounded:
-        ceiling = min(r["ceiling_rate_per_s"] for r in results)
-        o.notes.append(
-            f"no {noun} up to {ceiling:.3g} {unit} (the search's ceiling) missed the SLOs: the max is at least that"
-        )
-    if o.figures.replicas is None:
-        floor = max(r["floor_rate_per_s"] for r in results)
-        o.reason = f"no {noun} down to {floor:.3g} {unit} (the search's floor) meets the SLOs"
-
-
-def _search_stage(
-    outcomes: list[CandidateOutcome],
-    inputs: PlanInputs,
-    request: PlanRequest,
-    executor: Executor,
-    stage: StageProgress,
-    scaling: ReplicaScaling,
-) -> list[dict[str, Any]]:
-    """The exhaustive search of every (candidate, replicate); sets each outcome's capacity figures."""
-    k, start, target = request.replicates, inputs.start_rate_per_s, inputs.range_centre
-    tasks = [
-        SearchTask(_run(o.candidate, r, inputs.base_dir, request), start, target) for o in outcomes for r in range(k)
-    ]
-    searched = _map(executor, search_task, tasks, stage, "searching max rates")
-    for j, o in enumerate(outcomes):
-        _apply_searches(o, searched[j * k : (j + 1) * k], inputs, request, scaling)
-    return [row for res in searched for row in res["points"]]
-
-
 def _pd_stage(
     outcomes: list[CandidateOutcome],
     inputs: PlanInputs,
@@ -893,7 +422,7 @@ def _pd_stage(
     stage: StageProgress,
 ) -> list[dict[str, Any]]:
     """Size each disaggregated candidate pool by pool (``pd_ratio``); sets its figures and ``pool_figures``."""
-    k, s, slo = request.replicates, request.search, _slo(request)
+    k, s, slo = request.replicates, request.search, slo_targets(request)
     points: list[dict[str, Any]] = []
     helpers = {o.candidate.index: {"prefill": None, "decode": None} for o in outcomes}  # other pool's replicas
     found: dict[tuple[int, str], list[dict[str, Any]]] = {}
@@ -916,10 +445,10 @@ def _pd_stage(
                 config = with_counts(c.config, pools, n, 1)
             helpers[index][pool] = n
             for rep in range(k):
-                run = replace(_run(c, rep, inputs.base_dir, request), config=config, slo=pool_slo(slo, pool))
+                run = replace(candidate_run(c, rep, inputs.base_dir, request), config=config, slo=pool_slo(slo, pool))
                 tasks.append(SearchTask(run, inputs.start_rate_per_s, inputs.range_centre, guided=not s.exhaustive))
                 keys.append((index, pool))
-        results = _map(executor, search_task, tasks, stage, "searching each pool's capacity")
+        results = map_stage(executor, search_task, tasks, stage, "searching each pool's capacity")
         grouped: dict[tuple[int, str], list[dict[str, Any]]] = {}
         for key, res in zip(keys, results, strict=True):
             grouped.setdefault(key, []).append(res)
@@ -995,11 +524,13 @@ def _pd_size(
     for round_ in range(PD_MAX_EXTRA + 1):
         config = with_counts(c.config, pools, p, d)
         tasks = [
-            RatesTask(replace(_run(c, rep, inputs.base_dir, request), config=config), [("operating", target, {})])
+            RatesTask(
+                replace(candidate_run(c, rep, inputs.base_dir, request), config=config), [("operating", target, {})]
+            )
             for rep in range(request.replicates)
         ]
-        rows = [row | {"extra_replicas": round_} for rs in _map(executor, rates_task, tasks, stage, "operating points")
-                for row in rs]  # fmt: skip
+        done = map_stage(executor, rates_task, tasks, stage, "operating points")
+        rows = [row | {"extra_replicas": round_} for rs in done for row in rs]
         points += rows
         o.simulated_requests += sum(row.get("num_simulated", 0) for row in rows)
         capacity = [
@@ -1033,89 +564,6 @@ def _pd_size(
         dp, dd = bump(held, stable, p * (mu_p.value or 0.0), d * (mu_d.value or 0.0))
         p, d = p + dp, d + dd
     o.reason = f"the operating point misses the SLOs even with {PD_MAX_EXTRA} rounds of extra replicas"
-    return points
-
-
-def _curve_rates(f: CandidateFigures, integer: bool, n: int) -> list[float]:
-    """``n`` evenly spaced loads up to ``CURVE_SPAN`` times the larger max rate."""
-    top = CURVE_SPAN * max(f.max_rate_per_s.value or 0.0, f.max_goodput_rate_per_s.value or 0.0)
-    curve = [top * (j + 1) / n for j in range(n)]
-    if integer:  # whole users, each once
-        curve = sorted({float(users_at(x)) for x in curve})
-    return curve
-
-
-def _curve_stage(
-    o: CandidateOutcome, inputs: PlanInputs, request: PlanRequest, executor: Executor, stage: StageProgress
-) -> list[dict[str, Any]]:
-    """The chosen candidate's capacity-curve loads, the same for every replicate."""
-    f = o.figures
-    assert f is not None
-    rates = [("curve", x, {}) for x in _curve_rates(f, o.candidate.load.integer, request.search.curve_points)]
-    c = o.candidate
-    config = c.config
-    if c.pools is not None and o.pool_figures is not None:  # sized pool by pool: the curve of its deployment
-        config = with_counts(c.config, c.pools, o.pool_figures["prefill_replicas"], o.pool_figures["decode_replicas"])
-    tasks = [  # a task per point: the points near and past the max rate cost the most, and the workers share them
-        RatesTask(replace(_run(c, r, inputs.base_dir, request), config=config), [rate])
-        for r in range(request.replicates)
-        for rate in rates
-    ]
-    rows = _map(executor, rates_task, tasks, stage, "capacity curve of the chosen candidate")
-    out = [row | {"extra_replicas": 0} for task_rows in rows for row in task_rows]
-    o.simulated_requests += sum(row.get("num_simulated", 0) for row in out)
-    return out
-
-
-def _operating_stage(
-    outcomes: list[CandidateOutcome],
-    inputs: PlanInputs,
-    request: PlanRequest,
-    executor: Executor,
-    stage: StageProgress,
-    scaling: ReplicaScaling,
-    curves: bool,
-) -> list[dict[str, Any]]:
-    """Simulate the operating points (and, first round only, the curves if ``curves``), adding replicas where an
-    SLO is missed."""
-    k, points = request.replicates, []
-    pending = [o for o in outcomes if o.figures is not None and o.figures.replicas is not None]
-    for round_ in range(MAX_EXTRA_REPLICAS + 1):
-        if not pending:
-            break
-        tasks = []
-        for o in pending:
-            f = o.figures
-            assert f is not None and f.rate_per_replica_s is not None
-            assert f.replicas is not None and f.replicas.value is not None
-            integer = o.candidate.load.integer
-            operating = float(users_at(f.rate_per_replica_s)) if integer else f.rate_per_replica_s
-            rates = [("operating", operating, scaling.operating_overrides(int(f.replicas.value)))]
-            n = request.search.curve_points
-            if round_ == 0 and n and curves:
-                rates += [("curve", x, {}) for x in _curve_rates(f, integer, n)]
-            tasks += [RatesTask(_run(o.candidate, r, inputs.base_dir, request), rates) for r in range(k)]
-        label = "operating points" if round_ == 0 else f"operating points, {round_} extra replica(s)"
-        rows_by_task = _map(executor, rates_task, tasks, stage, label)
-        still = []
-        for j, o in enumerate(pending):
-            rows = [
-                row | {"extra_replicas": round_} for task_rows in rows_by_task[j * k : (j + 1) * k] for row in task_rows
-            ]
-            points += rows
-            o.simulated_requests += sum(row.get("num_simulated", 0) for row in rows)
-            f, c = o.figures, o.candidate
-            assert f is not None and f.replicas is not None
-            operating_figures(f, [r for r in rows if r["phase"] == "operating"], request, scaling)
-            if f.operating_meets_slo:
-                o.status, o.extra_replicas = "feasible", round_
-            elif round_ < MAX_EXTRA_REPLICAS:
-                bumped = f.replicas.map(lambda n: n + 1)
-                set_replicas(f, bumped, c.gpus_per_replica, c.price_per_gpu_hour_usd, inputs.target_rate_per_s, scaling)
-                still.append(o)
-            else:
-                o.reason = f"the operating point misses the SLOs even with {MAX_EXTRA_REPLICAS} extra replicas"
-        pending = still
     return points
 
 

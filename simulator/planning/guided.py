@@ -1,0 +1,317 @@
+"""The guided plan: candidates searched and sized in batches, the likely cheapest first, the rest pruned
+when their best case (analytic bound, one copy's price, or a probe point missed on every replicate) is dearer
+than the cheapest deployment found; see ``guided_plan``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from simulator.planning.capacity import ReplicaScaling
+from simulator.planning.evaluate import ProbeTask, SearchTask, probe_task, search_task
+from simulator.planning.executors import Executor
+from simulator.planning.load import search_range
+from simulator.planning.outcome import (
+    Candidate,
+    CandidateOutcome,
+    PlanInputs,
+    SearchCache,
+    StageProgress,
+    VerdictProgress,
+    candidate_run,
+    final_cost,
+    map_stage,
+    tally,
+)
+from simulator.planning.prune import ONE_COPY_OVER, copies_within, misses_everywhere, probe_load
+from simulator.planning.settings import PlanRequest
+from simulator.planning.stages import apply_searches, operating_stage
+
+# The first step of a later replicate's search from the first one's answer, relative: the
+# replicates' max rates differ by several percent (the p99 of 1,400 window requests).
+WARM_STEP = 0.05
+
+
+def lower_bound_cost(c: Candidate, target_rate_per_s: float, scaling: ReplicaScaling) -> float | None:
+    """The least a deployment of ``c`` costs per hour: the replicas its analytic bound needs (None: no bound)."""
+    if c.bound is None or c.bound.upper_rate_per_s is None:
+        return None
+    replicas = scaling.replicas_for(target_rate_per_s, c.bound.upper_rate_per_s)
+    if replicas is None:
+        return None
+    return replicas * c.gpus_per_replica * c.price_per_gpu_hour_usd
+
+
+def guided_plan(
+    outcomes: list[CandidateOutcome],
+    inputs: PlanInputs,
+    request: PlanRequest,
+    executor: Executor,
+    stage: StageProgress,
+    scaling: ReplicaScaling,
+    verdicts: VerdictProgress | None,
+    cache: SearchCache | None = None,
+) -> list[dict[str, Any]]:
+    """Search and size the candidates in batches, the likely cheapest first, pruning what cannot win.
+
+    A candidate is pruned when it must cost more than the cheapest feasible deployment of the
+    plan (strictly: a tie is planned, as the ranking's tie-breaks need it), and a tuned
+    variant only when it must also cost more than its family's cheapest feasible variant (so
+    each family's best stays right); ``prune`` says how it is known (its analytic best case,
+    one copy's price, or its miss of the SLOs at the probe load on every replicate). Before
+    each batch the candidates left are probed against the cheapest deployment found so far,
+    so a clearly dearer one costs a point per replicate instead of a search. The rule is
+    applied again at the end to every candidate against the final cheapest deployment (its
+    probe loads simulated where missing), so the answer does not depend on the batches (their
+    size follows the workers): a candidate planned before the cheapest deployment was known
+    is marked pruned all the same. Should a planned candidate's max rate exceed its analytic
+    bound (the bound is a long-run one; a finite run has not been seen to beat it), the
+    bounds are not trusted: nothing is pruned by a bound. ``search.rank_all``: nothing is
+    pruned at all.
+    """
+    target, k, s = inputs.target_rate_per_s, request.replicates, request.search
+    floor, ceiling = search_range(inputs.load, inputs.range_centre, s.max_doublings, s.max_halvings)
+    bounds = {o.candidate.index: lower_bound_cost(o.candidate, target, scaling) for o in outcomes}
+    pruning = not s.rank_all
+
+    def lb(o: CandidateOutcome) -> float | None:
+        return bounds[o.candidate.index]
+
+    def cheapest(within: list[CandidateOutcome]) -> float:
+        costs = [c for c in (final_cost(o) for o in within) if c is not None]
+        return min(costs, default=math.inf)
+
+    families: dict[str | None, list[CandidateOutcome]] = {}
+    for o in outcomes:
+        families.setdefault(o.candidate.family, []).append(o)
+
+    def threshold(o: CandidateOutcome, best: float) -> float:
+        """What it must cost more than to be pruned: the cheapest deployment, or (a tuned variant) its
+        family's cheapest, which is never less."""
+        family = o.candidate.family
+        return best if family is None else cheapest(families[family])
+
+    def prunable(o: CandidateOutcome, best: float) -> bool:
+        """Its analytic best case costs more than the threshold: it can be neither the plan's choice nor its
+        family's best."""
+        cost = lb(o)
+        return cost is not None and cost > threshold(o, best)
+
+    def copy_cost(o: CandidateOutcome) -> float:
+        return o.candidate.gpus_per_replica * o.candidate.price_per_gpu_hour_usd
+
+    def load_of(o: CandidateOutcome, best: float) -> float | None:
+        c = o.candidate
+        return probe_load(copy_cost(o), threshold(o, best), target, scaling, floor, ceiling, c.load.integer)
+
+    rows: dict[tuple[int, int, float], dict[str, Any]] = {}  # (candidate, replicate, load) -> a point's row
+    probe_work: dict[int, int] = dict.fromkeys((o.candidate.index for o in outcomes), 0)
+
+    def probe_rows(o: CandidateOutcome, load: float) -> list[dict[str, Any]]:
+        return [rows[o.candidate.index, r, load] for r in range(k)]
+
+    def probe(within: list[CandidateOutcome], best: float, label: str) -> set[int]:
+        """Simulate the probe loads not yet known; the candidates shown dearer than their threshold."""
+        tasks = []
+        for o in within:
+            load = load_of(o, best)
+            if load is None or load == ONE_COPY_OVER:
+                continue
+            tasks += [
+                ProbeTask(candidate_run(o.candidate, r, inputs.base_dir, request), load)
+                for r in range(k)
+                if (o.candidate.index, r, load) not in rows
+            ]
+        for task, row in zip(tasks, map_stage(executor, probe_task, tasks, stage, label) if tasks else [], strict=True):
+            rows[task.run.candidate, task.run.replicate, task.rate_per_s] = row
+            probe_work[task.run.candidate] += row.get("num_simulated", 0)
+        out = set()
+        for o in within:
+            load = load_of(o, best)
+            if load == ONE_COPY_OVER or (load is not None and misses_everywhere(probe_rows(o, load))):
+                out.add(o.candidate.index)
+        return out
+
+    def likely_cost(o: CandidateOutcome) -> float:
+        """The cost at its analytic estimate (else its best case): planning the likely cheapest first lets the
+        probes show the rest dearer."""
+        b = o.candidate.bound
+        n = None if b is None or b.estimate_rate_per_s is None else scaling.replicas_for(target, b.estimate_rate_per_s)
+        if n is not None:
+            return n * copy_cost(o)
+        return math.inf if lb(o) is None else lb(o)  # type: ignore[return-value]
+
+    def likely_cheapest_first(within) -> list[CandidateOutcome]:
+        return sorted(within, key=lambda o: (likely_cost(o), math.inf if lb(o) is None else lb(o), o.candidate.index))
+
+    batch_size = max(1, executor.workers)
+    points: list[dict[str, Any]] = []
+    pending = likely_cheapest_first(o for o in outcomes if o.candidate.pools is None)  # pool-sized ones: ``_pd_stage``
+    planned: set[int] = set()
+    shown_dearer: set[int] = set()  # probed dearer than the cheapest deployment known then (still so at the end)
+    trusted = True  # every planned candidate's max rates within its bound (else no bound prunes)
+    while pending:
+        best = cheapest(outcomes)
+        if pruning:
+            if trusted:
+                pending = [o for o in pending if not prunable(o, best)]
+            shown_dearer |= probe(pending, best, "probing the candidates left against the cheapest so far")
+            pending = [o for o in pending if o.candidate.index not in shown_dearer]
+        batch, pending = pending[:batch_size], pending[batch_size:]
+        if not batch:
+            break
+        found = _guided_search_stage(batch, inputs, request, executor, stage, scaling, cache)
+        for row in found:
+            rows.setdefault((row["candidate"], row["replicate"], row["rate_per_s"]), row)
+        points += found
+        points += operating_stage(batch, inputs, request, executor, stage, scaling, curves=False)
+        planned |= {o.candidate.index for o in batch}
+        if trusted and any(exceeds_bound(o) for o in batch):
+            trusted = False
+            # a bound failed: what it left out must be planned after all
+            left = planned | shown_dearer
+            pending = likely_cheapest_first(
+                o for o in outcomes if o.candidate.index not in left and o.candidate.pools is None
+            )
+        tally(outcomes, verdicts, bounds if trusted else None, cheapest(outcomes), shown_dearer)
+    best = cheapest(outcomes)
+    reasons: dict[int, tuple[str, float, list[dict[str, Any]]]] = {}  # pruned: (why, least cost, probe rows)
+    if pruning:
+        dearer = [
+            o
+            for o in outcomes
+            if o.candidate.pools is None
+            and o.status != "error"
+            and not ((own := final_cost(o)) is not None and own <= threshold(o, best))
+        ]
+        unbounded = [o for o in dearer if not (trusted and prunable(o, best))]  # a bound already prunes the rest
+        probe(unbounded, best, "probing the dearer candidates at the cheapest's cost")
+        for o in dearer:
+            c, limit = o.candidate, threshold(o, best)
+            what = "the cheapest feasible deployment" if c.family is None else "its family's cheapest feasible variant"
+            cost, load = lb(o), load_of(o, best)
+            if trusted and prunable(o, best):
+                assert c.bound is not None and c.bound.upper_rate_per_s is not None and cost is not None
+                reasons[c.index] = (
+                    f"pruned: at most {c.bound.upper_rate_per_s:.3g} {c.load.unit} per copy ({c.bound.reason}), "
+                    f"so at least {cost:.2f} USD/h, above {what} ({limit:.2f} USD/h)",
+                    cost,
+                    [],
+                )
+            elif load == ONE_COPY_OVER:
+                reasons[c.index] = (
+                    f"pruned: one copy costs {copy_cost(o):.2f} USD/h, above {what} ({limit:.2f} USD/h)",
+                    copy_cost(o),
+                    [],
+                )
+            elif load is not None and misses_everywhere(probe_rows(o, load)):
+                n = copies_within(copy_cost(o), limit)
+                reasons[c.index] = (
+                    f"pruned: misses the SLOs at {load:.4g} {c.load.unit} per copy on every replicate, so more "
+                    f"than {n} copies: at least {(n + 1) * copy_cost(o):.2f} USD/h, above {what} ({limit:.2f} USD/h)",
+                    (n + 1) * copy_cost(o),
+                    [{k_: v for k_, v in row.items() if k_ != "eval_order"} | {"phase": "probe"}
+                     for row in probe_rows(o, load)],
+                )  # fmt: skip
+    for o in outcomes:
+        index = o.candidate.index
+        if index in reasons:
+            reason, least, recorded = reasons[index]
+            kept_work = sum(row.get("num_simulated", 0) for row in recorded)
+            o.status, o.figures, o.extra_replicas, o.notes = "pruned", None, 0, []
+            o.unrecorded_work += o.simulated_requests + probe_work[index] - kept_work
+            o.simulated_requests, o.reason, o.least_cost_per_hour_usd = kept_work, reason, least
+            o.rates_tried = [[row["rate_per_s"]] for row in recorded]
+            points += [row | {"extra_replicas": 0} for row in recorded]
+        else:
+            o.unrecorded_work += probe_work[index]  # its probes said "plan it": batch-dependent, not in plan.json
+            if not trusted and exceeds_bound(o):
+                o.notes.append("its simulated max rate exceeds its analytic bound: no candidate was pruned by a bound")
+    tally(outcomes, verdicts, None, best)
+    return [p for p in points if p["candidate"] not in reasons or p["phase"] == "probe"]
+
+
+def exceeds_bound(o: CandidateOutcome) -> bool:
+    """Whether a planned candidate's max rate (any replicate's mean) went above its analytic bound."""
+    b, f = o.candidate.bound, o.figures
+    if b is None or b.upper_rate_per_s is None or f is None:
+        return False
+    return any((x or 0.0) > b.upper_rate_per_s for x in (f.max_rate_per_s.value, f.max_goodput_rate_per_s.value))
+
+
+def _capacity(c: Candidate) -> float | None:
+    return None if c.bound is None else c.bound.upper_rate_per_s
+
+
+def _guided_search_stage(
+    batch: list[CandidateOutcome],
+    inputs: PlanInputs,
+    request: PlanRequest,
+    executor: Executor,
+    stage: StageProgress,
+    scaling: ReplicaScaling,
+    cache: SearchCache | None = None,
+) -> list[dict[str, Any]]:
+    """The guided search of a batch: every first replicate from its analytic estimate and bound, then the
+    other replicates from the first one's answers. Sets each outcome's capacity figures."""
+    k, target, s = request.replicates, inputs.range_centre, request.search
+    floor, ceiling = search_range(inputs.load, target, s.max_doublings, s.max_halvings)
+    cache = {} if cache is None else cache
+
+    def start_of(c: Candidate) -> float:
+        if s.start_rate_per_s is not None or c.bound is None or c.bound.estimate_rate_per_s is None:
+            return inputs.start_rate_per_s
+        x = min(max(c.bound.estimate_rate_per_s, floor), ceiling)
+        return float(max(1, round(x))) if c.load.integer else x
+
+    first = [
+        SearchTask(
+            candidate_run(o.candidate, 0, inputs.base_dir, request),
+            start_of(o.candidate),
+            target,
+            guided=True,
+            capacity_hint=_capacity(o.candidate),
+        )
+        for o in batch
+        if (o.candidate.index, 0) not in cache
+    ]
+    done = map_stage(executor, search_task, first, stage, "searching max rates (first replicates)") if first else []
+    for task, res in zip(first, done, strict=True):
+        cache[task.run.candidate, 0] = res
+    firsts = [cache[o.candidate.index, 0] for o in batch]
+    rest = []
+    for o, r0 in zip(batch, firsts, strict=True):
+        if r0["error"] is not None:
+            continue
+        # the first replicate's answer is the likely threshold: one tolerance above it closes the bracket
+        warm = r0["max_rate_per_s"] > 0 and r0["upper_rate_per_s"] is not None
+        start = r0["max_rate_per_s"] if warm else start_of(o.candidate)
+        if o.candidate.load.integer:
+            start = float(max(1, round(start)))
+        for r in range(1, k):
+            if (o.candidate.index, r) in cache:
+                continue
+            rest.append(
+                SearchTask(
+                    candidate_run(o.candidate, r, inputs.base_dir, request),
+                    start,
+                    target,
+                    guided=True,
+                    first_step=WARM_STEP if warm else 1.0,
+                    capacity_hint=_capacity(o.candidate),
+                    slope_hints=r0.get("slopes", (None, None)),
+                )
+            )
+    others = map_stage(executor, search_task, rest, stage, "searching max rates (other replicates)") if rest else []
+    for task, res in zip(rest, others, strict=True):
+        cache[task.run.candidate, task.run.replicate] = res
+    by_candidate = {
+        o.candidate.index: [cache[o.candidate.index, r] for r in range(k if r0["error"] is None else 1)]
+        for o, r0 in zip(batch, firsts, strict=True)
+    }
+    points = []
+    for o in batch:
+        results = by_candidate[o.candidate.index]
+        points += [row for res in results for row in res["points"]]
+        apply_searches(o, results, inputs, request, scaling)
+    return points
