@@ -86,10 +86,6 @@ COLUMNS = (
 
 
 def main(args: argparse.Namespace) -> int:
-    import policies
-    from simulator.metrics.results import json_safe
-    from simulator.planning.compare import expand_variants, run_comparison
-
     check_report_args(args)
     cfg, base_dir = scenario_from_args(args)
     names = [n.strip() for n in args.policies.split(",") if n.strip()]
@@ -97,6 +93,11 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(f"--policies {args.policies!r}: no policy names; give one or more, comma-separated")
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers must be at least 1 (got {args.workers})")
+    # the scenario and flags are checked: now the policies and the simulator load
+    import policies
+    from simulator.metrics.results import json_safe
+    from simulator.planning.compare import expand_variants, run_comparison
+
     for name in names:
         policies.BATCH_POLICIES.entry(name)  # unknown names list the known ones
     base = cfg.model_dump(mode="json")

@@ -264,9 +264,7 @@ def load_curve_table(plan: dict[str, Any]) -> Table:
 
 def main(args: argparse.Namespace) -> int:
     from simulator.config.scenario import read_scenario_dict
-    from simulator.planning.candidates import load_candidates, scenario_only
-    from simulator.planning.load import check_load
-    from simulator.planning.plan import execute_load_curve, execute_plan, prepare_plan, scenario_slo
+    from simulator.planning.slo import scenario_slo
 
     check_report_args(args)
     check_executor_options(args.executor, args.workers, args.address)
@@ -277,6 +275,11 @@ def main(args: argparse.Namespace) -> int:
     request = plan_request(args, scenario_slo(base, label))
     prices = _prices(args)
     tune = parse_tune(args.tune)
+    # the question is checked: now the planning machinery (pandas, the simulator) loads
+    from simulator.planning.candidates import load_candidates, scenario_only
+    from simulator.planning.load import check_load
+    from simulator.planning.plan import execute_load_curve, execute_plan, prepare_plan
+
     cset = load_candidates(args.candidates, tune) if args.candidates is not None else scenario_only(tune)
     inputs = prepare_plan(base, base_dir, label, cset, request, prices)  # every input checked before Ray starts
     for target in args.target_rate or []:

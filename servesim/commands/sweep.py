@@ -58,7 +58,6 @@ def _warn(line: str) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from simulator.planning.grid import MAX_REPLICATES, load_grid
-    from simulator.planning.sweep import SHOWN_METRICS, TABLE_NAME, resolve_points, run_sweep
 
     check_report_args(args)
     check_executor_options(args.executor, args.workers, args.address)  # before any folder is made
@@ -67,6 +66,9 @@ def main(args: argparse.Namespace) -> int:
         if not 1 <= args.replicates <= MAX_REPLICATES:
             raise ValueError(f"--replicates {args.replicates}: must be between 1 and {MAX_REPLICATES}")
         spec = dataclasses.replace(spec, replicates=args.replicates)
+    # the grid file is read: now the sweep machinery (pandas, the simulator) loads
+    from simulator.planning.sweep import SHOWN_METRICS, TABLE_NAME, resolve_points, run_sweep
+
     points = resolve_points(spec)  # every point checked before workers or Ray start
     out = sweep_folder(args.out, default_out_dir(args.grid), args.overwrite)  # a sweep folder there resumes
     executor = make_executor(args.executor, args.workers, args.address)

@@ -73,26 +73,6 @@ from workloads import RequestStream, generate
 PLAN_SCHEMA = "servesim.plan/1"
 
 
-SLO_FIELDS = (("ttft_ms", "slo_ttft_p99_ms"), ("tpot_ms", "slo_tpot_p99_ms"), ("e2el_ms", "slo_e2el_p99_ms"))
-
-
-def scenario_slo(base: dict[str, Any], source: str) -> dict[str, float]:
-    """The bounds of the scenario's ``slo:`` block as PlanRequest fields (``slo_ttft_p99_ms``, ...), set ones only.
-
-    A plan judges the p99 of each latency against the bound the scenario gives for a single
-    request (``servesim run``'s goodput bound), and SLO attainment against the same bounds.
-    """
-    slo = validate_scenario(base, source).slo
-    out = {}
-    for name, key in SLO_FIELDS:
-        value = getattr(slo, name)
-        if value is not None:
-            if not math.isfinite(value):
-                raise ValueError(f"{source}: slo.{name}: must be a finite number of ms (got {value})")
-            out[key] = float(value)
-    return out
-
-
 def target_rate(base: dict[str, Any], base_dir: Path | None, source: str, request: PlanRequest) -> float:
     """The load to provision for: the request's, else the scenario's own (``load.own_load``)."""
     if request.target_rate_per_s is not None:
