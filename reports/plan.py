@@ -295,7 +295,7 @@ def build_plan_report(plan_dir: Path | str) -> Report:
                     "of the runs and its analytic bound (the most one copy can serve, from the cost model's step "
                     "times at its batch and KV limits); later replicates start from the first one's answer; a "
                     "candidate that must cost more than the cheapest feasible deployment (its best case, one copy, "
-                    "or its miss of the SLOs at its probe load on every replicate) is pruned."
+                    "or loads its replicates miss averaging at most the load its copies must carry) is pruned."
                 )
                 + f" Requests simulated in all: {plan.get('simulated_requests', 0):,}.",
                 html=_search_html(plan),

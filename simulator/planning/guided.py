@@ -1,6 +1,6 @@
 """The guided plan: candidates searched and sized in batches, the likely cheapest first, the rest pruned
-when their best case (analytic bound, one copy's price, or a probe point missed on every replicate) is dearer
-than the cheapest deployment found; see ``guided_plan``."""
+when their best case (analytic bound, one copy's price, or the probe: loads missed that average at most the
+load its copies must carry) is dearer than the cheapest deployment found; see ``guided_plan``."""
 
 from __future__ import annotations
 
@@ -23,7 +23,14 @@ from simulator.planning.outcome import (
     map_stage,
     tally,
 )
-from simulator.planning.prune import ONE_COPY_OVER, copies_within, misses_everywhere, probe_load
+from simulator.planning.prune import (
+    MAX_PROBE_ROUNDS,
+    ONE_COPY_OVER,
+    ProbeVerdict,
+    copies_within,
+    probe_load,
+    probe_verdict,
+)
 from simulator.planning.settings import PlanRequest
 from simulator.planning.stages import apply_searches, operating_stage
 
@@ -58,9 +65,12 @@ def guided_plan(
     plan (strictly: a tie is planned, as the ranking's tie-breaks need it), and a tuned
     variant only when it must also cost more than its family's cheapest feasible variant (so
     each family's best stays right); ``prune`` says how it is known (its analytic best case,
-    one copy's price, or its miss of the SLOs at the probe load on every replicate). Before
-    each batch the candidates left are probed against the cheapest deployment found so far,
-    so a clearly dearer one costs a point per replicate instead of a search. The rule is
+    one copy's price, or its probe: loads its replicates miss that average at most the probe
+    load, ``prune.probe_verdict``). Until a feasible deployment is known, candidates are planned
+    one at a time (the likely cheapest, the surest of a tie first); then before each batch the
+    candidates left are probed against the cheapest deployment found so far, so a clearly
+    dearer one costs a point per replicate, one that straddles the probe load a few, instead
+    of a search. The rule is
     applied again at the end to every candidate against the final cheapest deployment (its
     probe loads simulated where missing), so the answer does not depend on the batches (their
     size follows the workers): a candidate planned before the cheapest deployment was known
@@ -107,42 +117,59 @@ def guided_plan(
     rows: dict[tuple[int, int, float], dict[str, Any]] = {}  # (candidate, replicate, load) -> a point's row
     probe_work: dict[int, int] = dict.fromkeys((o.candidate.index for o in outcomes), 0)
 
-    def probe_rows(o: CandidateOutcome, load: float) -> list[dict[str, Any]]:
-        return [rows[o.candidate.index, r, load] for r in range(k)]
+    def verdict(o: CandidateOutcome, load: float) -> ProbeVerdict:
+        i = o.candidate.index
+        return probe_verdict(
+            load, k, lambda r, x: rows.get((i, r, x)), s.rel_tol, floor, ceiling, o.candidate.load.integer
+        )
 
     def probe(within: list[CandidateOutcome], best: float, label: str) -> set[int]:
-        """Simulate the probe loads not yet known; the candidates shown dearer than their threshold."""
-        tasks = []
-        for o in within:
-            load = load_of(o, best)
-            if load is None or load == ONE_COPY_OVER:
-                continue
-            tasks += [
-                ProbeTask(candidate_run(o.candidate, r, inputs.base_dir, request), load)
-                for r in range(k)
-                if (o.candidate.index, r, load) not in rows
+        """Simulate the probe points not yet known, round by round; the candidates shown dearer than their threshold."""
+        loads = {o.candidate.index: load_of(o, best) for o in within}
+        probed = [o for o in within if loads[o.candidate.index] not in (None, ONE_COPY_OVER)]
+        for _ in range(MAX_PROBE_ROUNDS):
+            tasks = [
+                ProbeTask(candidate_run(o.candidate, r, inputs.base_dir, request), x)
+                for o in probed
+                for r, x in verdict(o, loads[o.candidate.index]).pending  # type: ignore[arg-type]
             ]
-        for task, row in zip(tasks, map_stage(executor, probe_task, tasks, stage, label) if tasks else [], strict=True):
-            rows[task.run.candidate, task.run.replicate, task.rate_per_s] = row
-            probe_work[task.run.candidate] += row.get("num_simulated", 0)
-        out = set()
-        for o in within:
-            load = load_of(o, best)
-            if load == ONE_COPY_OVER or (load is not None and misses_everywhere(probe_rows(o, load))):
-                out.add(o.candidate.index)
+            if not tasks:
+                break
+            for task, row in zip(tasks, map_stage(executor, probe_task, tasks, stage, label), strict=True):
+                rows[task.run.candidate, task.run.replicate, task.rate_per_s] = row
+                probe_work[task.run.candidate] += row.get("num_simulated", 0)
+        out = {o.candidate.index for o in within if loads[o.candidate.index] == ONE_COPY_OVER}
+        out |= {o.candidate.index for o in probed if verdict(o, loads[o.candidate.index]).dearer}  # type: ignore[arg-type]
         return out
+
+    def likely_copies(o: CandidateOutcome) -> int | None:
+        """The copies its analytic estimate needs (None: no estimate)."""
+        b = o.candidate.bound
+        if b is None or b.estimate_rate_per_s is None:
+            return None
+        return scaling.replicas_for(target, b.estimate_rate_per_s)
 
     def likely_cost(o: CandidateOutcome) -> float:
         """The cost at its analytic estimate (else its best case): planning the likely cheapest first lets the
         probes show the rest dearer."""
-        b = o.candidate.bound
-        n = None if b is None or b.estimate_rate_per_s is None else scaling.replicas_for(target, b.estimate_rate_per_s)
+        n = likely_copies(o)
         if n is not None:
             return n * copy_cost(o)
         return math.inf if lb(o) is None else lb(o)  # type: ignore[return-value]
 
+    def slack(o: CandidateOutcome) -> float:
+        """How far its analytic estimate clears the per-copy load its likely copies must carry (relative, larger is
+        surer): among candidates of one likely cost, the surest is planned first."""
+        n = likely_copies(o)
+        if n is None:
+            return 0.0
+        return o.candidate.bound.estimate_rate_per_s / scaling.least_rate_for(target, n) - 1  # type: ignore[union-attr,operator]
+
     def likely_cheapest_first(within) -> list[CandidateOutcome]:
-        return sorted(within, key=lambda o: (likely_cost(o), math.inf if lb(o) is None else lb(o), o.candidate.index))
+        return sorted(
+            within,
+            key=lambda o: (likely_cost(o), -slack(o), math.inf if lb(o) is None else lb(o), o.candidate.index),
+        )
 
     batch_size = max(1, executor.workers)
     points: list[dict[str, Any]] = []
@@ -157,7 +184,10 @@ def guided_plan(
                 pending = [o for o in pending if not prunable(o, best)]
             shown_dearer |= probe(pending, best, "probing the candidates left against the cheapest so far")
             pending = [o for o in pending if o.candidate.index not in shown_dearer]
-        batch, pending = pending[:batch_size], pending[batch_size:]
+        # until a deployment is known, one candidate at a time (its replicates in parallel): the next are then
+        # probed against it instead of searched
+        size = 1 if pruning and not math.isfinite(best) else batch_size
+        batch, pending = pending[:size], pending[size:]
         if not batch:
             break
         found = _guided_search_stage(batch, inputs, request, executor, stage, scaling, cache)
@@ -204,14 +234,22 @@ def guided_plan(
                     copy_cost(o),
                     [],
                 )
-            elif load is not None and misses_everywhere(probe_rows(o, load)):
+            elif load is not None and (shown := verdict(o, load)).dearer:
                 n = copies_within(copy_cost(o), limit)
+                unit = c.load.unit
+                if all(x == load for x in shown.missed):
+                    how = f"misses the SLOs at {load:.4g} {unit} per copy on every replicate"
+                else:
+                    how = (
+                        f"its replicates miss the SLOs at {', '.join(f'{x:.4g}' for x in shown.missed)} {unit} "
+                        f"per copy, on average at most {load:.4g}"
+                    )
                 reasons[c.index] = (
-                    f"pruned: misses the SLOs at {load:.4g} {c.load.unit} per copy on every replicate, so more "
-                    f"than {n} copies: at least {(n + 1) * copy_cost(o):.2f} USD/h, above {what} ({limit:.2f} USD/h)",
+                    f"pruned: {how}, so more than {n} copies: at least {(n + 1) * copy_cost(o):.2f} USD/h, above "
+                    f"{what} ({limit:.2f} USD/h)",
                     (n + 1) * copy_cost(o),
                     [{k_: v for k_, v in row.items() if k_ != "eval_order"} | {"phase": "probe"}
-                     for row in probe_rows(o, load)],
+                     for seq in shown.rows for row in seq],
                 )  # fmt: skip
     for o in outcomes:
         index = o.candidate.index
@@ -221,7 +259,10 @@ def guided_plan(
             o.status, o.figures, o.extra_replicas, o.notes = "pruned", None, 0, []
             o.unrecorded_work += o.simulated_requests + probe_work[index] - kept_work
             o.simulated_requests, o.reason, o.least_cost_per_hour_usd = kept_work, reason, least
-            o.rates_tried = [[row["rate_per_s"]] for row in recorded]
+            by_replicate: dict[int, list[float]] = {}
+            for row in recorded:
+                by_replicate.setdefault(row["replicate"], []).append(row["rate_per_s"])
+            o.rates_tried = [by_replicate[r] for r in sorted(by_replicate)]
             points += [row | {"extra_replicas": 0} for row in recorded]
         else:
             o.unrecorded_work += probe_work[index]  # its probes said "plan it": batch-dependent, not in plan.json

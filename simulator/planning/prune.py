@@ -5,25 +5,33 @@ cheapest feasible deployment found, or a tuned family's cheapest), it is out whe
 
 - its analytic best case (``bound``) already needs enough replicas to cost more; or
 - one copy already costs more; or
-- it misses the SLOs, on every replicate, at the *probe load*: the least per-copy max load
-  with which the copies costing no more than the threshold serve the target
-  (``ReplicaScaling.least_rate_for``). Feasibility falls with load (common random numbers
-  make it monotone in practice, as the rate search assumes), so every replicate's max load
-  is below the probe, their mean is too, and the deployment needs more copies than the
-  threshold pays for. One point per replicate decides it, and a point far above a
-  candidate's capacity stops early (``early_stop``), so a clearly dearer candidate costs a
-  fraction of one run instead of a whole search.
+- its replicates' max loads are shown to average below the *probe load*: the least per-copy
+  max load with which the copies costing no more than the threshold serve the target
+  (``ReplicaScaling.least_rate_for``). Each replicate is simulated at the probe load, and, while
+  the verdict is open, at loads one tolerance and more around it (``probe_verdict``); a load a
+  replicate misses is above its max load (feasibility falls with load: common random numbers
+  make it monotone in practice, as the rate search assumes), so when the least loads missed
+  average at most the probe load, any search's max load (the mean of the replicates' loads
+  met, each below its least load missed) averages below it, and the deployment needs more
+  copies than the threshold pays for. A clearly dearer candidate
+  misses the probe load on every replicate: one point each, a point far above its capacity
+  stopped early (``early_stop``); one that straddles it costs a few points more, not a search.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from simulator.planning.capacity import ReplicaScaling
 
 ONE_COPY_OVER = 0.0  # ``probe_load``: one copy alone costs more than the threshold
+# The most rounds of points a probe verdict takes (the first at the probe load): with steps of one, two,
+# four... tolerances outwards and bisection inside, enough to close any replicate's bracket to the tolerance
+# within a factor of two of the probe load.
+MAX_PROBE_ROUNDS = 8
 
 
 def copies_within(cost_per_copy_usd: float, threshold_usd: float) -> int:
@@ -61,6 +69,97 @@ def probe_load(
     return load
 
 
-def misses_everywhere(rows: Sequence[dict[str, Any]]) -> bool:
-    """Whether every replicate's probe row ran and missed the p99 SLOs."""
-    return bool(rows) and all(r.get("error") is None and r["meets_slo"] is False for r in rows)
+@dataclass(frozen=True, slots=True)
+class ProbeVerdict:
+    """Where a candidate's probe at one load stands.
+
+    ``dearer``: True when its replicates' least loads missed average at most the load (shown
+    dearer), False when they cannot (a replicate's max load is unknown beyond the search range,
+    a point failed or the brackets closed above it), None while ``pending`` (replicate, load)
+    points are still to simulate. ``rows``: each replicate's probe rows so far, in the order
+    simulated; ``missed``: each replicate's least load missed (inf if none yet).
+    """
+
+    dearer: bool | None
+    pending: list[tuple[int, float]]
+    rows: list[list[dict[str, Any]]]
+    missed: list[float]
+
+
+def probe_verdict(
+    load: float,
+    replicates: int,
+    row_of: Callable[[int, float], dict[str, Any] | None],
+    rel_tol: float,
+    floor: float,
+    ceiling: float,
+    integer: bool,
+) -> ProbeVerdict:
+    """Replay a candidate's probe at ``load`` from the rows known (``row_of(replicate, load)``, None if not simulated).
+
+    Round 0 simulates every replicate at ``load``. While the verdict is open, each replicate
+    whose bracket [largest load met, least load missed] is wider than ``rel_tol`` takes one more
+    point (``next_probe_load``): the points depend only on the replicate's own rows, so the
+    replay, and with it the verdict and the rows a pruned candidate records, is the same
+    whichever candidates were planned first.
+    """
+    loads: list[list[float]] = [[load] for _ in range(replicates)]
+    rows: list[list[dict[str, Any]]] = [[] for _ in range(replicates)]
+    for _ in range(MAX_PROBE_ROUNDS):
+        missing = [(r, seq[-1]) for r, seq in enumerate(loads) if len(rows[r]) < len(seq)]
+        pending = [(r, x) for r, x in missing if row_of(r, x) is None]
+        if pending:
+            return ProbeVerdict(None, pending, rows, _missed(rows))
+        for r, x in missing:
+            rows[r].append(row_of(r, x))  # type: ignore[arg-type]
+        if any(row.get("error") is not None or row.get("meets_slo") is None for seq in rows for row in seq):
+            return ProbeVerdict(False, [], rows, _missed(rows))
+        met, missed = _met(rows), _missed(rows)
+        if sum(missed) <= load * replicates:
+            return ProbeVerdict(True, [], rows, missed)
+        if sum(met) >= load * replicates:
+            return ProbeVerdict(False, [], rows, missed)
+        grew = False
+        for r, seq in enumerate(rows):
+            x = next_probe_load(seq, rel_tol, floor, ceiling, integer)
+            if x is not None:
+                loads[r].append(x)
+                grew = True
+        if not grew:
+            return ProbeVerdict(False, [], rows, missed)
+    return ProbeVerdict(False, [], rows, _missed(rows))
+
+
+def next_probe_load(
+    rows: Sequence[dict[str, Any]], rel_tol: float, floor: float, ceiling: float, integer: bool
+) -> float | None:
+    """A replicate's next probe load from its rows so far; None when its bracket is closed (or out of range).
+
+    Every load met: one tolerance above the largest, then two, four... (a least load missed is
+    needed, the nearer the better); every load missed: likewise below the least; both: bisection,
+    until the bracket is within ``rel_tol`` (whole-number loads: one user).
+    """
+    met = [r["rate_per_s"] for r in rows if r["meets_slo"] is True]
+    missed = [r["rate_per_s"] for r in rows if r["meets_slo"] is False]
+    lo, hi = max(met, default=0.0), min(missed, default=math.inf)
+    if met and missed:
+        if hi - lo <= rel_tol * lo or (integer and hi - lo <= 1):
+            return None
+        x = (lo + hi) // 2 if integer else (lo + hi) / 2
+    elif met:
+        x = lo * (1 + rel_tol * 2 ** (len(met) - 1))
+        x = float(max(math.ceil(x), lo + 1)) if integer else x
+    else:
+        x = hi / (1 + rel_tol * 2 ** (len(missed) - 1))
+        x = float(min(math.floor(x), hi - 1)) if integer else x
+    if not (floor <= x <= ceiling and lo < x < hi):
+        return None
+    return x
+
+
+def _met(rows: list[list[dict[str, Any]]]) -> list[float]:
+    return [max((r["rate_per_s"] for r in seq if r.get("meets_slo") is True), default=0.0) for seq in rows]
+
+
+def _missed(rows: list[list[dict[str, Any]]]) -> list[float]:
+    return [min((r["rate_per_s"] for r in seq if r.get("meets_slo") is False), default=math.inf) for seq in rows]

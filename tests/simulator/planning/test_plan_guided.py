@@ -59,6 +59,11 @@ def test_pruning_never_removes_the_cheapest_candidate(seed):
             elif c["reason"].startswith("pruned: misses the SLOs at"):  # by its probe: one point per replicate
                 assert [len(r) for r in c["search"]["rates_tried"]] == [1, 1]
                 assert all(p == c["search"]["rates_tried"][0] for p in c["search"]["rates_tried"])
+            elif c["reason"].startswith("pruned: its replicates miss the SLOs at"):  # straddled: a few points more
+                tried = c["search"]["rates_tried"]
+                assert len(tried) == 2 and tried[0][0] == tried[1][0] and max(map(len, tried)) > 1
+                # the exhaustive search's max rates lie below the loads missed, so their mean does too
+                assert full[name]["status"] != "feasible" or full[name]["max_rate_per_s"]["value"] < tried[0][0]
             else:
                 assert c["reason"].startswith("pruned: one copy costs")
         elif c["status"] == "feasible":
@@ -242,3 +247,31 @@ def test_pruning_keeps_every_family_best():
     # the slower variant costs more than both the choice and its family's best: pruned
     assert fast["dear [cost_model.step_time_s=0.1]"]["status"] in ("pruned", "feasible")
     assert fast[best]["status"] == "feasible"
+
+
+def test_a_straddling_candidate_is_pruned_by_a_few_probe_points_as_the_exhaustive_plan_prices_it():
+    """An L40S copy of M/D/1 serving ~4.7 req/s against one H100 copy serving ~22: at targets near 3 x 4.7 the
+    L40S's two replicates straddle the probe load (a third of the target, what three copies at its price must
+    each carry). Its probe then takes more points than one per replicate and, where the least loads missed average
+    at most the probe load, prunes it; the exhaustive plan prices it dearer every time."""
+    specs = [
+        CandidateSpec("slow", {"hardware": "l40s", "cost_model.step_time_s": 0.1}),
+        CandidateSpec("fast", {"hardware": "h100-sxm", "cost_model.step_time_s": 0.04}),
+    ]
+    cset, base = CandidateSet("test", specs, {}), md1_base()
+    straddled = 0
+    for target in (14.28, 14.31, 14.34):
+        guided = _by_name(run_plan(base, None, "s", cset, _request(target, False), InProcessExecutor()).plan)
+        full = _by_name(run_plan(base, None, "s", cset, _request(target, True), InProcessExecutor()).plan)
+        assert guided["fast"]["chosen"] and full["fast"]["chosen"]
+        assert guided["fast"]["replicas"]["value"] == full["fast"]["replicas"]["value"] == 1
+        slow = guided["slow"]
+        if slow["status"] == "pruned":
+            assert full["slow"]["cost_per_hour_usd"]["value"] >= slow["least_cost_per_hour_usd"]
+            assert full["slow"]["max_rate_per_s"]["value"] < target / 3
+            if slow["reason"].startswith("pruned: its replicates miss the SLOs at"):
+                straddled += 1
+                assert max(len(r) for r in slow["search"]["rates_tried"]) > 1
+        else:  # straddled within the tolerance: planned, and as the exhaustive plan sizes it
+            assert slow["replicas"]["value"] == full["slow"]["replicas"]["value"]
+    assert straddled >= 1
