@@ -296,6 +296,11 @@ def rates_task(task: RatesTask) -> list[dict[str, Any]]:
     return _rows(task.run, [(phase, simulate_rate(task.run, rate, over, load)) for phase, rate, over in task.rates])
 
 
+def search_or_probe_task(task: SearchTask | ProbeTask) -> dict[str, Any]:
+    """``search_task`` or ``probe_task``, by the task's kind: one stage may run both."""
+    return probe_task(task) if isinstance(task, ProbeTask) else search_task(task)
+
+
 def probe_task(task: ProbeTask) -> dict[str, Any]:
     """The row of one load point, as the guided search would have it (``phase`` "probe"; the same seed and early
     stop, so the same verdicts); ``{"error": message}`` when the configuration cannot run."""

@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from simulator.planning.capacity import ReplicaScaling
-from simulator.planning.evaluate import ProbeTask, SearchTask, probe_task, search_task
+from simulator.planning.evaluate import ProbeTask, SearchTask, probe_task, search_or_probe_task, search_task
 from simulator.planning.executors import Executor
 from simulator.planning.load import search_range
 from simulator.planning.outcome import (
@@ -123,23 +123,35 @@ def guided_plan(
             load, k, lambda r, x: rows.get((i, r, x)), s.rel_tol, floor, ceiling, o.candidate.load.integer
         )
 
+    def probe_tasks(within: list[CandidateOutcome], best: float) -> list[ProbeTask]:
+        """The probe points to simulate next against ``best`` (the next round of each verdict still open)."""
+        tasks = []
+        for o in within:
+            load = load_of(o, best)
+            if load is not None and load != ONE_COPY_OVER:
+                tasks += [
+                    ProbeTask(candidate_run(o.candidate, r, inputs.base_dir, request), x)
+                    for r, x in verdict(o, load).pending
+                ]
+        return tasks
+
+    def store(tasks: list[ProbeTask], results: list[dict[str, Any]]) -> None:
+        for task, row in zip(tasks, results, strict=True):
+            rows[task.run.candidate, task.run.replicate, task.rate_per_s] = row
+            probe_work[task.run.candidate] += row.get("num_simulated", 0)
+
     def probe(within: list[CandidateOutcome], best: float, label: str) -> set[int]:
         """Simulate the probe points not yet known, round by round; the candidates shown dearer than their threshold."""
-        loads = {o.candidate.index: load_of(o, best) for o in within}
-        probed = [o for o in within if loads[o.candidate.index] not in (None, ONE_COPY_OVER)]
         for _ in range(MAX_PROBE_ROUNDS):
-            tasks = [
-                ProbeTask(candidate_run(o.candidate, r, inputs.base_dir, request), x)
-                for o in probed
-                for r, x in verdict(o, loads[o.candidate.index]).pending  # type: ignore[arg-type]
-            ]
+            tasks = probe_tasks(within, best)
             if not tasks:
                 break
-            for task, row in zip(tasks, map_stage(executor, probe_task, tasks, stage, label), strict=True):
-                rows[task.run.candidate, task.run.replicate, task.rate_per_s] = row
-                probe_work[task.run.candidate] += row.get("num_simulated", 0)
-        out = {o.candidate.index for o in within if loads[o.candidate.index] == ONE_COPY_OVER}
-        out |= {o.candidate.index for o in probed if verdict(o, loads[o.candidate.index]).dearer}  # type: ignore[arg-type]
+            store(tasks, map_stage(executor, probe_task, tasks, stage, label))
+        out = set()
+        for o in within:
+            load = load_of(o, best)
+            if load == ONE_COPY_OVER or (load is not None and verdict(o, load).dearer):
+                out.add(o.candidate.index)
         return out
 
     def likely_copies(o: CandidateOutcome) -> int | None:
@@ -190,7 +202,13 @@ def guided_plan(
         batch, pending = pending[:size], pending[size:]
         if not batch:
             break
-        found = _guided_search_stage(batch, inputs, request, executor, stage, scaling, cache)
+        # a lone first replicate leaves workers idle: they simulate the first probe points the likely cost of
+        # the candidate searched would set (used if its cost turns out so, as it is likely to; the verdicts are
+        # the same either way, only the work differs)
+        guess = likely_cost(batch[0]) if size == 1 and executor.workers > 1 else math.inf
+        alongside = probe_tasks([o for o in pending if not (trusted and prunable(o, guess))], guess)
+        found, probed = _guided_search_stage(batch, inputs, request, executor, stage, scaling, cache, alongside)
+        store(alongside, probed)
         for row in found:
             rows.setdefault((row["candidate"], row["replicate"], row["rate_per_s"]), row)
         points += found
@@ -292,9 +310,11 @@ def _guided_search_stage(
     stage: StageProgress,
     scaling: ReplicaScaling,
     cache: SearchCache | None = None,
-) -> list[dict[str, Any]]:
+    alongside: list[ProbeTask] | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The guided search of a batch: every first replicate from its analytic estimate and bound, then the
-    other replicates from the first one's answers. Sets each outcome's capacity figures."""
+    other replicates from the first one's answers. Sets each outcome's capacity figures. ``alongside``: probe
+    points simulated with the first replicates. Returns the search points and the rows of ``alongside``."""
     k, target, s = request.replicates, inputs.range_centre, request.search
     floor, ceiling = search_range(inputs.load, target, s.max_doublings, s.max_halvings)
     cache = {} if cache is None else cache
@@ -316,7 +336,11 @@ def _guided_search_stage(
         for o in batch
         if (o.candidate.index, 0) not in cache
     ]
-    done = map_stage(executor, search_task, first, stage, "searching max rates (first replicates)") if first else []
+    alongside = alongside or []
+    tasks: list[SearchTask | ProbeTask] = [*first, *alongside]
+    label = "searching max rates (first replicates)"
+    done = map_stage(executor, search_or_probe_task, tasks, stage, label) if tasks else []
+    done, probed = done[: len(first)], done[len(first) :]
     for task, res in zip(first, done, strict=True):
         cache[task.run.candidate, 0] = res
     firsts = [cache[o.candidate.index, 0] for o in batch]
@@ -355,4 +379,4 @@ def _guided_search_stage(
         results = by_candidate[o.candidate.index]
         points += [row for res in results for row in res["points"]]
         apply_searches(o, results, inputs, request, scaling)
-    return points
+    return points, probed
