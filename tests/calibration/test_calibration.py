@@ -72,9 +72,9 @@ def cpu_idle_fraction(interval_s: float = 1.0) -> float:
 def wait_for_quiet_cpus(idle_fraction: float = 0.85, timeout_s: float = 90.0) -> bool:
     """Wait, at most ``timeout_s``, until the machine is mostly idle; True when it got there.
 
-    The other pytest worker keeps one of CI's two cores busy for the first minute or so; timings
-    measured against it drift as it comes and goes. Waiting for it costs no CI time: it is
-    running the rest of the suite meanwhile.
+    scripts/test runs this test alone, after the parallel suite; what that suite leaves running as
+    it winds down (workers exiting, a local Ray shutting down), or anything else on the machine,
+    would make the timings drift as it comes and goes. On a quiet machine the wait ends at once.
     """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
