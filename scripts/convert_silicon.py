@@ -60,6 +60,14 @@ def _one(shared: Path, gpu: str, pattern: str) -> Path | None:
     return Path(found[-1]) if found else None
 
 
+def _required(shared: Path, gpu: str, pattern: str) -> Path:
+    """The newest table matching ``pattern``; ValueError naming what is missing when there is none."""
+    path = _one(shared, gpu, pattern)
+    if path is None:
+        raise ValueError(f"{shared / 'aiconfigurator' / gpu / pattern}: no such table (needed for {gpu})")
+    return path
+
+
 def fill_missing(grid: np.ndarray, axis0: np.ndarray) -> int:
     """Fill NaNs in place along axis 0 (log time over log coordinate), then by the nearest measured value."""
     filled = int(np.isnan(grid).sum())
@@ -95,7 +103,7 @@ def grid_from(frame: pd.DataFrame, axes: list[str]) -> tuple[list[np.ndarray], n
 def convert(shared: Path, gpu: str) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     filled = 0
-    gemm = pd.read_parquet(_one(shared, gpu, "gemm/vllm/*/gemm_perf.parquet"))
+    gemm = pd.read_parquet(_required(shared, gpu, "gemm/vllm/*/gemm_perf.parquet"))
     for dtype, kernel in GEMM_KERNELS.items():
         part = gemm[(gemm.gemm_dtype == dtype) & gemm.kernel_source.isin(kernel)]
         if part.empty:
@@ -111,7 +119,7 @@ def convert(shared: Path, gpu: str) -> dict[str, np.ndarray]:
         ("context_attention_perf", prefill_kernel, "isl"),
         ("generation_attention_perf", decode_kernel, "step"),
     ):
-        frame = pd.read_parquet(_one(shared, gpu, f"attention/vllm/*/{table}.parquet"))
+        frame = pd.read_parquet(_required(shared, gpu, f"attention/vllm/*/{table}.parquet"))
         frame = frame[frame.kernel_source == kernel]
         if "window_size" in frame:
             frame = frame[frame.window_size == 0]
@@ -175,9 +183,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "data" / "silicon")
     args = parser.parse_args()
+    if not (args.shared / "aiconfigurator").is_dir():
+        parser.error(f"--shared {args.shared}: no aiconfigurator/ folder (this script needs ../shared/data/silicon)")
+    try:
+        tables = {gpu: convert(args.shared, gpu) for gpu in GPUS}  # every table read before any is written
+    except ValueError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
     OUT.mkdir(parents=True, exist_ok=True)
-    for gpu in GPUS:
-        np.savez_compressed(OUT / f"{gpu}.npz", **convert(args.shared, gpu))
+    for gpu, arrays in tables.items():
+        np.savez_compressed(OUT / f"{gpu}.npz", **arrays)
     shutil.copyfile(args.shared / "aiconfigurator" / "LICENSE", OUT / "LICENSE-aiconfigurator")
     total = sum(p.stat().st_size for p in OUT.glob("*.npz"))
     print(f"wrote {OUT} ({total / 1e6:.2f} MB)")

@@ -106,18 +106,19 @@ def probe_verdict(
     loads: list[list[float]] = [[load] for _ in range(replicates)]
     rows: list[list[dict[str, Any]]] = [[] for _ in range(replicates)]
     for _ in range(MAX_PROBE_ROUNDS):
-        missing = [(r, seq[-1]) for r, seq in enumerate(loads) if len(rows[r]) < len(seq)]
-        pending = [(r, x) for r, x in missing if row_of(r, x) is None]
+        new = {r: row_of(r, seq[-1]) for r, seq in enumerate(loads) if len(rows[r]) < len(seq)}
+        pending = [(r, loads[r][-1]) for r, row in new.items() if row is None]
         if pending:
             return ProbeVerdict(None, pending, rows, _missed(rows))
-        for r, x in missing:
-            rows[r].append(row_of(r, x))  # type: ignore[arg-type]
-        if any(row.get("error") is not None or row.get("meets_slo") is None for seq in rows for row in seq):
-            return ProbeVerdict(False, [], rows, _missed(rows))
-        met, missed = _met(rows), _missed(rows)
+        for r, row in new.items():
+            rows[r].append(row)  # type: ignore[arg-type]
+        brackets = [_bracket(seq) for seq in rows]
+        missed = [hi for _, hi in brackets]
+        if any(row.get("error") is not None or row.get("meets_slo") is None for row in new.values()):  # type: ignore[union-attr]
+            return ProbeVerdict(False, [], rows, missed)
         if sum(missed) <= load * replicates:
             return ProbeVerdict(True, [], rows, missed)
-        if sum(met) >= load * replicates:
+        if sum(lo for lo, _ in brackets) >= load * replicates:
             return ProbeVerdict(False, [], rows, missed)
         grew = False
         for r, seq in enumerate(rows):
@@ -139,27 +140,28 @@ def next_probe_load(
     needed, the nearer the better); every load missed: likewise below the least; both: bisection,
     until the bracket is within ``rel_tol`` (whole-number loads: one user).
     """
-    met = [r["rate_per_s"] for r in rows if r["meets_slo"] is True]
-    missed = [r["rate_per_s"] for r in rows if r["meets_slo"] is False]
-    lo, hi = max(met, default=0.0), min(missed, default=math.inf)
-    if met and missed:
+    lo, hi = _bracket(rows)
+    if lo > 0 and math.isfinite(hi):
         if hi - lo <= rel_tol * lo or (integer and hi - lo <= 1):
             return None
         x = (lo + hi) // 2 if integer else (lo + hi) / 2
-    elif met:
-        x = lo * (1 + rel_tol * 2 ** (len(met) - 1))
+    elif lo > 0:  # every load met (each step doubles: one per row so far)
+        x = lo * (1 + rel_tol * 2 ** (len(rows) - 1))
         x = float(max(math.ceil(x), lo + 1)) if integer else x
     else:
-        x = hi / (1 + rel_tol * 2 ** (len(missed) - 1))
+        x = hi / (1 + rel_tol * 2 ** (len(rows) - 1))
         x = float(min(math.floor(x), hi - 1)) if integer else x
     if not (floor <= x <= ceiling and lo < x < hi):
         return None
     return x
 
 
-def _met(rows: list[list[dict[str, Any]]]) -> list[float]:
-    return [max((r["rate_per_s"] for r in seq if r.get("meets_slo") is True), default=0.0) for seq in rows]
-
-
 def _missed(rows: list[list[dict[str, Any]]]) -> list[float]:
-    return [min((r["rate_per_s"] for r in seq if r.get("meets_slo") is False), default=math.inf) for seq in rows]
+    return [_bracket(seq)[1] for seq in rows]
+
+
+def _bracket(rows: Sequence[dict[str, Any]]) -> tuple[float, float]:
+    """A replicate's (largest load met, 0 if none; least load missed, inf if none)."""
+    met = [r["rate_per_s"] for r in rows if r.get("meets_slo") is True]
+    missed = [r["rate_per_s"] for r in rows if r.get("meets_slo") is False]
+    return max(met, default=0.0), min(missed, default=math.inf)
