@@ -46,7 +46,8 @@ def rebuild_cost_model(config: dict[str, Any]) -> CostModel:
     top-level model, hardware and parallelism (its first group's).
     """
     try:
-        spec = config["cost_model"]
+        groups = config.get("resolved_groups") or [{}]
+        spec = groups[0].get("cost_model") or config["cost_model"]  # as run: the engine's framework filled in
         entry = COST_MODELS.entry(spec["kind"])
         params = entry.params.model_validate(spec) if entry.params is not None else None
         model_ref, hw_ref = config["model"], config["hardware"]

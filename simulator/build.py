@@ -52,6 +52,7 @@ class GroupSetup:
     ep: int = 1  # expert parallelism over each stage's tp GPUs
     policy: Any = None  # the batch policy's parameters, hardware-dependent defaults filled in for this GPU
     proposer: ModelSpec | None = None  # speculative decoding's draft model or MTP module
+    cost_model: Any = None  # the cost model's parameters, the engine whose kernels it reads filled in
 
 
 def deployed_model(model: ModelSpec, quantization: str | None, kv_cache_dtype: str = "auto") -> ModelSpec:
@@ -151,9 +152,32 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
         raise ValueError(f"group {name}: {num_blocks} KV blocks cannot be shared by {par.pp} pipeline engines")
     # hardware-dependent policy defaults (vllm's None budget and max_num_seqs) for this GPU
     policy = policies.batching.resolve_for_hardware(g.policy or cfg.policy, hardware.memory_bytes, hardware.name)
+    cost_model = resolve_cost_model(g.cost_model or cfg.cost_model, policy.kind)
     return GroupSetup(
-        name, g, model, hardware, par.tp, par.pp, max_model_len, num_blocks, memory, profile, par.ep, policy, proposer
+        name,
+        g,
+        model,
+        hardware,
+        par.tp,
+        par.pp,
+        max_model_len,
+        num_blocks,
+        memory,
+        profile,
+        par.ep,
+        policy,
+        proposer,
+        cost_model,
     )
+
+
+def resolve_cost_model(params: Any, policy_kind: str) -> Any:
+    """The cost model's parameters with ``framework`` (where it has one and it is unset) set to the engine the
+    policy runs: measured kernel tables are read for that engine (``vllm``/``vllm_v0`` vLLM's, ``sglang``
+    SGLang's, ``trtllm`` TensorRT-LLM's, the other policies vLLM's)."""
+    if "framework" in type(params).model_fields and params.framework is None:
+        return params.model_copy(update={"framework": policies.batching.engine_of(policy_kind)})
+    return params
 
 
 def _speculation(cfg: ScenarioConfig, replica_id: int, engine_id: int) -> Speculation | None:
@@ -310,7 +334,7 @@ def build(
     ids = itertools.count()
     replicas = []
     for s in setups:
-        params = s.group.cost_model or cfg.cost_model
+        params = s.cost_model
         cost_model = make_cost_model(params, s.model, s.hardware, s.tp, s.pp, s.profile, s.ep)
         if s.proposer is not None and cfg.speculative is not None:
             # a profile times its own model only: the proposer takes the datasheet roofline then
@@ -371,6 +395,7 @@ def resolved_config(cfg: ScenarioConfig, setups: list[GroupSetup], base_dir: Pat
             "pp": s.pp,
             "ep": s.ep,
             "policy": s.policy.model_dump(mode="json"),
+            "cost_model": s.cost_model.model_dump(mode="json"),
             "num_blocks_per_replica": s.num_blocks,
             "max_model_len": s.max_model_len,
         }

@@ -28,4 +28,9 @@ def resolve_for_hardware(params: BaseModel, device_memory_bytes: float, device_n
     return params
 
 
-__all__ = ["BATCH_POLICIES", "resolve_for_hardware"]
+def engine_of(kind: str) -> str:
+    """The serving engine whose measured kernels a policy runs (its traits' ``engine``)."""
+    return BATCH_POLICIES.entry(kind).traits.engine  # type: ignore[attr-defined]
+
+
+__all__ = ["BATCH_POLICIES", "engine_of", "resolve_for_hardware"]

@@ -28,6 +28,9 @@ class BatchTraits:
     """It can serve a prefill or a decode group of a disaggregated cluster."""
     prefix_caching: bool = True
     """It reuses cached prefixes (``kv_cache.prefix_caching`` may be on)."""
+    engine: str = "vllm"
+    """The serving engine whose kernels it runs: the framework measured kernel tables are read for (``vllm``,
+    ``sglang`` or ``trtllm``; the generic policies take vLLM's)."""
     hardware_defaults: bool = False
     """Its parameters leave some defaults to the GPU (the engine's own per-device defaults): its parameter model
     has ``resolve_for_hardware(device_memory_bytes, device_name)``, which ``build`` calls for each replica group."""

@@ -163,7 +163,7 @@ def capacity_bound(
                 return CapacityBound(None, None, f"no bound: policy {kind} keeps no KV cache between steps")
             if s.pp > 1:
                 return CapacityBound(None, None, "no bound: pipeline parallelism (pp > 1) overlaps its stages")
-            params = s.group.cost_model or cfg.cost_model
+            params = s.cost_model
             cost = make_cost_model(params, s.model, s.hardware, s.tp, s.pp, s.profile, s.ep)
             if cost.breakdown(BatchShape((1,), (0,), 0, 0, 1)).ops is None:
                 return CapacityBound(None, None, f"no bound: cost model {params.kind} gives no per-op breakdown")

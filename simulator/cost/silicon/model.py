@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost.roofline import RooflineCostModel, RooflineParams, _total
 from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime
-from simulator.cost.silicon.tables import AttentionTable, Curve, GemmTable, available, load_tables
+from simulator.cost.silicon.tables import AttentionTable, Curve, GemmTable, load_tables
 
 GEMM_OPS = ("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down", "lm_head")
 MLP_OPS = ("mlp_gate_up", "mlp_act", "mlp_down")
@@ -62,7 +62,20 @@ class SiliconParams(BaseModel):
     kind: Literal["silicon"] = "silicon"
     tables: str | None = Field(
         None,
-        description="Measured tables to read (one of the shipped GPUs); None: the hardware's own (its silicon_tables).",
+        description="Measured tables to read: a GPU of aiconfigurator-core's silicon database (h200_sxm, b200_sxm, "
+        "...; `servesim presets` lists them) or a folder `servesim calibrate` wrote; None: the hardware's own "
+        "(its silicon_tables).",
+    )
+    framework: Literal["vllm", "sglang", "trtllm"] | None = Field(
+        None,
+        description="The engine whose measured kernels are read; None: the one the batch policy models (sglang, "
+        "trtllm; vLLM's for the others).",
+    )
+    version: str | None = Field(
+        None,
+        max_length=64,
+        description="The engine version whose tables are read (e.g. 0.24.0); None: the newest measured on the GPU. "
+        "Each table then comes from the newest version measured at or before it.",
     )
     roofline: RooflineParams = Field(
         default_factory=RooflineParams,
@@ -88,10 +101,13 @@ class SiliconCostModel:
         self.ep = ep
         self.roofline = RooflineCostModel(params.roofline, model, hardware, tp, pp, ep)
         name = params.tables or hardware.silicon_tables
-        if name is not None and name not in available():
+        self.tables = None
+        if name is not None:
             field = "cost_model.tables" if params.tables is not None else f"hardware {hardware.name}: silicon_tables"
-            raise ValueError(f"{field}: no measured tables named {name!r} (shipped: {', '.join(available())})")
-        self.tables = load_tables(name) if name is not None else None
+            try:
+                self.tables = load_tables(name, params.framework or "vllm", params.version)
+            except ValueError as exc:
+                raise ValueError(f"{field}: {exc}") from None
         self.fallbacks: Counter[str] = Counter()
         self.num_lookups = 0
         p, m = params.roofline, model

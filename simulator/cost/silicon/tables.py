@@ -1,11 +1,11 @@
-"""The measured kernel tables shipped with servesim, and the interpolation over them.
+"""Measured kernel tables as arrays, and the interpolation over them.
 
-``data/<gpu>.npz`` holds, in float32 milliseconds, what ``scripts/convert_silicon.py`` kept of
-NVIDIA aiconfigurator's silicon database (Apache-2.0, ``data/LICENSE-aiconfigurator``; see
-``data/ATTRIBUTION.md``): GEMMs on an m x n x k grid, prefill and decode attention per head
-configuration on a batch x length grid (NaN where the collector did not run), vLLM's custom
-all-reduce and NCCL's by message size, and the fused MoE layer by token count. A file is read
-only when a cost model for that GPU is built, and each array only when it is asked for.
+``load_tables`` reads one deployment's tables (``database.select``: a GPU of the aiconfigurator-core
+package, NVIDIA's silicon database, Apache-2.0; or a folder ``servesim calibrate`` wrote) and keeps the
+arrays ``convert`` derives from them in the user's cache folder: GEMMs on an m x n x k grid, prefill and
+decode attention per head configuration and MLA modules on a batch x length grid (NaN where the collector
+did not run), the custom all-reduce and NCCL's by message size, the fused MoE layer and the expert-parallel
+all-to-all by token count. Each array is read only when it is asked for.
 
 Interpolation is piecewise linear in log(time) over log(coordinate) (a piecewise power law:
 exact on the measured points, and between two of them it lies between their values). A lookup
@@ -15,19 +15,26 @@ outside what was measured answers None: the cost model decides how to extrapolat
 from __future__ import annotations
 
 import bisect
+import hashlib
+import json
 import math
-from collections.abc import Sequence
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+from simulator.cost.silicon import database
+from simulator.cost.silicon.database import Selection
+
+META_KEY = "__sources__"
 
 
 def available() -> tuple[str, ...]:
-    """Names of the GPUs whose tables are shipped."""
-    return tuple(sorted(p.stem for p in DATA_DIR.glob("*.npz")))
+    """Names of the GPUs whose measured tables the aiconfigurator-core dependency ships."""
+    return database.systems()
 
 
 class Curve:
@@ -130,21 +137,26 @@ class AttentionTable:
 
 
 class SiliconTables:
-    """One GPU's shipped tables, read lazily from ``data/<name>.npz``."""
+    """One deployment's measured tables: the arrays ``convert`` derives from its selection, read lazily."""
 
-    def __init__(self, name: str) -> None:
-        path = DATA_DIR / f"{name}.npz"
-        if not path.is_file():
-            raise ValueError(f"no measured kernel tables for {name!r} (shipped: {', '.join(available())})")
-        self.name = name
-        self._npz = np.load(path)
-        self.keys = frozenset(self._npz.files)
+    def __init__(self, arrays: Mapping[str, np.ndarray], sources: Mapping[str, str], selection: Selection) -> None:
+        self.name = selection.tables.name
+        self.selection = selection
+        self.sources = dict(sources)  # array group -> "vllm 0.24.0, <kernel>"
+        self._npz = arrays
+        self.keys = frozenset(k for k in arrays if k != META_KEY)
 
     def array(self, key: str) -> np.ndarray | None:
         return self._npz[key] if key in self.keys else None
 
+    def describe(self) -> str:
+        """``h200_sxm, vllm 0.24.0 (aiconfigurator-core 0.12.0)``."""
+        sel = self.selection
+        fw = sel.framework if sel.base == sel.framework else f"{sel.base}'s ({sel.framework} not measured)"
+        return f"{self.name}, {fw} {sel.version} ({sel.tables.source})"
+
     def gemm(self, dtype: str) -> GemmTable | None:
-        """The GEMM table of ``dtype`` ("bf16" or "fp8"), or None when it was not measured."""
+        """The GEMM table of ``dtype`` ("bf16", "fp8", "fp8_block", "nvfp4"), or None when it was not measured."""
         if f"gemm/{dtype}/ms" not in self.keys:
             return None
         a = self._npz
@@ -178,6 +190,28 @@ class SiliconTables:
         table = AttentionTable(a[f"{key}/batch"], a[f"{key}/len"], a[f"{key}/ms"], heads / ref[0])
         return table, "measured" if exact else f"scaled by heads from {ref[0]}"
 
+    def mla(self, phase: str, kv_dtype: str, gemm_dtype: str, heads: int) -> tuple[AttentionTable, str] | None:
+        """One layer's MLA attention module (DeepSeek-V3's shape) at ``heads`` query heads per GPU, or None.
+
+        ``phase`` is "mla_prefill" or "mla_decode". The module's GEMMs run in ``gemm_dtype`` where measured, else
+        in bf16 ("bf16 module"); an unmeasured head count takes the nearest measured one scaled by heads.
+        """
+        for dtype in dict.fromkeys((gemm_dtype, "bf16")):
+            found = sorted(
+                int(k.split("/")[3])
+                for k in self.keys
+                if k.startswith(f"{phase}/{kv_dtype}/{dtype}/") and k.endswith("/ms")
+            )
+            if not found:
+                continue
+            ref = heads if heads in found else min(found, key=lambda h: (abs(math.log(h / heads)), h))
+            key = f"{phase}/{kv_dtype}/{dtype}/{ref}"
+            a = self._npz
+            table = AttentionTable(a[f"{key}/batch"], a[f"{key}/len"], a[f"{key}/ms"], heads / ref)
+            how = "measured" if ref == heads else f"scaled by heads from {ref}"
+            return table, how if dtype == gemm_dtype else f"{how}, bf16 module"
+        return None
+
     def allreduce_arrays(self) -> dict[str, np.ndarray]:
         return {k: self._npz[k] for k in self.keys if k.startswith("allreduce/")}
 
@@ -188,8 +222,58 @@ class SiliconTables:
             return None
         return Curve(arr[0].tolist(), (arr[1].astype(np.float64) * 1e-3).tolist())
 
+    def all_to_all(self, phase: str, hidden: int, topk: int, experts: int, ep: int) -> Curve | None:
+        """DeepEP's ``phase`` ("dispatch"/"combine") seconds against tokens per GPU, for one MoE layer, or None."""
+        return self.moe(f"a2a/{phase}/{hidden}/{topk}/{experts}/{ep}")
+
+
+def cache_dir() -> Path:
+    """Where derived arrays are kept: ``$SERVESIM_CACHE_DIR``, else the user's cache folder (platformdirs)."""
+    env = os.environ.get("SERVESIM_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("servesim", appauthor=False))
+
+
+def _cache_path(sel: Selection) -> Path:
+    t = sel.tables
+    if t.source.startswith(database.DEPENDENCY):
+        name = f"{t.name}-{sel.framework}-{sel.version}.npz"
+        return cache_dir() / "silicon" / t.source.replace(" ", "-") / name
+    # a folder's tables change when their sizes or modification times do
+    fingerprint = ";".join(
+        f"{p.relative_to(t.root)}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in sorted(t.root.rglob("*.parquet"))
+    )
+    digest = hashlib.sha256(f"{t.root}|{sel.framework}|{sel.version}|{fingerprint}".encode()).hexdigest()[:20]
+    return cache_dir() / "silicon" / "folders" / f"{digest}.npz"
+
 
 @cache
-def load_tables(name: str) -> SiliconTables:
-    """The tables of GPU ``name``, read once per process."""
-    return SiliconTables(name)
+def load_tables(tables: str, framework: str = "vllm", version: str | None = None) -> SiliconTables:
+    """The tables of ``tables`` (a GPU of the dependency, or a folder) for ``framework`` and ``version``.
+
+    Derived once per dependency version (or folder contents) and kept in :func:`cache_dir` as a ``.npz``;
+    later processes read that (milliseconds, where reading the parquet tables takes about a second).
+    """
+    sel = database.select(database.resolve(tables), framework, version)
+    path = _cache_path(sel)
+    if path.is_file():
+        try:
+            arrays = np.load(path)
+            sources = json.loads(str(arrays[META_KEY]))
+            return SiliconTables(arrays, sources, sel)
+        except (OSError, ValueError, KeyError):  # a damaged cache file: derive again
+            pass
+    from simulator.cost.silicon.convert import convert  # pandas and pyarrow: only when deriving
+
+    arrays, sources = convert(sel)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as f:
+            np.savez(f, **arrays, **{META_KEY: np.array(json.dumps(sources))})
+        os.replace(f.name, path)  # atomic: another process reads the old file or the new one, never half of one
+    except OSError:  # a read-only cache folder: derived again next time
+        pass
+    return SiliconTables(arrays, sources, sel)

@@ -1,0 +1,282 @@
+"""The measured parquet tables of one deployment's selection, as the arrays the silicon model interpolates.
+
+What is kept, per table (all times float32 milliseconds on rectilinear grids, NaN where not measured):
+
+- ``gemm/<dtype>/{m,n,k,ms}``: ``[m x k] . [k x n]`` for ``bf16``, ``fp8`` (per-tensor W8A8), ``fp8_block``
+  (128x128 block scales, DeepSeek-V3's checkpoints) and ``nvfp4`` / ``mxfp4`` where measured, with the kernel the
+  engine runs by default (``GEMM_KERNELS``);
+- ``prefill|decode/<kv dtype>/<heads>/<kv heads>/<head dim>/{batch,len,ms}``: one layer's attention (prefill:
+  ``batch`` prompts of ``len`` new tokens; decode: ``batch`` sequences reading ``len`` cached tokens), full attention
+  only, with the engine's default backend on that GPU (``ATTENTION_KERNELS``);
+- ``mla_prefill|mla_decode/<kv dtype>/<gemm dtype>/<heads>/{batch,len,ms}``: one layer's whole MLA attention module
+  of DeepSeek-V3's shape (projections, rotary, attention; ``heads`` per GPU);
+- ``allreduce/<vllm_graph|vllm_eager|nccl>/<gpus>``: the engine's custom all-reduce (CUDA-graph and eager; the keys
+  are the calibration profile's, named for vLLM, and hold SGLang's or TensorRT-LLM's kernel for those engines) and
+  NCCL's, by message bytes;
+- ``moe/<dtype>/<distribution>/<hidden>/<inter>/<topk>/<experts>/<tp>/<ep>``: the fused MoE layer by token count
+  (the fastest kernel measured, as the engines' MoE kernel selection aims to take);
+- ``a2a/<dispatch|combine>/<hidden>/<topk>/<experts>/<ep>``: the expert-parallel all-to-all (DeepEP) by tokens.
+
+A GEMM grid point the collector did not run (only at the largest n x k) is filled from its neighbours along m.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from simulator.cost.silicon.database import Selection, Table
+
+# The attention kernel each engine runs by default, most preferred first; the first one the table has is read.
+# vLLM: FlashAttention 3 on Hopper, FlashInfer's TRT-LLM kernels on Blackwell, FlashAttention 2 on Ampere and Ada
+# (vllm/platforms/cuda.py, get_attn_backend_cls). SGLang: fa3 on Hopper, trtllm_mha on Blackwell, flashinfer
+# elsewhere (sglang/srt/server_args.py, the attention-backend defaults). TensorRT-LLM: its own TRTLLM backend
+# (aiconfigurator names it torch_flow).
+ATTENTION_KERNELS = {
+    "vllm": {
+        "prefill": (
+            "vllm_flash_attn_fa3",
+            "vllm_flashinfer_trtllmprefill",
+            "vllm_flash_attn_fa2",
+            "vllm_flash_attn",
+            "vllm_flashinfer",
+            "vllm_triton_attn",
+        ),
+        "decode": (
+            "vllm_flash_attn_fa3",
+            "vllm_flashinfer_trtllmdecode",
+            "vllm_flash_attn_fa2",
+            "vllm_flash_attn",
+            "vllm_flashinfer",
+            "vllm_triton_attn",
+        ),
+    },
+    "sglang": {phase: ("fa3", "trtllm_mha", "flashinfer", "triton") for phase in ("prefill", "decode")},
+    "trtllm": {phase: ("torch_flow", "torch_flow_flashinfer") for phase in ("prefill", "decode")},
+}
+# The linear kernel each engine runs for a weight dtype, most preferred first. vLLM: torch's linear for bf16
+# (``vllm_default`` in 0.14), CUTLASS scaled-mm for per-tensor FP8, DeepGEMM for block FP8 (VLLM_USE_DEEP_GEMM is on
+# by default), FlashInfer's CuTe DSL kernel for NVFP4. SGLang: torch linear, sgl-kernel fp8_scaled_mm, DeepGEMM,
+# FlashInfer.
+GEMM_KERNELS = {
+    "vllm": {
+        "bfloat16": ("torch.nn.functional.linear", "vllm_default"),
+        "fp8": ("CutlassFP8ScaledMMLinearKernel",),
+        "fp8_block": (
+            "DeepGemmFp8BlockScaledMMKernel",
+            "CutlassFp8BlockScaledMMKernel",
+            "FlashInferFp8BlockScaledMMKernel",
+        ),
+        "nvfp4": ("FlashInferCuteDslNvFp4LinearKernel",),
+    },
+    "sglang": {
+        "bfloat16": ("sglang_torch_linear",),
+        "fp8": ("sglang_sgl_kernel_fp8_scaled_mm",),
+        "fp8_block": ("sglang_deepgemm_gemm_nt_f8f8bf16",),
+        "nvfp4": ("sglang_flashinfer_cutedsl_nvfp4",),
+    },
+    "trtllm": {dtype: ("torch_flow", "deepgemm") for dtype in ("bfloat16", "fp8", "fp8_block", "nvfp4")},
+}
+# The MLA backend each engine runs by default (vLLM: FlashMLA on Hopper, the CUTLASS or FlashInfer MLA kernels on
+# Blackwell, vllm/platforms/cuda.py); a table without them is read at its most measured backend.
+MLA_KERNELS = {
+    "vllm": ("FLASHMLA", "CUTLASS_MLA", "FLASHINFER_MLA", "FLASH_ATTN_MLA", "TRITON_MLA"),
+    "sglang": ("flashinfer", "flash_attention", "fa3"),
+    "trtllm": ("default",),
+}
+GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4", "mxfp4": "mxfp4"}
+KV_DTYPES = {"bfloat16": "bf16", "fp8": "fp8"}
+MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4", "w4a16_mxfp4": "mxfp4"}
+
+
+def preferred_kernel(frame: pd.DataFrame, preferences: tuple[str, ...]) -> str | None:
+    """The first of ``preferences`` the frame has; else the kernel with the most rows (ties by name); None if empty."""
+    present = set(frame.kernel_source.unique())
+    for name in preferences:
+        if name in present:
+            return name
+    if not present:
+        return None
+    counts = frame.kernel_source.value_counts()
+    return min(present, key=lambda k: (-int(counts[k]), str(k)))
+
+
+def fill_missing(grid: np.ndarray, axis0: np.ndarray) -> int:
+    """Fill NaNs in place along axis 0 (log time over log coordinate), then by the nearest measured column."""
+    filled = int(np.isnan(grid).sum())
+    if not filled:
+        return 0
+    flat = grid.reshape(grid.shape[0], -1)
+    x = np.log(axis0.astype(np.float64))
+    for j in range(flat.shape[1]):
+        col = flat[:, j]
+        ok = ~np.isnan(col)
+        if ok.all() or not ok.any():
+            continue
+        col[~ok] = np.exp(np.interp(x[~ok], x[ok], np.log(col[ok])))  # np.interp clamps at the ends
+    if np.isnan(flat).any():
+        measured = [i for i in range(flat.shape[1]) if not np.isnan(flat[:, i]).all()]
+        for j in range(flat.shape[1]):
+            if np.isnan(flat[:, j]).all():
+                flat[:, j] = flat[:, min(measured, key=lambda i: abs(i - j))]
+    return filled
+
+
+def grid_from(frame: pd.DataFrame, axes: list[str]) -> tuple[list[np.ndarray], np.ndarray]:
+    """The frame's latencies on the rectilinear grid of its axes' values (NaN where not measured; repeats averaged)."""
+    frame = frame[frame.latency > 0]
+    frame = frame.groupby(axes, as_index=False).latency.mean()
+    values = [np.array(sorted(frame[a].unique()), dtype=np.float64) for a in axes]
+    grid = np.full([len(v) for v in values], np.nan, dtype=np.float64)
+    index = [np.searchsorted(v, frame[a].to_numpy(np.float64)) for v, a in zip(values, axes, strict=True)]
+    grid[tuple(index)] = frame.latency.to_numpy()
+    return values, grid
+
+
+def _read(table: Table | None) -> pd.DataFrame | None:
+    return None if table is None else pd.read_parquet(table.path)
+
+
+def _gemm(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:
+    table = sel.table("gemm", "gemm_perf.parquet")
+    frame = _read(table)
+    if frame is None:
+        return
+    prefs = GEMM_KERNELS.get(table.framework, {})
+    for dtype, key in GEMM_DTYPES.items():
+        part = frame[frame.gemm_dtype == dtype]
+        kernel = preferred_kernel(part, prefs.get(dtype, ()))
+        if kernel is None:
+            continue
+        part = part[part.kernel_source == kernel]
+        if (part.latency > 0).sum() < 8:
+            continue
+        (m, n, k), grid = grid_from(part, ["m", "n", "k"])
+        fill_missing(grid, m)
+        out[f"gemm/{key}/m"], out[f"gemm/{key}/n"], out[f"gemm/{key}/k"] = m, n, k
+        out[f"gemm/{key}/ms"] = grid.astype(np.float32)
+        meta[f"gemm/{key}"] = f"{table.describe()}, {kernel}"
+
+
+def _attention(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:
+    for filename, phase, length in (
+        ("context_attention_perf.parquet", "prefill", "isl"),
+        ("generation_attention_perf.parquet", "decode", "step"),
+    ):
+        table = sel.table("attention", filename)
+        frame = _read(table)
+        if frame is None:
+            continue
+        if "window_size" in frame:
+            frame = frame[frame.window_size == 0]
+        kernel = preferred_kernel(frame, ATTENTION_KERNELS.get(table.framework, {}).get(phase, ()))
+        frame = frame[frame.kernel_source == kernel]
+        meta[phase] = f"{table.describe()}, {kernel}"
+        for (kv_dtype, heads, kv_heads, dim), part in frame.groupby(
+            ["kv_cache_dtype", "num_heads", "num_key_value_heads", "head_dim"]
+        ):
+            if kv_dtype not in KV_DTYPES or (part.latency > 0).sum() < 4:
+                continue
+            # large batch x long sequence was not run (memory): left NaN; the model anchors the roofline there
+            (batch, lengths), grid = grid_from(part, ["batch_size", length])
+            key = f"{phase}/{KV_DTYPES[kv_dtype]}/{heads}/{kv_heads}/{dim}"
+            out[f"{key}/batch"], out[f"{key}/len"], out[f"{key}/ms"] = batch, lengths, grid.astype(np.float32)
+
+
+def _mla(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:
+    for filename, phase, length in (
+        ("mla_context_module_perf.parquet", "mla_prefill", "isl"),
+        ("mla_generation_module_perf.parquet", "mla_decode", "step"),
+    ):
+        table = sel.table("mla", filename)
+        frame = _read(table)
+        if frame is None:
+            continue
+        kernel = preferred_kernel(frame, MLA_KERNELS.get(table.framework, ()))
+        frame = frame[frame.kernel_source == kernel]
+        meta[phase] = f"{table.describe()}, {kernel}"
+        gemm_col = "gemm_type" if "gemm_type" in frame else "mla_dtype"
+        for (kv_dtype, gemm_dtype, heads), part in frame.groupby(["kv_cache_dtype", gemm_col, "num_heads"]):
+            if kv_dtype not in KV_DTYPES or gemm_dtype not in GEMM_DTYPES or (part.latency > 0).sum() < 4:
+                continue
+            (batch, lengths), grid = grid_from(part, ["batch_size", length])
+            key = f"{phase}/{KV_DTYPES[kv_dtype]}/{GEMM_DTYPES[gemm_dtype]}/{heads}"
+            out[f"{key}/batch"], out[f"{key}/len"], out[f"{key}/ms"] = batch, lengths, grid.astype(np.float32)
+
+
+def _all_reduce(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:
+    custom = sel.table("comm", "custom_allreduce_perf.parquet")
+    frames: list[tuple[str, pd.DataFrame]] = []
+    frame = _read(custom)
+    if frame is not None:
+        meta["allreduce/custom"] = custom.describe()
+        frame = frame[frame.op_name == "all_reduce"] if "op_name" in frame else frame
+        if "backend" in frame:  # vLLM's and SGLang's: a CUDA-graph and an eager variant
+            for name in ("graph", "eager"):
+                frames.append((f"vllm_{name}", frame[frame.backend.astype(str).str.endswith(name)]))
+        else:  # TensorRT-LLM's one kernel, timed as it runs (in its CUDA graphs for decode)
+            frames += [("vllm_graph", frame), ("vllm_eager", frame)]
+    nccl = sel.library()
+    frame = _read(nccl)
+    if frame is not None:
+        meta["allreduce/nccl"] = nccl.describe()
+        frames.append(("nccl", frame[(frame.op_name == "all_reduce") & (frame.nccl_dtype == "half")]))
+    for backend, part in frames:
+        part = part[part.latency > 0]
+        for n_gpus, rows in part.groupby("num_gpus"):
+            rows = rows.groupby("message_size").latency.mean().sort_index()
+            # message_size counts 2-byte elements (bfloat16 / half): bytes and seconds
+            out[f"allreduce/{backend}/{n_gpus}"] = np.stack(
+                [rows.index.to_numpy(np.float64) * 2, rows.to_numpy(np.float64) * 1e-3]
+            )
+
+
+def _moe(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:
+    table = sel.table("moe", "moe_perf.parquet")
+    frame = _read(table)
+    if frame is None:
+        return
+    meta["moe"] = f"{table.describe()}, fastest kernel per shape"
+    frame = frame[(frame.latency > 0) & frame.moe_dtype.isin(list(MOE_DTYPES))]
+    cols = [
+        "moe_dtype",
+        "distribution",
+        "hidden_size",
+        "inter_size",
+        "topk",
+        "num_experts",
+        "moe_tp_size",
+        "moe_ep_size",
+    ]
+    for keys, part in frame.groupby(cols):
+        part = part.groupby("num_tokens").latency.min().sort_index()
+        if len(part) < 2:
+            continue
+        dtype, dist, *rest = keys
+        key = "/".join(["moe", MOE_DTYPES[dtype], dist, *map(str, rest)])
+        out[key] = np.stack([part.index.to_numpy(np.float64), part.to_numpy(np.float64)]).astype(np.float32)
+
+
+def _all_to_all(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:
+    table = sel.table("comm", "moe_a2a_perf.parquet")
+    frame = _read(table)
+    if frame is None:
+        return
+    frame = frame[(frame.latency > 0) & (frame.get("node_num", 1) == 1)]
+    meta["a2a"] = f"{table.describe()}, DeepEP (fastest of its modes per token count)"
+    cols = ["phase", "hidden_size", "topk", "num_experts", "ep_size"]
+    for keys, part in frame.groupby(cols):
+        part = part.groupby("num_tokens").latency.min().sort_index()  # latency in microseconds in this table
+        if len(part) < 2:
+            continue
+        key = "/".join(["a2a", *map(str, keys)])
+        out[key] = np.stack([part.index.to_numpy(np.float64), part.to_numpy(np.float64) * 1e-3]).astype(np.float32)
+
+
+def convert(sel: Selection) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Every array the silicon model reads from ``sel``, and where each group of them came from."""
+    out: dict[str, np.ndarray] = {}
+    meta: dict[str, str] = {}
+    for part in (_gemm, _attention, _mla, _all_reduce, _moe, _all_to_all):
+        part(sel, out, meta)
+    return out, meta
