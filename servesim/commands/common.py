@@ -31,10 +31,13 @@ def add_scenario_args(parser: argparse.ArgumentParser, include_policy: bool = Tr
     parser.add_argument("scenario", nargs="?", type=Path, help="scenario YAML file (default: the embedded default)")
     g = parser.add_argument_group("scenario overrides")
     g.add_argument(
-        "--model", help="model preset, Hugging Face model folder, config.json or spec YAML (e.g. llama-3.1-8b)"
+        "--model",
+        help="model preset, Hugging Face id (read offline: the HF cache, else aiconfigurator-core's model_configs), "
+        "Hugging Face model folder, config.json or spec YAML (e.g. llama-3.1-8b, Qwen/Qwen3-32B)",
     )
     g.add_argument("--hardware", help="hardware preset or spec YAML (e.g. h100-sxm)")
     g.add_argument("--tp", type=int, help="tensor-parallel degree")
+    g.add_argument("--ep", type=int, help="expert-parallel degree (MoE; divides --tp and the routed experts)")
     g.add_argument("--pp", type=int, help="pipeline-parallel stages")
     g.add_argument(
         "--quantization",
@@ -129,6 +132,7 @@ def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path |
         "model": args.model,
         "hardware": args.hardware,
         "parallelism.tp": args.tp,
+        "parallelism.ep": args.ep,
         "parallelism.pp": args.pp,
         "quantization": args.quantization,
         "kv_cache.dtype": args.kv_cache_dtype,
@@ -176,6 +180,7 @@ def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path |
 # Error locations of the fields the scenario flags set: location -> (flag, override path).
 _FLAG_LOCS: dict[str, tuple[str, str]] = {
     "parallelism.tp": ("--tp", "parallelism.tp"),
+    "parallelism.ep": ("--ep", "parallelism.ep"),
     "parallelism.pp": ("--pp", "parallelism.pp"),
     "replicas": ("--replicas", "replicas"),
     "workload.num_requests": ("--num-requests", "workload.num_requests"),

@@ -46,7 +46,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "decode groups (COUNT sequences at CONTEXT tokens each). Times are summed over layers; "
         "FLOPs and bytes are per GPU.",
     )
-    p.add_argument("--model", help="model preset or config.json (default: the profile's)")
+    p.add_argument(
+        "--model", help="model preset, Hugging Face id, model folder, config.json or spec YAML (default: the profile's)"
+    )
     p.add_argument("--hardware", help="hardware preset or spec YAML (default: the profile's)")
     p.add_argument("--profile", type=Path, help="calibration profile: use the profiled cost model")
     p.add_argument(
@@ -55,6 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="without --profile: measured kernel tables (default where shipped for the hardware) or the roofline",
     )
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
+    p.add_argument("--ep", type=int, default=1, help="expert-parallel degree (MoE; divides --tp and the experts)")
     p.add_argument("--quantization", choices=("fp8",), help="FP8 weights and GEMMs (vLLM's --quantization fp8)")
     p.add_argument(
         "--kv-cache-dtype",
@@ -94,6 +97,8 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError("give at least one --prefill TOKENS[:CACHED] or --decode COUNT:CONTEXT")
     if args.tp < 1:
         raise ValueError(f"--tp must be at least 1 (got {args.tp})")
+    if args.ep < 1:
+        raise ValueError(f"--ep must be at least 1 (got {args.ep})")
     profile = load_profile(args.profile) if args.profile is not None else None
     if profile is not None:
         display.warn_suspect_profile(profile, args.profile)
@@ -110,7 +115,7 @@ def main(args: argparse.Namespace) -> int:
         params = RooflineParams()
     else:
         params = SiliconParams()
-    kind, cost = params.kind, make_cost_model(params, model, hardware, args.tp, profile=profile)
+    kind, cost = params.kind, make_cost_model(params, model, hardware, args.tp, profile=profile, ep=args.ep)
     shape = shape_from(args.prefill, args.decode)
     step = cost.breakdown(shape)
     assert step.ops is not None

@@ -48,14 +48,40 @@ def _quantization(cfg: dict, path: Path) -> str | None:
     )
 
 
-def model_spec_from_hf_config(path: Path) -> ModelSpec:
+def _modelopt_quantization(path: Path) -> str:
+    """servesim's quantization of a ModelOpt ``hf_quant_config.json`` (``quantization.quant_algo``).
+
+    ``FP8`` is ``"fp8"``; any other algorithm (NVFP4, W4A16_AWQ, MIXED_PRECISION...) raises ValueError naming it
+    and the file. The KV cache's ``kv_cache_quant_algo`` is left to the scenario's kv_cache.dtype.
+    """
+    section = read_json_object(path, "quantization config").get("quantization")
+    algo = section.get("quant_algo") if isinstance(section, dict) else None
+    if algo == "FP8":
+        return "fp8"
+    raise ValueError(
+        f"{path}: quantization.quant_algo {algo!r} is not modelled by servesim (it models FP8); give the "
+        "unquantized model, or a spec .yaml with the weight_bytes to approximate it"
+    )
+
+
+def model_spec_from_hf_config(
+    path: Path, name: str | None = None, quant_config: Path | None = None, source: str | None = None
+) -> ModelSpec:
     """Build a ModelSpec from the fields of a Hugging Face decoder ``config.json``.
 
     An FP8 ``quantization_config`` gives quantization ``fp8`` and 1-byte weights (the KV
-    cache keeps ``torch_dtype``); other quantization methods are refused.
+    cache keeps ``torch_dtype``); other quantization methods are refused. Without one, a ModelOpt
+    ``quant_config`` (``hf_quant_config.json``) beside the config is read the same way (vLLM reads it then).
+    ``name`` labels the spec (default: the config's ``_name_or_path``, else its folder's name);
+    ``source`` is recorded as the spec's ``source``.
     Raises ValueError naming the file and the missing or bad field.
     """
     cfg = read_json_object(path, "model config")
+    if cfg.get("hybrid_override_pattern") is not None:  # Nemotron-H: Mamba, attention and MLP layers interleaved
+        raise ValueError(
+            f"{path}: field 'hybrid_override_pattern' makes this a hybrid Mamba model, not modelled by servesim "
+            "(its layers are attention plus MLP)"
+        )
 
     def count(key: str) -> int:
         value = cfg[key]
@@ -87,9 +113,12 @@ def model_spec_from_hf_config(path: Path) -> ModelSpec:
     if mla:  # the query/key head: its non-rotary and rotary parts
         head_dim = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
     quantization = _quantization(cfg, path)
+    if quantization is None and "quantization_config" not in cfg and quant_config is not None:
+        quantization = _modelopt_quantization(quant_config)
     try:
         return ModelSpec(
-            name=str(cfg.get("_name_or_path") or Path(path).parent.name or model_type or "model"),
+            name=name or str(cfg.get("_name_or_path") or Path(path).parent.name or model_type or "model"),
+            source=source,
             num_layers=num_layers,
             hidden_size=hidden,
             num_attention_heads=heads,

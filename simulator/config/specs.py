@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, model_serializer, model_validator
 
 from workloads.validators import FINITE, MAX_TOKENS, TOKEN_LIMIT, at_least, at_most
 
@@ -66,6 +66,12 @@ class ModelSpec(BaseModel):
     model_config = FINITE
 
     name: str = Field(description="Label used in reports and tables.")
+    source: str | None = Field(
+        None,
+        description="Where the shapes were read from when given by Hugging Face id (the HF cache revision, or "
+        "aiconfigurator-core's model_configs and its version); None: a preset, a file or a spec written out. "
+        "Left out of the spec's dump when None.",
+    )
     num_layers: PositiveInt = Field(description="Decoder layers.")
     hidden_size: PositiveInt = Field(description="Model width d_model.")
     num_attention_heads: PositiveInt = Field(description="Query heads.")
@@ -116,6 +122,14 @@ class ModelSpec(BaseModel):
     qk_rope_head_dim: PositiveInt | None = Field(None, description="MLA: rotary part of each query/key head.")
     qk_nope_head_dim: PositiveInt | None = Field(None, description="MLA: non-rotary part of each query/key head.")
     v_head_dim: PositiveInt | None = Field(None, description="MLA: width of each value head.")
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_source(self, handler):
+        """The dump without ``source`` when it is None, so that specs not given by id dump (and key) as before."""
+        data = handler(self)
+        if self.source is None and isinstance(data, dict):
+            data.pop("source", None)
+        return data
 
     @model_validator(mode="after")
     def _check_shapes(self) -> ModelSpec:

@@ -2,7 +2,8 @@
 
 A reference is a preset name (``llama-3.1-8b``, ``h100-sxm``), a path to a YAML file
 holding a spec, or (models only) a path to a Hugging Face ``config.json`` or to a folder holding one
-(a local Hugging Face snapshot).
+(a local Hugging Face snapshot), or a Hugging Face model id (``Qwen/Qwen3-32B``) found offline in the
+local HF cache or in aiconfigurator-core's model_configs (``simulator.config.hf_hub``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pydantic import ValidationError
 from simulator.config.errors import format_validation_error
 from simulator.config.files import read_yaml_mapping
 from simulator.config.hf_config import model_spec_from_hf_config
+from simulator.config.hf_hub import find_hf_model, looks_like_hf_id, unknown_hf_id
 from simulator.config.specs import HardwareSpec, ModelSpec
 
 
@@ -50,14 +52,24 @@ def _read_yaml_spec(path: Path, cls: type[ModelSpec] | type[HardwareSpec]):
 
 
 def resolve_model(ref: str | ModelSpec, base_dir: Path | None = None) -> ModelSpec:
-    """Turn a preset name, a spec YAML path, a Hugging Face config.json path or a Hugging Face model folder
-    (holding a config.json) into a ModelSpec."""
+    """Turn a preset name, a spec YAML path, a Hugging Face config.json path, a Hugging Face model folder
+    (holding a config.json) or a Hugging Face model id into a ModelSpec.
+
+    A file or folder of the name comes before an id; an id is read from the local HF cache, else from
+    aiconfigurator-core's model_configs, and its spec is named by the id with ``source`` saying which.
+    Raises ValueError (one line) for a name found nowhere.
+    """
     if isinstance(ref, ModelSpec):
         return ref
     presets = model_presets()
     if ref in presets:
         return presets[ref]
     path = (base_dir or Path.cwd()) / ref
+    if looks_like_hf_id(ref) and not path.exists():
+        found = find_hf_model(ref)
+        if found is None:
+            raise ValueError(unknown_hf_id(ref, list(presets)))
+        return model_spec_from_hf_config(found.config, name=ref, quant_config=found.quant_config, source=found.source)
     if path.is_dir():  # a Hugging Face model folder (a local snapshot): its config.json
         config = path / "config.json"
         if not config.is_file():
@@ -71,8 +83,8 @@ def resolve_model(ref: str | ModelSpec, base_dir: Path | None = None) -> ModelSp
             return model_spec_from_hf_config(path)
         return _read_yaml_spec(path, ModelSpec)
     raise ValueError(
-        f"unknown model {ref!r}; presets: {', '.join(presets)} (or give a path to a Hugging Face model folder, "
-        "a config.json or a spec .yaml)"
+        f"unknown model {ref!r}; presets: {', '.join(presets)} (or give a Hugging Face model id such as "
+        "Qwen/Qwen3-32B, a path to a Hugging Face model folder, a config.json or a spec .yaml)"
     )
 
 

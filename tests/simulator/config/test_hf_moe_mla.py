@@ -1,20 +1,40 @@
-"""config.json readers for DeepSeek-V3, Qwen3-MoE and Mixtral; model folders; parameter counts; MLA KV."""
+"""config.json readers for DeepSeek-V3, Qwen3-MoE and Mixtral; model folders; parameter counts; MLA KV.
+
+The configs are the Hugging Face ones aiconfigurator-core ships (by id), not copies kept here.
+"""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import shutil
 
 import pytest
 
 from simulator.config.hf_config import model_spec_from_hf_config
+from simulator.config.hf_hub import find_hf_model
 from simulator.config.presets import model_presets, resolve_model
 
-HF = Path(__file__).resolve().parents[2] / "data" / "hf"
+# The Hugging Face ids of the models read here.
+IDS = {
+    "deepseek-v3": "deepseek-ai/DeepSeek-V3",
+    "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
+    "qwen3-235b-a22b": "Qwen/Qwen3-235B-A22B",
+    "mixtral-8x7b": "mistralai/Mixtral-8x7B-v0.1",
+}
+
+
+@pytest.fixture(autouse=True)
+def no_hf_cache(tmp_path, monkeypatch):
+    """Read from aiconfigurator-core's model_configs whatever this machine's HF cache holds."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+
+
+def config_path(name: str):
+    return find_hf_model(IDS[name]).config
 
 
 def spec(name: str):
-    return model_spec_from_hf_config(HF / name / "config.json")
+    return resolve_model(IDS[name])
 
 
 @pytest.mark.parametrize(
@@ -57,7 +77,7 @@ def test_mixtral_matches_the_preset():
 
 
 def test_qwen_dense_layers(tmp_path):
-    cfg = json.loads((HF / "qwen3-30b-a3b" / "config.json").read_text())
+    cfg = json.loads(config_path("qwen3-30b-a3b").read_text())
     cfg |= {"decoder_sparse_step": 2, "mlp_only_layers": [1]}  # layers 1, 3, 5, ... sparse; 1 forced dense
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
@@ -67,7 +87,7 @@ def test_qwen_dense_layers(tmp_path):
 
 
 def test_qwen2_moe_shared_expert(tmp_path):
-    cfg = json.loads((HF / "qwen3-30b-a3b" / "config.json").read_text())
+    cfg = json.loads(config_path("qwen3-30b-a3b").read_text())
     cfg |= {"model_type": "qwen2_moe", "shared_expert_intermediate_size": 5632}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
@@ -85,7 +105,7 @@ def test_qwen2_moe_shared_expert(tmp_path):
     ],
 )
 def test_errors_name_the_missing_field(tmp_path, drop, message):
-    cfg = json.loads((HF / "deepseek-v3" / "config.json").read_text())
+    cfg = json.loads(config_path("deepseek-v3").read_text())
     del cfg[drop]
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
@@ -96,8 +116,12 @@ def test_errors_name_the_missing_field(tmp_path, drop, message):
 
 
 def test_a_model_folder_reads_its_config_json(tmp_path):
-    assert resolve_model(str(HF / "deepseek-v3")) == spec("deepseek-v3")
-    assert resolve_model("deepseek-v3", base_dir=HF).num_experts == 256  # a bare folder name
+    folder = tmp_path / "deepseek-v3"
+    folder.mkdir()
+    shutil.copy(config_path("deepseek-v3"), folder / "config.json")
+    from_folder = resolve_model(str(folder))
+    assert from_folder == spec("deepseek-v3").model_copy(update={"name": "deepseek-v3", "source": None})
+    assert resolve_model("deepseek-v3", base_dir=tmp_path).num_experts == 256  # a bare folder name
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match=r"empty: a folder without a config\.json"):
         resolve_model(str(tmp_path / "empty"))

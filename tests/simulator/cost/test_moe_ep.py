@@ -3,13 +3,10 @@ run end to end on H200."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from simulator.build import build, setup_group
-from simulator.config.hf_config import model_spec_from_hf_config
-from simulator.config.presets import resolve_hardware
+from simulator.config.presets import resolve_hardware, resolve_model
 from simulator.config.schema import ParallelismConfig, ScenarioConfig
 from simulator.cost.moe_load import busiest_group_share
 from simulator.cost.roofline import RooflineCostModel, RooflineParams
@@ -17,10 +14,10 @@ from simulator.cost.shape import BatchShape
 from simulator.cost.silicon import SiliconParams
 from simulator.cost.silicon.model import SiliconCostModel
 
-HF = Path(__file__).resolve().parents[2] / "data" / "hf"
 H200 = resolve_hardware("h200")
-DSV3 = model_spec_from_hf_config(HF / "deepseek-v3" / "config.json")
-QWEN = model_spec_from_hf_config(HF / "qwen3-30b-a3b" / "config.json")
+# By Hugging Face id: the local Hugging Face cache's config.json, else the one aiconfigurator-core ships.
+DSV3 = resolve_model("deepseek-ai/DeepSeek-V3")
+QWEN = resolve_model("Qwen/Qwen3-30B-A3B")
 DECODE = BatchShape(num_decode_seqs=32, decode_context_tokens=32 * 4000, num_sampled_tokens=32)
 PREFILL = BatchShape((2048,), (0,), num_sampled_tokens=1)
 
@@ -68,10 +65,10 @@ def test_ep_must_divide_tp():
         ParallelismConfig(tp=2, ep=4)
 
 
-def _scenario(path: str, tp: int, ep: int) -> ScenarioConfig:
+def _scenario(hf_id: str, tp: int, ep: int) -> ScenarioConfig:
     return ScenarioConfig.model_validate(
         {
-            "model": str(HF / path),
+            "model": hf_id,
             "hardware": "h200",
             "parallelism": {"tp": tp, "ep": ep},
             "max_model_len": 8192,
@@ -88,9 +85,9 @@ def _scenario(path: str, tp: int, ep: int) -> ScenarioConfig:
     )
 
 
-@pytest.mark.parametrize(("path", "tp", "ep"), [("deepseek-v3", 8, 8), ("qwen3-30b-a3b", 2, 2)])
-def test_moe_models_run_end_to_end_on_h200(path, tp, ep):
-    cfg = _scenario(path, tp, ep)
+@pytest.mark.parametrize(("hf_id", "tp", "ep"), [("deepseek-ai/DeepSeek-V3", 8, 8), ("Qwen/Qwen3-30B-A3B", 2, 2)])
+def test_moe_models_run_end_to_end_on_h200(hf_id, tp, ep):
+    cfg = _scenario(hf_id, tp, ep)
     setup = setup_group(cfg, cfg.replica_groups()[0], 0, None)
     assert setup.ep == ep and setup.num_blocks > 0
     assert setup.memory is not None and setup.memory.weight_bytes < setup.memory.usable_bytes  # weights fit per GPU

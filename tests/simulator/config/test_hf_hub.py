@@ -1,0 +1,184 @@
+"""Models by Hugging Face id, offline: the local HF cache first, then aiconfigurator-core's model_configs, else
+one line naming both places and the presets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simulator.config.hf_hub import (
+    dependency_model_configs,
+    dependency_model_ids,
+    find_hf_model,
+    hf_hub_cache_dir,
+    looks_like_hf_id,
+)
+from simulator.config.presets import model_presets, resolve_model
+from tests.simulator.config.test_bad_numbers import run_refused
+
+
+@pytest.fixture(autouse=True)
+def empty_hf_cache(tmp_path, monkeypatch) -> Path:
+    """An HF cache of our own (empty until a test fills it), whatever this machine holds."""
+    cache = tmp_path / "hf-cache"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    return cache
+
+
+def dependency_config(hf_id: str) -> dict:
+    return json.loads((dependency_model_configs() / f"{hf_id.replace('/', '--')}_config.json").read_text())
+
+
+def cache_model(cache: Path, hf_id: str, config: dict, revision: str = "0123abcd", ref: bool = True) -> Path:
+    """Lay ``config`` out as huggingface_hub caches a snapshot: models--org--name/{refs/main, snapshots/REV/}."""
+    repo = cache / ("models--" + hf_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / revision
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps(config))
+    if ref:
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text(revision)
+    return snapshot
+
+
+def test_the_cache_is_read_first(empty_hf_cache):
+    cfg = dependency_config("Qwen/Qwen3-30B-A3B") | {"num_hidden_layers": 24}  # not what the dependency has
+    cache_model(empty_hf_cache, "Qwen/Qwen3-30B-A3B", cfg, revision="feedbeef")
+    cache_model(empty_hf_cache, "Qwen/Qwen3-30B-A3B", cfg | {"num_hidden_layers": 12}, revision="oldrev", ref=False)
+    m = resolve_model("Qwen/Qwen3-30B-A3B")
+    assert m.num_layers == 24  # the revision refs/main names, not the other snapshot
+    assert m.name == "Qwen/Qwen3-30B-A3B"
+    assert m.source == "Hugging Face cache, Qwen/Qwen3-30B-A3B revision feedbeef"
+    assert m.model_dump(mode="json")["source"] == m.source  # recorded in the resolved config
+
+
+def test_a_cached_model_the_dependency_lacks(empty_hf_cache):
+    cfg = json.loads((Path(__file__).resolve().parents[2] / "data" / "tiny_llama_config.json").read_text())
+    cache_model(empty_hf_cache, "someone/tiny-llama", cfg, revision="c0ffee", ref=False)  # no refs/main: the one
+    assert find_hf_model("someone/tiny-llama").config.parent.name == "c0ffee"
+    assert resolve_model("someone/tiny-llama").num_layers == cfg["num_hidden_layers"]
+
+
+def test_a_cached_modelopt_fp8_checkpoint_is_fp8(empty_hf_cache):
+    snapshot = cache_model(empty_hf_cache, "someone/qwen3-fp8", dependency_config("Qwen/Qwen3-8B"))
+    (snapshot / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "FP8"}}))
+    m = resolve_model("someone/qwen3-fp8")
+    assert (m.quantization, m.weight_bytes, m.kv_cache_bytes) == ("fp8", 1.0, 2.0)
+    (snapshot / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "NVFP4"}}))
+    with pytest.raises(ValueError, match=r"hf_quant_config\.json: quantization\.quant_algo 'NVFP4' is not modelled"):
+        resolve_model("someone/qwen3-fp8")
+
+
+def test_the_cache_folder_follows_the_environment(monkeypatch, tmp_path):
+    assert hf_hub_cache_dir() == tmp_path / "hf-cache"
+    monkeypatch.delenv("HF_HUB_CACHE")
+    monkeypatch.delenv("HUGGINGFACE_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
+    assert hf_hub_cache_dir() == tmp_path / "home" / "hub"
+    monkeypatch.delenv("HF_HOME")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert hf_hub_cache_dir() == tmp_path / "xdg" / "huggingface" / "hub"
+
+
+@pytest.mark.parametrize(
+    ("hf_id", "layers", "experts", "quantization"),
+    [
+        ("Qwen/Qwen3-30B-A3B", 48, 128, None),
+        ("deepseek-ai/DeepSeek-V3", 61, 256, "fp8"),
+        ("deepseek-ai/DeepSeek-R1", 61, 256, "fp8"),
+        ("Qwen/Qwen3-32B", 64, 1, None),
+        ("nvidia/Llama-3.1-70B-Instruct-FP8", 80, 1, "fp8"),  # FP8 from its hf_quant_config.json
+    ],
+)
+def test_the_dependency_answers_when_the_cache_does_not(hf_id, layers, experts, quantization):
+    m = resolve_model(hf_id)
+    assert (m.name, m.num_layers, m.num_experts, m.quantization) == (hf_id, layers, experts, quantization)
+    assert m.source.startswith("aiconfigurator-core 0.12.")
+    assert m.source.endswith(f"model_configs/{hf_id.replace('/', '--')}_config.json")
+
+
+def test_the_dependency_lists_its_ids():
+    ids = dependency_model_ids()
+    assert {"Qwen/Qwen3-32B", "deepseek-ai/DeepSeek-V3", "mistralai/Mixtral-8x7B-v0.1"} <= set(ids)
+    assert not any(i.endswith("_hf_quant") for i in ids)
+
+
+def test_a_model_in_neither_place_is_one_line(empty_hf_cache):
+    with pytest.raises(ValueError) as err:
+        resolve_model("Qwen/Qwen3-33B")
+    message = str(err.value)
+    assert "\n" not in message
+    assert "'Qwen/Qwen3-33B'" in message
+    assert f"not in the Hugging Face cache {empty_hf_cache} (models--Qwen--Qwen3-33B)" in message
+    assert "not among aiconfigurator-core's model_configs (close: Qwen/Qwen3-32B" in message
+    assert "presets (servesim presets): " + ", ".join(model_presets()) in message
+
+
+def test_a_file_or_folder_of_the_name_comes_first(tmp_path):
+    folder = tmp_path / "Qwen" / "Qwen3-32B"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(dependency_config("Qwen/Qwen3-8B")))
+    m = resolve_model("Qwen/Qwen3-32B", base_dir=tmp_path)
+    assert m.num_layers == 36 and m.source is None  # Qwen3-8B's layers, from the folder
+
+
+def test_what_looks_like_an_id():
+    assert looks_like_hf_id("Qwen/Qwen3-32B") and looks_like_hf_id("meta-llama/Meta-Llama-3.1-8B")
+    for ref in ("llama-3.1-8b", "models/spec.yaml", "a/b/c", "hf/config.json", "../x", "org/a--b", "./x"):
+        assert not looks_like_hf_id(ref), ref
+
+
+def test_presets_dump_as_before():
+    assert all("source" not in m.model_dump() for m in model_presets().values())
+
+
+def test_the_cli_refuses_an_unknown_id_in_one_line(tmp_path, capsys):
+    run_refused(
+        tmp_path,
+        None,
+        "--model",
+        "nobody/no-such-model",
+        needles=("servesim run: error: unknown model 'nobody/no-such-model'", "Hugging Face cache", "model_configs"),
+        capsys=capsys,
+    )
+
+
+def test_a_hybrid_mamba_model_is_refused_not_misread():
+    # read as attention + MLP layers it came out at 115 B parameters (its name says 56 B)
+    with pytest.raises(ValueError, match="'hybrid_override_pattern' makes this a hybrid Mamba model, not modelled"):
+        resolve_model("nvidia/Nemotron-H-56B-Base-8K")
+
+
+def test_presets_lists_the_ids_servesim_reads(capsys):
+    from servesim.cli import main
+
+    assert main(["presets", "--hf-models", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["models"]["deepseek-ai/DeepSeek-R1"]["source"].startswith("aiconfigurator-core ")
+    assert "Qwen/Qwen3-30B-A3B" in data["models"] and "openai/gpt-oss-20b" in data["not_read"]
+    assert set(data["models"]) | set(data["not_read"]) == set(dependency_model_ids())
+
+
+def test_run_by_id_with_expert_parallelism(tmp_path, capsys):
+    from servesim.cli import main
+
+    out = tmp_path / "run"
+    args = ["run", "--model", "Qwen/Qwen3-30B-A3B", "--hardware", "h200", "--tp", "2", "--ep", "2"]
+    assert main([*args, "--num-requests", "10", "--no-report", "--quiet", "--out", str(out)]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["parallelism"]["ep"] == 2 and config["resolved_groups"][0]["ep"] == 2
+    assert config["model"]["name"] == "Qwen/Qwen3-30B-A3B"
+    assert config["model"]["source"].endswith("model_configs/Qwen--Qwen3-30B-A3B_config.json")
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (("--tp", "8", "--ep", "3"), "ep (3) must divide tp (8)"),
+        (("--ep", "0"), "--ep: parallelism.ep: Input should be greater than or equal to 1"),
+    ],
+)
+def test_the_cli_refuses_a_bad_ep_in_one_line(tmp_path, capsys, flags, needle):
+    run_refused(tmp_path, None, "--model", "Qwen/Qwen3-30B-A3B", *flags, needles=(needle,), capsys=capsys)
