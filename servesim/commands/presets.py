@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 
 from rich.table import Table
@@ -58,6 +59,49 @@ def _hf_models(as_json: bool) -> int:
     return 0
 
 
+def _measured_tables(system: str | None) -> dict | None:
+    """``{"system", "frameworks": {framework: [versions of its GEMM tables]}, "source"}`` of the dependency's
+    tables of ``system``; None when the preset names none or the installed dependency lacks them."""
+    from simulator.cost.silicon import database
+
+    if system is None or system not in database.systems():
+        return None
+    tables = database.table_set(system)
+    found = tables.frameworks()
+    order = [f for f in database.FRAMEWORKS if f in found] + sorted(f for f in found if f not in database.FRAMEWORKS)
+    return {"system": system, "frameworks": {f: found[f] for f in order}, "source": tables.source}
+
+
+def _describe(frameworks: dict[str, list[str]]) -> str:
+    return ", ".join(f"{fw} {'/'.join(versions)}" for fw, versions in frameworks.items())
+
+
+def _tables_source() -> dict:
+    """The package the measured tables come from: its name, version, author and licence (from its metadata)."""
+    from simulator.cost.silicon import database
+
+    version = database.dependency_version()
+    out = {"package": database.DEPENDENCY, "version": version, "author": None, "licence": None}
+    if version is not None:
+        meta = importlib.metadata.metadata(database.DEPENDENCY)
+        author = meta.get("Author") or (meta.get("Author-email") or "").split("<")[0].strip().strip('"')
+        out["author"] = author or None
+        out["licence"] = meta.get("License-Expression") or meta.get("License") or None
+    return out
+
+
+def _source_line(source: dict) -> str:
+    package = source["package"]
+    if source["version"] is None:
+        return f"measured tables: {package} is not installed (pip install {package}); every preset runs the roofline"
+    by = ", ".join(x for x in (source["author"], source["licence"]) if x)
+    return (
+        f"measured tables: {package} {source['version']}{f' ({by})' if by else ''}, "
+        "aiconfigurator_core/systems/data/<tables>; a preset's figures: its vendor's datasheet "
+        "(simulator/config/presets/hardware.yaml names each)"
+    )
+
+
 def main(args: argparse.Namespace) -> int:
     from simulator.config.presets import hardware_presets, model_presets
     from workloads.datasets import LENGTH_DATASETS
@@ -65,6 +109,7 @@ def main(args: argparse.Namespace) -> int:
     if args.hf_models:
         return _hf_models(args.json)
     models, hardware = model_presets(), hardware_presets()
+    measured = {k: _measured_tables(h.silicon_tables) for k, h in hardware.items()}
     if args.json:
         print(
             json.dumps(
@@ -78,7 +123,11 @@ def main(args: argparse.Namespace) -> int:
                         }
                         for k, m in models.items()
                     },
-                    "hardware": {k: h.model_dump() for k, h in hardware.items()},
+                    "hardware": {
+                        k: h.model_dump() | {"fp4_flops_per_s": h.fp4_flops_per_s, "measured_tables": measured[k]}
+                        for k, h in hardware.items()
+                    },
+                    "measured_tables_source": _tables_source(),
                     "length_datasets": list(LENGTH_DATASETS),
                 }
             )
@@ -112,8 +161,22 @@ def main(args: argparse.Namespace) -> int:
             f"{h.host_link_bandwidth_bytes_per_s / 1e9:,.0f}",
             "-" if h.price_per_hour_usd is None else f"{h.price_per_hour_usd:.2f}",
         )
+    source = _tables_source()
+    tt = Table(title="measured kernel tables (the default `silicon` cost model reads them)", title_justify="left")
+    for col in ("preset", "tables", "frameworks and versions measured"):
+        tt.add_column(col, justify="left")
+    for key, h in hardware.items():
+        found = measured[key]
+        if h.silicon_tables is None:
+            tt.add_row(key, "-", "not measured: the roofline")
+        elif found is None:
+            tt.add_row(key, h.silicon_tables, f"not in the installed {source['package']}: the roofline")
+        else:
+            tt.add_row(key, h.silicon_tables, _describe(found["frameworks"]))
     display.stdout.print(mt)
     display.stdout.print(ht)
+    display.stdout.print(tt)
+    display.stdout.print(_source_line(source))
     display.stdout.print(f"length datasets: {', '.join(LENGTH_DATASETS)}")
     display.stdout.print(
         "models by Hugging Face id (e.g. Qwen/Qwen3-32B): the local Hugging Face cache, else aiconfigurator-core's "

@@ -365,6 +365,11 @@ class HardwareSpec(BaseModel):
         description="Dense FP8 tensor FLOP/s at peak; None: no FP8 tensor cores (FP8 weights run "
         "as weight-only kernels at the bf16 rate).",
     )
+    fp4_flops_per_s: FlopsPerS | None = Field(
+        None,
+        description="Dense FP4 (NVFP4) tensor FLOP/s at peak; None: no FP4 tensor cores. Left out of the spec's "
+        "dump when None.",
+    )
     memory_bytes: MemoryBytes = Field(gt=0, description="Device memory in bytes.")
     memory_bandwidth_bytes_per_s: MemoryBandwidth = Field(description="Peak device-memory bandwidth.")
     interconnect_bandwidth_bytes_per_s: LinkBandwidth = Field(
@@ -380,6 +385,16 @@ class HardwareSpec(BaseModel):
     )
     silicon_tables: str | None = Field(
         None,
-        description="Name of the measured kernel tables shipped for this GPU (simulator/cost/silicon/data); "
-        "the default `silicon` cost model reads them. None: none shipped, the roofline is the default.",
+        description="The GPU's name in the measured kernel tables of aiconfigurator-core (`h200_sxm`; "
+        "`servesim presets` lists them); the default `silicon` cost model reads them. None: not measured, the "
+        "roofline is the default.",
     )
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_fp4(self, handler):
+        """The dump without ``fp4_flops_per_s`` when it is None, so that specs without FP4 dump (and key) as
+        before the field existed."""
+        data = handler(self)
+        if self.fp4_flops_per_s is None and isinstance(data, dict):
+            data.pop("fp4_flops_per_s", None)
+        return data

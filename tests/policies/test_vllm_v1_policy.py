@@ -17,7 +17,7 @@ from tests.policies.test_policy_units import ids, make, waiting
 
 def test_defaults_follow_vllm_get_batch_defaults_per_gpu():
     hw = hardware_presets()
-    big = {"h100-sxm", "h200", "b200", "mi300x"}
+    big = {"h100-sxm", "h100-pcie", "h200", "b200", "b300", "gb200", "gb300", "rtx-pro-6000", "mi300x"}
     for name, spec in hw.items():
         expected = (8192, 1024) if name in big else (2048, 256)  # A100-80GB is >= 70 GiB but excluded
         assert vllm_batch_defaults(spec.memory_bytes, spec.name) == expected, name

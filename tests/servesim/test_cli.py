@@ -198,7 +198,18 @@ def test_presets_json():
     assert data["models"]["llama-3.1-8b"]["kv_bytes_per_token"] == 131072
     assert data["models"]["llama-3.1-8b"]["num_params"] == pytest.approx(8.03e9, rel=0.001)
     assert {"a100-40gb", "a100-80gb", "h100-sxm", "h200", "l40s", "b200", "mi300x"} <= set(data["hardware"])
-    assert servesim("presets").returncode == 0
+    h200 = data["hardware"]["h200"]["measured_tables"]
+    assert h200["system"] == "h200_sxm" and {"vllm", "sglang", "trtllm"} <= set(h200["frameworks"])
+    assert data["hardware"]["mi300x"]["measured_tables"] is None
+    assert data["hardware"]["b200"]["fp4_flops_per_s"] == 9.0e15 and data["hardware"]["h200"]["fp4_flops_per_s"] is None
+    source = data["measured_tables_source"]
+    assert source["package"] == "aiconfigurator-core" and source["licence"] == "Apache-2.0"
+    proc = servesim("presets")
+    assert proc.returncode == 0
+    row = next(line for line in proc.stdout.splitlines() if "h200_sxm" in line)  # the measured-tables table
+    for fw, versions in h200["frameworks"].items():
+        assert f"{fw} {'/'.join(versions)}" in row
+    assert f"measured tables: aiconfigurator-core {source['version']} (NVIDIA Inc., Apache-2.0)" in proc.stdout
 
 
 def test_python_module_entry_point():

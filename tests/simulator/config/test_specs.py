@@ -4,6 +4,8 @@ import pytest
 
 from simulator.config.hf_config import model_spec_from_hf_config
 from simulator.config.presets import hardware_presets, model_presets, resolve_hardware, resolve_model
+from simulator.config.specs import HardwareSpec
+from simulator.cost.silicon import database
 from tests.conftest import DATA_DIR
 
 # Published parameter counts (model cards) and KV bytes per token in bf16.
@@ -39,6 +41,34 @@ def test_required_hardware_presets_exist_with_datasheet_figures():
     assert hw["h100-sxm"].memory_bandwidth_bytes_per_s == pytest.approx(3.35e12)
     assert hw["h200"].memory_bandwidth_bytes_per_s == pytest.approx(4.8e12)
     assert hw["a100-80gb"].flops_per_s == pytest.approx(312e12)
+
+
+def test_every_hardware_preset_validates_and_its_rates_keep_the_datasheet_order():
+    for key, hw in hardware_presets().items():
+        again = HardwareSpec(**hw.model_dump())
+        assert again == hw, key
+        assert ("fp4_flops_per_s" in hw.model_dump()) == (hw.fp4_flops_per_s is not None), key
+        rates = [r for r in (hw.flops_per_s, hw.fp8_flops_per_s, hw.fp4_flops_per_s) if r is not None]
+        assert rates == sorted(rates), key  # each narrower format at least as fast as the wider one
+        if hw.fp4_flops_per_s is not None:
+            assert hw.fp8_flops_per_s is not None, key  # every FP4 tensor core does FP8 too
+
+
+def test_every_measured_gpu_is_a_preset_and_every_preset_names_a_measured_gpu():
+    named = {hw.silicon_tables for hw in hardware_presets().values() if hw.silicon_tables is not None}
+    measured = set(database.systems())
+    assert measured, "aiconfigurator-core ships no tables (is it installed?)"
+    assert named <= measured  # each preset's tables exist in the dependency
+    assert measured <= named  # each GPU the dependency measures has a preset
+
+
+def test_new_presets_carry_their_datasheet_figures():
+    hw = hardware_presets()
+    assert hw["b300"].fp4_flops_per_s == pytest.approx(13.5e15)  # HGX B300: 108 PF dense FP4 over 8 GPUs
+    assert hw["gb200"].flops_per_s == pytest.approx(2.5e15)
+    assert hw["h100-pcie"].memory_bandwidth_bytes_per_s == pytest.approx(2.0e12)
+    assert hw["a100-pcie"].fp8_flops_per_s is None and hw["a30"].fp8_flops_per_s is None  # Ampere: no FP8
+    assert hw["l4"].silicon_tables is None and hw["b60"].silicon_tables == "b60"
 
 
 def test_hf_config_loader_reads_llama_fields(tmp_path):
