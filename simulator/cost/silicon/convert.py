@@ -169,18 +169,21 @@ def _attention(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str])
             continue
         if "window_size" in frame:
             frame = frame[frame.window_size == 0]
-        kernel = preferred_kernel(frame, ATTENTION_KERNELS.get(table.framework, {}).get(phase, ()))
-        frame = frame[frame.kernel_source == kernel]
-        meta[phase] = f"{table.describe()}, {kernel}"
+        prefs = ATTENTION_KERNELS.get(table.framework, {}).get(phase, ())
+        kernels: set[str] = set()
         for (kv_dtype, heads, kv_heads, dim), part in frame.groupby(
             ["kv_cache_dtype", "num_heads", "num_key_value_heads", "head_dim"]
         ):
+            kernel = preferred_kernel(part, prefs)  # per layout: a backend may not run every KV dtype or head layout
+            part = part[part.kernel_source == kernel]
             if kv_dtype not in KV_DTYPES or (part.latency > 0).sum() < 4:
                 continue
+            kernels.add(str(kernel))
             # large batch x long sequence was not run (memory): left NaN; the model anchors the roofline there
             (batch, lengths), grid = grid_from(part, ["batch_size", length])
             key = f"{phase}/{KV_DTYPES[kv_dtype]}/{heads}/{kv_heads}/{dim}"
             out[f"{key}/batch"], out[f"{key}/len"], out[f"{key}/ms"] = batch, lengths, grid.astype(np.float32)
+        meta[phase] = f"{table.describe()}, {', '.join(sorted(kernels))}"
 
 
 def _mla(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:
@@ -192,16 +195,26 @@ def _mla(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> No
         frame = _read(table)
         if frame is None:
             continue
-        kernel = preferred_kernel(frame, MLA_KERNELS.get(table.framework, ()))
-        frame = frame[frame.kernel_source == kernel]
-        meta[phase] = f"{table.describe()}, {kernel}"
         gemm_col = "gemm_type" if "gemm_type" in frame else "mla_dtype"
+        kernels: set[str] = set()
         for (kv_dtype, gemm_dtype, heads), part in frame.groupby(["kv_cache_dtype", gemm_col, "num_heads"]):
-            if kv_dtype not in KV_DTYPES or gemm_dtype not in GEMM_DTYPES or (part.latency > 0).sum() < 4:
+            part = part[part.latency > 0]
+            if kv_dtype not in KV_DTYPES or gemm_dtype not in GEMM_DTYPES or len(part) < 4:
                 continue
+            # the default backend's points, and where it was not run (vLLM's FLASH_ATTN_MLA context rows stop at
+            # 512 tokens) another backend's measurement of the same module, before any roofline
+            ranked = []
+            rest = part
+            while len(rest):
+                kernel = preferred_kernel(rest, MLA_KERNELS.get(table.framework, ()))
+                ranked.append(rest[rest.kernel_source == kernel])
+                rest = rest[rest.kernel_source != kernel]
+                kernels.add(str(kernel))
+            part = pd.concat(ranked).drop_duplicates(["batch_size", length], keep="first")
             (batch, lengths), grid = grid_from(part, ["batch_size", length])
             key = f"{phase}/{KV_DTYPES[kv_dtype]}/{GEMM_DTYPES[gemm_dtype]}/{heads}"
             out[f"{key}/batch"], out[f"{key}/len"], out[f"{key}/ms"] = batch, lengths, grid.astype(np.float32)
+        meta[phase] = f"{table.describe()}, {', '.join(sorted(kernels))}"
 
 
 def _all_reduce(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:

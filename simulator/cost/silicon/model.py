@@ -39,6 +39,22 @@ from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime
 from simulator.cost.silicon.tables import AttentionTable, Curve, GemmTable, load_tables
 
 GEMM_OPS = ("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down", "lm_head")
+
+# DeepSeek-V3's MLA shape, the one aiconfigurator's MLA module tables measure (its config.json: hidden_size 7168,
+# q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128); R1 and Kimi K2
+# share it (Kimi with 64 heads, a measured per-GPU head count).
+DEEPSEEK_V3_MLA = {
+    "hidden_size": 7168,
+    "q_lora_rank": 1536,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+}
+
+
+def is_deepseek_v3_mla(model: ModelSpec) -> bool:
+    return all(getattr(model, field) == value for field, value in DEEPSEEK_V3_MLA.items())
 MLP_OPS = ("mlp_gate_up", "mlp_act", "mlp_down")
 
 
@@ -124,6 +140,9 @@ class SiliconCostModel:
         self._prefill: tuple[AttentionTable, str] | None = None
         self._moe: Curve | None = None
         self._all_reduce = None
+        self._all_to_all: tuple[Curve, Curve] | None = None  # DeepEP's dispatch and combine
+        self._mla_module = False  # MLA attention priced by the measured module (projections included)
+        self._decode_roof, self._prefill_roof = self._decode_roofline, self._prefill_roofline
         self._mlp_extra = bool(m.num_shared_experts or m.num_dense_layers)  # MLP parts besides the routed one
         if self.tables is not None:
             self._load()
@@ -163,9 +182,17 @@ class SiliconCostModel:
             self._gemm["lm_head"] = _Gemm(bf16, m.vocab_size / tp, m.hidden_size, 2.0, bf16_rate, "")
         kv_dtype = "fp8" if m.kv_cache_bytes == 1 else "bf16"
         heads = m.num_attention_heads // tp
-        if not m.is_mla:  # the shipped tables hold no MLA attention: the roofline, counted as a fallback
+        if not m.is_mla:
             self._decode = t.attention("decode", kv_dtype, heads, self._kv_heads, m.head_dim)
             self._prefill = t.attention("prefill", kv_dtype, heads, self._kv_heads, m.head_dim)
+        elif is_deepseek_v3_mla(m):  # the measured MLA module: its projections, rotary, attention and o_proj
+            gemm_dtype = "fp8_block" if getattr(m, "quantization", None) in ("fp8", "fp8_block") else "bf16"
+            decode = t.mla("mla_decode", kv_dtype, gemm_dtype, heads)
+            prefill = t.mla("mla_prefill", kv_dtype, gemm_dtype, heads)
+            if decode is not None and prefill is not None:
+                self._decode, self._prefill, self._mla_module = decode, prefill, True
+                self._decode_roof, self._prefill_roof = self._mla_decode_roofline, self._mla_prefill_roofline
+                self._gemm.pop("o_proj", None)
         if m.is_moe:
             dtype = "fp8" if self._fp8 else "bf16"
             dist = self.params.roofline.moe_token_distribution
@@ -174,6 +201,11 @@ class SiliconCostModel:
             self._moe = t.moe(f"moe/{dtype}/{dist}/{shape}/{tp // self.ep}/{self.ep}")
             if self._moe is None and self._fp8:  # block-wise FP8 (DeepSeek-V3's checkpoints) where per-tensor is not
                 self._moe = t.moe(f"moe/fp8_block/{dist}/{shape}/{tp // self.ep}/{self.ep}")
+        if m.is_moe and self.ep > 1:
+            shape = (m.hidden_size, m.num_experts_per_token, m.num_experts, self.ep)
+            dispatch, combine = t.all_to_all("dispatch", *shape), t.all_to_all("combine", *shape)
+            if dispatch is not None and combine is not None:
+                self._all_to_all = (dispatch, combine)
         if tp > 1:
             from simulator.cost.collectives import MeasuredAllReduce
 
@@ -253,7 +285,9 @@ class SiliconCostModel:
         ops: dict[str, OpCost] = {}
         moe = None
         for name, r in roof.items():
-            if name in self._gemm:
+            if self._mla_module and name in ("qkv_proj", "o_proj"):
+                seconds, source = 0.0, "in the measured MLA module (attn_prefill, attn_decode)"
+            elif name in self._gemm:
                 count = shape.num_sampled_tokens if name == "lm_head" else rows
                 key = (name, count)
                 found = self._count_ops.get(key)
@@ -282,6 +316,9 @@ class SiliconCostModel:
             elif name == "attn_prefill" and self._prefill is not None:
                 per, source = self._prefill_attention(shape.prefill_new_tokens, shape.prefill_cached_tokens)
                 seconds = per * L
+                self._count(name, source)
+            elif name == "all_to_all" and self._all_to_all is not None:
+                seconds, source = self._all_to_all_lookup(rows)
                 self._count(name, source)
             elif name == "all_reduce" and self._all_reduce is not None:
                 seconds, source = self._all_reduce_lookup(shape, rows, r.seconds)
@@ -416,18 +453,18 @@ class SiliconCostModel:
                 lc = row.clamp(length)
                 lt = row.log_at(lc)
                 assert lt is not None
-                lt += math.log(self._decode_roofline(rb, length) / self._decode_roofline(rb, lc))
+                lt += math.log(self._decode_roof(rb, length) / self._decode_roof(rb, lc))
                 anchored = True
             log_t += weight * lt
         t = math.exp(log_t)
         if bc != num_seqs:
-            t *= self._decode_roofline(num_seqs, length) / self._decode_roofline(bc, length)
+            t *= self._decode_roof(num_seqs, length) / self._decode_roof(bc, length)
         return t, anchored
 
     def _decode_source(self, num_seqs: int, context_tokens: int) -> str:
         assert self._decode is not None
         table, how = self._decode
-        source = self._table_lookup(table, num_seqs, context_tokens / num_seqs, self._decode_roofline)[1]
+        source = self._table_lookup(table, num_seqs, context_tokens / num_seqs, self._decode_roof)[1]
         return source if how == "measured" or source.startswith("roofline") else f"{source}, {how}"
 
     def _prefill_attention(self, new: Sequence[int], cached: Sequence[int]) -> tuple[float, str]:
@@ -446,14 +483,56 @@ class SiliconCostModel:
             pairs = n * c + n * (n + 1) / 2
             length = (math.sqrt(1 + 8 * pairs) - 1) / 2  # l (l + 1) / 2 = pairs
             sq += length * length
-        t, source = self._table_lookup(table, b, math.sqrt(sq / b), self._prefill_roofline)
+        t, source = self._table_lookup(table, b, math.sqrt(sq / b), self._prefill_roof)
         if any(cached) and not source.startswith("roofline"):
             source = "interpolated at equal causal work"
         if how != "measured" and not source.startswith("roofline"):
             source = f"{source}, {how}"
         return t, source
 
-    # MoE and all-reduce -------------------------------------------------------------------
+    def _mla_o_proj_s(self, T: int) -> float:
+        r, m, p = self.roofline, self.model, self.params.roofline
+        o, h = r._o, m.hidden_size
+        flops, nbytes = 2 * T * o * h, m.weight_bytes * o * h + p.activation_bytes * T * (o + h)
+        return max(flops / self._gemm_rate, nbytes / self._bw) + p.kernel_launch_s
+
+    def _mla_decode_roofline(self, b: float, ctx_per_seq: float) -> float:
+        """One layer's MLA module by the roofline (projections, absorbed decode attention, o_proj): the module
+        table's anchor."""
+        r, L = self.roofline, self.model.num_layers
+        n = max(1, round(b))
+        ctx = max(1, round(b * ctx_per_seq))
+        return (r._mla_qkv(n).seconds + r._mla_decode(n, ctx).seconds) / L + self._mla_o_proj_s(n)
+
+    def _mla_prefill_roofline(self, b: float, new: float, cached: float = 0.0) -> float:
+        """One layer's MLA module over ``b`` prompts of ``new`` tokens by the roofline: the module table's anchor."""
+        r, L = self.roofline, self.model.num_layers
+        n, length = max(1, round(b)), max(1, round(new))
+        T = n * length
+        attn = r._mla_prefill((length,) * n, (round(cached),) * n).seconds
+        return (r._mla_qkv(T).seconds + attn) / L + self._mla_o_proj_s(T)
+
+    # MoE, all-to-all and all-reduce --------------------------------------------------------
+
+    def _all_to_all_lookup(self, rows: int) -> tuple[float, str]:
+        """Expert parallelism's dispatch and combine per MoE layer, each GPU sending its ``rows / ep`` share of the
+        step's tokens: DeepEP's measured times (the faster of its normal and low-latency kernels at that count),
+        the roofline anchored at the edge of the measured token counts."""
+        assert self._all_to_all is not None
+        tokens = max(1.0, rows / self.ep)
+        total = 0.0
+        beyond = False
+        for curve in self._all_to_all:
+            tc = curve.clamp(tokens)
+            t = curve(tc)
+            assert t is not None
+            if tokens > tc:  # past the largest count measured: the bytes, and so the time, grow with the tokens
+                t *= tokens / tc
+                beyond = True
+            total += t  # below the smallest count: its time (the kernels' latency floor)
+        source = "interpolated (DeepEP)" if not beyond else f"roofline anchored at tokens={tc:g} (DeepEP)"
+        return total * self.model.num_moe_layers, source
+
 
     def _mlp_split(self, rows: int) -> dict[str, tuple[float, str]]:
         """The MLP ops' seconds over all layers: the routed experts from the fused-MoE table (split over the

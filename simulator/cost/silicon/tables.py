@@ -237,16 +237,23 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("servesim", appauthor=False))
 
 
+@cache
+def _converter_digest() -> str:
+    """The derivation's own version: a change to ``convert.py`` derives every cached table set again."""
+    return hashlib.sha256((Path(__file__).parent / "convert.py").read_bytes()).hexdigest()[:12]
+
+
 def _cache_path(sel: Selection) -> Path:
     t = sel.tables
     if t.source.startswith(database.DEPENDENCY):
-        name = f"{t.name}-{sel.framework}-{sel.version}.npz"
+        name = f"{t.name}-{sel.framework}-{sel.version}-{_converter_digest()}.npz"
         return cache_dir() / "silicon" / t.source.replace(" ", "-") / name
     # a folder's tables change when their sizes or modification times do
     fingerprint = ";".join(
         f"{p.relative_to(t.root)}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in sorted(t.root.rglob("*.parquet"))
     )
-    digest = hashlib.sha256(f"{t.root}|{sel.framework}|{sel.version}|{fingerprint}".encode()).hexdigest()[:20]
+    key = f"{t.root}|{sel.framework}|{sel.version}|{fingerprint}|{_converter_digest()}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:20]
     return cache_dir() / "silicon" / "folders" / f"{digest}.npz"
 
 

@@ -38,13 +38,28 @@ def test_shared_experts_and_dense_layers_are_priced():
     assert parts["shared"]["mlp_down"].flops == pytest.approx(2 * 64 * 2048 / 8 * 7168 * 58)
 
 
-def test_silicon_falls_back_for_mla_and_counts_it():
-    c = SiliconCostModel(SiliconParams(), DSV3, H200, tp=8)
+def test_silicon_prices_mla_by_the_measured_module_and_ep_by_the_measured_all_to_all():
+    """DeepSeek-V3 on 8 x H200 (TP 8, EP 8): the MLA attention module (projections, attention, o_proj) and DeepEP's
+    dispatch and combine come from aiconfigurator's vLLM tables; nothing of a decode step falls back."""
+    c = SiliconCostModel(SiliconParams(), DSV3, H200, tp=8, ep=8)
     sources = c.sources(DECODE)
-    assert sources["attn_decode"] == "roofline (no MLA table)"
-    c.step_time(DECODE)
-    assert c.fallbacks["attn_decode"] == 1
+    assert sources["attn_decode"] in ("measured", "interpolated")
+    assert sources["qkv_proj"] == sources["o_proj"] == "in the measured MLA module (attn_prefill, attn_decode)"
+    assert sources["all_to_all"] == "interpolated (DeepEP)"
     assert sources["mlp_gate_up"].startswith(("measured", "interpolated"))  # fused-MoE table, fp8_block
+    ops = c.breakdown(DECODE).ops
+    assert ops["qkv_proj"].seconds == ops["o_proj"].seconds == 0.0
+    c.step_time(DECODE)
+    assert not c.fallbacks
+    # the module at 16 heads per GPU (128 / tp 8), one layer, read back from the table
+    table, how = c.tables.mla("mla_decode", "bf16", "fp8_block", 16)
+    assert how == "measured"
+    row = table.rows[table.batch.index(32)]
+    assert ops["attn_decode"].seconds == pytest.approx(row(4000) * DSV3.num_layers, rel=1e-9)
+    # a head layout the module was not measured at falls back to the roofline, counted
+    assert "no MLA table" in SiliconCostModel(
+        SiliconParams(), DSV3.model_copy(update={"kv_lora_rank": 256}), H200, tp=8, ep=8
+    ).sources(DECODE)["attn_decode"]
 
 
 def test_expert_parallelism_all_to_all_and_imbalance():
