@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pytest
@@ -16,6 +17,54 @@ from workloads import RequestStream
 TESTS_DIR = Path(__file__).resolve().parent
 ROOT = TESTS_DIR.parent  # the repository
 DATA_DIR = TESTS_DIR / "data"
+# The named traces, byte-identical to their sources, kept beside the repository for tests (never in git).
+SHARED_TRACES = ROOT.parent / "shared" / "data" / "traces"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Tests read named traces from SERVESIM_DATA_DIR (default ../shared/data/traces) and never download one."""
+    if not os.environ.get("SERVESIM_DATA_DIR", "").strip() and SHARED_TRACES.is_dir():
+        os.environ["SERVESIM_DATA_DIR"] = str(SHARED_TRACES)
+    os.environ["SERVESIM_OFFLINE"] = "1"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A test that stops because a named trace is absent is skipped, the skip reason saying what to fetch where
+    (it fails instead where SERVESIM_REQUIRE_TRACES is set, as in CI, which must run every test)."""
+    from workloads.traces.fetch import TraceUnavailable
+
+    report = yield
+    absent = call.excinfo is not None and call.excinfo.errisinstance(TraceUnavailable)
+    if absent and report.failed and not _traces_required():
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {call.excinfo.value}")
+    return report
+
+
+def require_trace(name: str) -> None:
+    """Skip the calling test unless the named trace is on this machine (SERVESIM_DATA_DIR or the cache);
+    fail it instead where SERVESIM_REQUIRE_TRACES is set."""
+    from workloads.traces import TRACE_CATALOG
+    from workloads.traces.fetch import local_path
+
+    if local_path(TRACE_CATALOG[name]) is None:
+        missing_trace(name)
+
+
+def missing_trace(name: str) -> NoReturn:
+    """Skip the calling test, the reason naming what to fetch and where (fail where SERVESIM_REQUIRE_TRACES is set)."""
+    from workloads.traces import TRACE_CATALOG
+    from workloads.traces.fetch import unavailable
+
+    message = str(unavailable(name, TRACE_CATALOG[name].url, "tests never download"))
+    if _traces_required():
+        pytest.fail(f"SERVESIM_REQUIRE_TRACES is set: {message}")
+    pytest.skip(message)
+
+
+def _traces_required() -> bool:
+    return bool(os.environ.get("SERVESIM_REQUIRE_TRACES", "").strip())
 
 
 def make_stream(arrivals: list[float], prompts: list[int], outputs: list[int]) -> RequestStream:

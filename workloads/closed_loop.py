@@ -15,8 +15,9 @@ import numpy as np
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from workloads.classes import RequestClass, assign_classes, check_classes
+from workloads.default_lengths import sharegpt_like_lengths
 from workloads.durations import FixedSeconds, TimeDistribution, draw_seconds
-from workloads.lengths import DatasetLengths, LengthConfig, draw_lengths
+from workloads.lengths import LengthConfig, draw_lengths
 from workloads.rng import Stream, rng_for
 from workloads.stream import RequestStream
 from workloads.validators import FINITE, NumRequests, Seconds, field_error
@@ -36,7 +37,10 @@ class ClosedLoopWorkload(BaseModel):
         default_factory=lambda: FixedSeconds(seconds=0.0),
         description="Time between a request completing and its user's next request, seconds.",
     )
-    lengths: LengthConfig = Field(default_factory=DatasetLengths, description="Prompt and output lengths.")
+    lengths: LengthConfig = Field(
+        default_factory=sharegpt_like_lengths,
+        description="Prompt and output lengths (default: ShareGPT-like lognormals, see workloads.default_lengths).",
+    )
     ramp_s: Seconds = Field(0.0, description="Users start evenly spread over this time (0: all at once).")
     classes: tuple[RequestClass, ...] | None = Field(
         None, description="Request classes, drawn per user by weight (None: unlabelled)."

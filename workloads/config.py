@@ -18,14 +18,16 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator, m
 from workloads.arrivals import ArrivalConfig, PoissonArrivals, check_schedule
 from workloads.classes import RequestClass, check_classes
 from workloads.closed_loop import ClosedLoopWorkload
-from workloads.lengths import DatasetLengths, LengthConfig
+from workloads.default_lengths import sharegpt_like_lengths
+from workloads.lengths import LengthConfig
 from workloads.replay import TraceWorkload
 from workloads.sessions import SessionWorkload
 from workloads.validators import FINITE, NumRequests, PositiveSeconds, one_stop_rule, refuse_non_finite
 
 DEFAULT_NUM_REQUESTS = 1000
 # Llama-3.1-8B on one H100 with the sharegpt-8k-multiturn lengths saturates near 6.7 requests/s under the
-# roofline model; 5 keeps it busy (about 75% load) but stable.
+# roofline model (measured with the set's rows; the default lognormal lengths keep its mean prompt and output
+# lengths, see workloads.default_lengths); 5 keeps it busy (about 75% load) but stable.
 DEFAULT_RATE_PER_S = 5.0
 
 
@@ -44,7 +46,10 @@ class SyntheticWorkload(BaseModel):
     arrival: ArrivalConfig = Field(
         default_factory=lambda: PoissonArrivals(rate_per_s=DEFAULT_RATE_PER_S), description="The arrival process."
     )
-    lengths: LengthConfig = Field(default_factory=DatasetLengths, description="Prompt and output lengths.")
+    lengths: LengthConfig = Field(
+        default_factory=sharegpt_like_lengths,
+        description="Prompt and output lengths (default: ShareGPT-like lognormals, see workloads.default_lengths).",
+    )
     classes: tuple[RequestClass, ...] | None = Field(
         None, description="Request classes (priority, SLO class, tenant), drawn per request by weight."
     )

@@ -3,7 +3,7 @@
 A ``TokenDistribution`` draws one kind of length (positive integers): ``fixed``,
 ``uniform``, ``normal``, ``lognormal``, ``zipf`` or ``empirical`` (resampled from a column
 of a file). A ``LengthConfig`` draws (prompt, output) pairs: ``independent`` (one
-distribution each), or jointly from a file's rows (``dataset`` for a shipped trace name,
+distribution each), or jointly from a file's rows (``dataset`` for a named trace,
 ``empirical`` for any trace name or path), which keeps their correlation.
 
 Every length is at most ``MAX_TOKENS`` (10**9, see ``workloads.validators``). A ``normal``
@@ -142,13 +142,13 @@ class ZipfTokens(_Frozen):
 class EmpiricalTokens(_Frozen):
     """Lengths resampled (with replacement) from one column of a file.
 
-    ``column`` is ``prompt`` or ``output`` for any trace servesim reads (shipped name or
+    ``column`` is ``prompt`` or ``output`` for any trace servesim reads (catalogue name or
     path, in any of its formats), or the header / key of an integer column of any CSV or
     JSON-lines file.
     """
 
     kind: Literal["empirical"] = "empirical"
-    source: str = Field(description="A shipped trace name (e.g. azure-conv) or a file path.")
+    source: str = Field(description="A named trace (e.g. azure-conv, see `servesim workload list`) or a file path.")
     column: str = Field(description="prompt, output, or the name of a column of the file.")
     format: FormatName = Field("auto", description="Trace format for prompt/output columns (auto: recognised).")
 
@@ -168,13 +168,12 @@ class IndependentLengths(_Frozen):
 
 
 class DatasetLengths(_Frozen):
-    """(prompt, output) pairs sampled jointly, with replacement, from a shipped trace."""
+    """(prompt, output) pairs sampled jointly, with replacement, from a named trace (downloaded on first use)."""
 
     kind: Literal["dataset"] = "dataset"
     name: str = Field(
         DEFAULT_LENGTH_DATASET,
-        description="A shipped trace name (see `servesim workload list`; the old name sharegpt still works, "
-        "with a warning).",
+        description="A named trace (see `servesim workload list`; the old name sharegpt still works, with a warning).",
     )
 
 
@@ -182,7 +181,7 @@ class EmpiricalLengths(_Frozen):
     """(prompt, output) pairs sampled jointly, with replacement, from the rows of any trace."""
 
     kind: Literal["empirical"] = "empirical"
-    source: str = Field(description="A shipped trace name or a trace file path.")
+    source: str = Field(description="A named trace or a trace file path.")
     format: FormatName = Field("auto", description="The file's trace format (auto: recognised from its header).")
     max_total_tokens: Tokens | None = Field(
         None,

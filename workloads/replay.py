@@ -1,4 +1,4 @@
-"""Trace replay: a trace file (shipped name or path) and the options that shape its replay.
+"""Trace replay: a trace file (catalogue name or path) and the options that shape its replay.
 
 Options apply in this order: read (``skip_bad_rows``), ``window_s`` (trace seconds,
 shifted to start at 0), ``num_requests`` with ``sample``, ``time_scale``, ``duration_s``
@@ -37,7 +37,7 @@ class TraceWorkload(BaseModel):
     kind: Literal["trace"] = "trace"
     source: str = Field(
         min_length=1,
-        description="A shipped trace name (azure-code, azure-conv, mooncake-conversation, sharegpt-8k-multiturn, "
+        description="A named trace (azure-code, azure-conv, mooncake-conversation, sharegpt-8k-multiturn, "
         "...) or a file path, relative to the scenario file's folder.",
     )
     format: FormatName = Field("auto", description="The file's format (auto: recognised from its header).")

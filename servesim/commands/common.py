@@ -96,7 +96,7 @@ def _disaggregated_groups(text: str) -> list[dict[str, Any]]:
 
 def _use_trace(data: dict[str, Any], source: str) -> None:
     """Make the workload a replay of ``source``, keeping the trace options a trace workload already has."""
-    from workloads.traces import SHIPPED_TRACES
+    from workloads.traces import TRACE_CATALOG
 
     workload = data.get("workload")
     if not isinstance(workload, dict) or workload.get("kind") != "trace":
@@ -104,7 +104,7 @@ def _use_trace(data: dict[str, Any], source: str) -> None:
         data["workload"] = workload
     # A file named on the command line is relative to the working directory, not the scenario's folder.
     path = Path(source).expanduser()
-    workload["source"] = source if source in SHIPPED_TRACES or not path.exists() else str(path.resolve())
+    workload["source"] = source if source in TRACE_CATALOG or not path.exists() else str(path.resolve())
 
 
 def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path | None]:

@@ -1,10 +1,12 @@
 """`servesim workload`: look at workloads before simulating them.
 
-- ``describe SOURCE``: a workload's statistics. SOURCE is a shipped trace name
-  (``azure-conv``), a trace file path, or a scenario YAML (its workload is generated with
-  the scenario's seed).
-- ``list``: the traces shipped with servesim, with their rows and mean / median prompt and
-  output lengths (computed from the files), and the old names that still work.
+- ``describe SOURCE``: a workload's statistics. SOURCE is a named trace (``azure-conv``),
+  a trace file path, or a scenario YAML (its workload is generated with the scenario's seed).
+- ``list``: the named traces: where each is maintained (repository, commit, path), its
+  licence, rows and mean / median lengths, whether it is on this machine, and the old names
+  that still work. Downloads nothing.
+- ``fetch NAME... | --all``: download named traces into the cache (sha256-checked), or
+  say where each one already is.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 from rich.table import Table
 
 from servesim import display
-from workloads.traces import FORMATS, SHIPPED_TRACES, TRACE_ALIASES, read_trace
+from workloads.traces import FORMATS, TRACE_ALIASES, TRACE_CATALOG, read_trace
 
 SCENARIO_SUFFIXES = (".yaml", ".yml")
 
@@ -25,8 +27,9 @@ SCENARIO_SUFFIXES = (".yaml", ".yml")
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "workload",
-        help="describe a workload (trace, file or scenario) or list the shipped traces",
-        description="Inspect workloads: statistics of a trace or a scenario's workload, and the shipped traces.",
+        help="describe a workload (trace, file or scenario), list or fetch the named traces",
+        description="Inspect workloads: statistics of a trace or a scenario's workload; the named traces, "
+        "their sources and licences, and downloading them.",
     )
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
     d = verbs.add_parser(
@@ -34,9 +37,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="statistics of a workload",
         description="Duration, mean rate and burstiness, prompt/output length percentiles, sessions and "
         "turns, and the fraction of prompt blocks that repeat an earlier block (the hit rate of an "
-        "unbounded prefix cache). SOURCE: a shipped trace name, a trace file, or a scenario YAML.",
+        "unbounded prefix cache). SOURCE: a named trace, a trace file, or a scenario YAML.",
     )
-    d.add_argument("source", help="shipped trace name (see `servesim workload list`), trace file, or scenario .yaml")
+    d.add_argument("source", help="named trace (see `servesim workload list`), trace file, or scenario .yaml")
     d.add_argument("--format", choices=("auto", *FORMATS), default="auto", help="trace file format (default: auto)")
     d.add_argument("--seed", type=int, help="seed for a scenario's workload (default: the scenario's)")
     d.add_argument(
@@ -47,12 +50,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d.set_defaults(func=main_describe)
     ls = verbs.add_parser(
         "list",
-        help="the traces shipped with servesim",
-        description="List the shipped traces: format, what they are, rows, and mean / median prompt and output "
-        "tokens (computed from the files).",
+        help="the named traces, their sources and licences",
+        description="List the named traces: what they are, where each is maintained (repository@commit:path), "
+        "its licence, rows and mean / median prompt and output tokens, and where it is on this machine "
+        "(or that it is downloaded on first use). Downloads nothing.",
     )
     ls.add_argument("--json", action="store_true", help="print one JSON object")
     ls.set_defaults(func=main_list)
+    f = verbs.add_parser(
+        "fetch",
+        help="download named traces into the cache",
+        description="Download named traces from their canonical URLs into the user's cache, checking each "
+        "file's sha256; a trace already in SERVESIM_DATA_DIR or the cache is checked, not downloaded. "
+        "SERVESIM_OFFLINE=1 forbids downloads.",
+    )
+    f.add_argument("names", nargs="*", metavar="NAME", help="named traces (see `servesim workload list`)")
+    f.add_argument("--all", action="store_true", help="every named trace")
+    f.set_defaults(func=main_fetch)
 
 
 def workload_stats(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
@@ -164,33 +178,85 @@ def main_describe(args: argparse.Namespace) -> int:
     return 0
 
 
-def main_list(args: argparse.Namespace) -> int:
-    from workloads.datasets import length_summary
+def _local_where(entry) -> str | None:
+    """Where the checked local copy of a named trace is, or None (to be downloaded)."""
+    from workloads.traces.fetch import local_path
 
-    lengths = {name: length_summary(name) for name in SHIPPED_TRACES}
+    path = local_path(entry)
+    return None if path is None else str(path)
+
+
+def main_list(args: argparse.Namespace) -> int:
+    from workloads.traces.fetch import cache_dir
+
+    where = {name: _local_where(entry) for name, entry in TRACE_CATALOG.items()}
     if args.json:
         traces = {
-            k: {"format": t.format, "description": t.description}
-            | lengths[k]
-            | {"aliases": [old for old, (target, _) in TRACE_ALIASES.items() if target == k]}
-            for k, t in SHIPPED_TRACES.items()
+            name: {
+                "format": t.format,
+                "description": t.description,
+                "repository": t.repository,
+                "commit": t.commit,
+                "path": t.path,
+                "url": t.url,
+                "licence": t.licence,
+                "citation": t.citation,
+                "sha256": t.sha256,
+                "size_bytes": t.size_bytes,
+                "num_rows": t.rows,
+                "mean_prompt_tokens": t.mean_prompt_tokens,
+                "median_prompt_tokens": t.median_prompt_tokens,
+                "mean_output_tokens": t.mean_output_tokens,
+                "median_output_tokens": t.median_output_tokens,
+                "local_path": where[name],
+                "aliases": [old for old, (target, _) in TRACE_ALIASES.items() if target == name],
+            }
+            for name, t in TRACE_CATALOG.items()
         }
         print(json.dumps(traces))
         return 0
-    table = Table(title="shipped traces (see workloads/data/ATTRIBUTION.md)", title_justify="left")
-    for col in ("name", "format", "what", "rows", "prompt mean / median", "output mean / median"):
-        table.add_column(col, justify="right" if col[0] in "rpo" else "left")
-    for name, t in SHIPPED_TRACES.items():
-        n = lengths[name]
+    table = Table(
+        title="named traces (downloaded on first use, or `servesim workload fetch NAME`)", title_justify="left"
+    )
+    for col in ("name", "what", "source", "licence", "rows", "prompt mean / median", "output mean / median"):
+        table.add_column(col, justify="right" if col[0] in "rpo" else "left", overflow="fold")
+    for name, t in TRACE_CATALOG.items():
         table.add_row(
             name,
-            t.format,
-            t.description,
-            f"{n['num_rows']:,}",
-            f"{n['mean_prompt_tokens']:,.0f} / {_num(n['median_prompt_tokens'])}",
-            f"{n['mean_output_tokens']:,.0f} / {_num(n['median_output_tokens'])}",
+            f"{t.description} ({t.format} format)",
+            t.source,
+            t.licence,
+            f"{t.rows:,}",
+            f"{t.mean_prompt_tokens:,.0f} / {_num(t.median_prompt_tokens)}",
+            f"{t.mean_output_tokens:,.0f} / {_num(t.median_output_tokens)}",
         )
     display.stdout.print(table)
+    folders: dict[str, list[str]] = {}
+    for name, path in where.items():
+        folders.setdefault(str(Path(path).parent) if path else "", []).append(name)
+    for folder, names in folders.items():
+        if folder:
+            display.stdout.print(f"on this machine, in {folder}: {', '.join(names)}")
+    absent = folders.get("", [])
+    if absent:
+        display.stdout.print(f"downloaded on first use into {cache_dir()}: {', '.join(absent)}")
     for old, (target, what) in TRACE_ALIASES.items():
         display.stdout.print(f"old name {old!r}: {target!r}, {what}")
+    return 0
+
+
+def main_fetch(args: argparse.Namespace) -> int:
+    from workloads.traces import canonical_name
+    from workloads.traces.fetch import trace_path
+
+    if args.all == bool(args.names):
+        raise ValueError("give trace names or --all (see `servesim workload list`)")
+    names = list(TRACE_CATALOG) if args.all else [canonical_name(n) for n in args.names]
+    unknown = [n for n in names if n not in TRACE_CATALOG]
+    if unknown:
+        raise ValueError(f"unknown trace {unknown[0]!r}; named: {', '.join(TRACE_CATALOG)}")
+    for name in names:
+        entry = TRACE_CATALOG[name]
+        licence = entry.licence.split(" ")[0]
+        print(f"{name}: {trace_path(name, entry)} (sha256 checked; {licence}; cite {entry.citation})")
     return 0

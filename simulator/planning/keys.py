@@ -23,7 +23,7 @@ from simulator.config.presets import resolve_hardware, resolve_model
 from simulator.config.scenario import validate_scenario
 from simulator.config.schema import ScenarioConfig
 from simulator.planning.overrides import apply_overrides
-from workloads.traces import SHIPPED_TRACES
+from workloads.traces import TRACE_CATALOG
 
 KEY_HEX_CHARS = 20
 
@@ -41,14 +41,14 @@ def _data_sources(node: Any) -> list[str]:
 def data_files_sha256(
     workload: dict[str, Any], base_dir: Path | None, cache: dict[Path, str] | None = None
 ) -> dict[str, str]:
-    """source -> SHA-256 of the file, for each data file of ``workload`` that exists (shipped names left out).
+    """source -> SHA-256 of the file, for each data file of ``workload`` that exists (catalogue names left out).
 
     A missing file is left for the run to report. ``cache`` (path -> digest) saves hashing
     one file again for every point of a sweep.
     """
     out = {}
     for source in _data_sources(workload):
-        if source in SHIPPED_TRACES:
+        if source in TRACE_CATALOG:
             continue
         path = Path(source).expanduser()
         if not path.is_absolute() and base_dir is not None:

@@ -1,4 +1,4 @@
-"""`servesim workload describe|list`, and `servesim run` replaying every shipped trace end to end."""
+"""`servesim workload describe|list`, and `servesim run` replaying every named trace end to end."""
 
 import json
 import subprocess
@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from servesim.cli import main
-from workloads.traces import SHIPPED_TRACES
+from tests.conftest import require_trace
+from workloads.traces import TRACE_CATALOG
 
 
 def _cli(capsys, *args) -> tuple[int, str, str]:
@@ -16,7 +17,8 @@ def _cli(capsys, *args) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_describe_a_shipped_trace_as_json(capsys):
+def test_describe_a_named_trace_as_json(capsys):
+    require_trace("mooncake-conversation")
     code, out, _ = _cli(capsys, "workload", "describe", "mooncake-conversation", "--json")
     assert code == 0
     stats = json.loads(out)
@@ -27,6 +29,8 @@ def test_describe_a_shipped_trace_as_json(capsys):
 
 
 def test_describe_table_names_the_figures(capsys):
+    require_trace("azure-conv")
+    require_trace("sharegpt-8k-multiturn")
     code, out, _ = _cli(capsys, "workload", "describe", "azure-conv")
     assert code == 0
     for text in ("19,366", "mean rate", "5.53", "burstiness", "prompt tokens", "14,050"):
@@ -82,12 +86,12 @@ def test_describe_a_scenario(tmp_path, capsys):
 
 def test_workload_list(capsys):
     code, out, _ = _cli(capsys, "workload", "list", "--json")
-    assert code == 0 and set(json.loads(out)) == set(SHIPPED_TRACES)
+    assert code == 0 and set(json.loads(out)) == set(TRACE_CATALOG)
 
 
 def _replay_scenario(tmp_path, name: str) -> str:
     workload = {"kind": "trace", "source": name}
-    if SHIPPED_TRACES[name].format == "vidur":  # lengths only
+    if TRACE_CATALOG[name].format == "vidur":  # lengths only
         workload |= {"arrival": {"kind": "poisson", "rate_per_s": 4}, "num_requests": 30}
     elif name != "agent-rounds":
         workload |= {"num_requests": 30}
@@ -96,8 +100,9 @@ def _replay_scenario(tmp_path, name: str) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("name", list(SHIPPED_TRACES))
-def test_run_replays_each_shipped_trace(tmp_path, capsys, name):
+@pytest.mark.parametrize("name", list(TRACE_CATALOG))
+def test_run_replays_each_named_trace(tmp_path, capsys, name):
+    require_trace(name)
     expected = 19 if name == "agent-rounds" else 30
     code, out, err = _cli(
         capsys, "run", _replay_scenario(tmp_path, name), "--quiet", "--json", "--out", tmp_path / "run"
@@ -111,6 +116,7 @@ def test_run_replays_each_shipped_trace(tmp_path, capsys, name):
 
 
 def test_run_names_a_trace_on_the_command_line(tmp_path, capsys, monkeypatch):
+    require_trace("azure-code")
     code, out, err = _cli(
         capsys, "run", "--trace", "azure-code", "--num-requests", "25", "--quiet", "--json", "--out", tmp_path / "a"
     )
@@ -154,6 +160,9 @@ def test_workload_list_says_each_datasets_lengths(capsys):
     assert round(share["mean_prompt_tokens"]) == 2340 and share["median_prompt_tokens"] == 1730
     assert round(share["mean_output_tokens"]) == 439 and share["median_output_tokens"] == 415
     assert all({"num_rows", "mean_prompt_tokens", "median_output_tokens"} <= set(v) for v in listed.values())
+    assert share["licence"].startswith("Apache-2.0") and share["repository"] == "project-etalon/etalon"
+    assert listed["azure-conv"]["licence"] == "CC-BY-4.0" and listed["arxiv"]["licence"] == "MIT"
+    assert all(v["url"].startswith("https://raw.githubusercontent.com/") and v["citation"] for v in listed.values())
     code, out, _ = _cli(capsys, "workload", "list")
     assert code == 0
     for text in (
@@ -163,11 +172,15 @@ def test_workload_list_says_each_datasets_lengths(capsys):
         "439 / 415",
         "12,035 / 6,909",
         "old name 'sharegpt'",
+        "CC-BY-4.0",
+        "MIT",
+        "Azure/AzurePublicDataset",
     ):
         assert text in out
 
 
 def test_old_sharegpt_name_still_works_with_one_warning_line(capsys, monkeypatch):
+    require_trace("sharegpt-8k-multiturn")
     from workloads.traces import catalog
 
     monkeypatch.setattr(catalog, "_warned", set())

@@ -129,9 +129,15 @@ def test_synthetic_draws_are_those_of_earlier_versions():
     )
     assert len(s) == 293 and s.arrival_s[-1] == 99.79759342267081
     assert s.arrival_s[:3].tolist() == [1.121769896492187, 2.192744366946478, 2.578105294341348]
-    s = generate(WorkloadConfig.model_validate({"num_requests": 50}), 11)
+    sharegpt = {"kind": "dataset", "name": "sharegpt-8k-multiturn"}  # the default lengths until issue 29
+    s = generate(WorkloadConfig.model_validate({"num_requests": 50, "lengths": sharegpt}), 11)
     assert s.arrival_s[:2].tolist() == [0.645889714902016, 1.2625325732565924]
     assert s.num_prompt_tokens[:4].tolist() == [1260, 5339, 1203, 1291]
+    # Pinned when the default lengths became the fitted lognormals (workloads.default_lengths).
+    s = generate(WorkloadConfig.model_validate({"num_requests": 50}), 11)
+    assert s.arrival_s[:2].tolist() == [0.645889714902016, 1.2625325732565924]
+    assert s.num_prompt_tokens[:4].tolist() == [2788, 867, 2837, 987]
+    assert s.num_output_tokens[:4].tolist() == [325, 217, 364, 413]
 
 
 # -- offline: every request at t = 0 ------------------------------------------------------

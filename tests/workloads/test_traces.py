@@ -1,16 +1,15 @@
-"""Trace readers: the shipped traces match the traces README; formats parse to the right columns."""
+"""Trace readers: the named traces match the traces README and the catalogue; formats parse to the right columns."""
 
-import gzip
 import hashlib
 import json
-from importlib import resources
 
 import numpy as np
 import pytest
 
 from workloads import WorkloadConfig, generate
 from workloads.describe import describe, describe_trace
-from workloads.traces import SHIPPED_TRACES, detect_format, read_trace, resolve_source
+from workloads.traces import TRACE_CATALOG, detect_format, read_trace, resolve_source
+from workloads.traces.fetch import trace_path
 
 # From the traces README: rows, span (s, None for lengths only), prompt mean / p50 / p99 / max,
 # output mean / p50 / p99 / max, and the sha256 of the original file where it gives one.
@@ -50,9 +49,8 @@ README = {
 AGENT_ROUNDS_SHA256 = "314c49483148fe68e230a683f739e3e6e68d478948ecf342739596f30af36b57"
 
 
-def _shipped_bytes(name: str) -> bytes:
-    filename = SHIPPED_TRACES[name].filename
-    return gzip.decompress(resources.files("workloads").joinpath("data", filename).read_bytes())
+def _trace_bytes(name: str) -> bytes:
+    return trace_path(name, TRACE_CATALOG[name]).read_bytes()
 
 
 def _close(value: float, published: float) -> bool:
@@ -61,7 +59,7 @@ def _close(value: float, published: float) -> bool:
 
 
 @pytest.mark.parametrize("name", list(README))
-def test_shipped_trace_matches_readme(name):
+def test_named_trace_matches_readme_and_catalogue(name):
     rows, span, prompt_stats, output_stats, sha = README[name]
     trace = read_trace(name)
     assert len(trace) == rows and trace.num_skipped_rows == 0
@@ -76,8 +74,26 @@ def test_shipped_trace_matches_readme(name):
     else:
         assert trace.arrival_s[0] == 0.0 and np.all(np.diff(trace.arrival_s) >= 0)
         assert round(trace.arrival_s[-1]) == span
+    entry = TRACE_CATALOG[name]
+    raw = _trace_bytes(name)
+    assert hashlib.sha256(raw).hexdigest() == entry.sha256 and len(raw) == entry.size_bytes
     if sha is not None:
-        assert hashlib.sha256(_shipped_bytes(name)).hexdigest() == sha  # byte-for-byte copy
+        assert entry.sha256 == sha
+    assert entry.rows == len(trace)
+
+
+@pytest.mark.parametrize("name", list(TRACE_CATALOG))
+def test_catalogue_figures_are_the_files(name):
+    """The rows and mean / median lengths `servesim workload list` prints (without reading files) are the files'."""
+    entry = TRACE_CATALOG[name]
+    trace = read_trace(name)
+    assert entry.rows == len(trace)
+    assert entry.mean_prompt_tokens == pytest.approx(trace.num_prompt_tokens.mean(), abs=0.05)
+    assert entry.mean_output_tokens == pytest.approx(trace.num_output_tokens.mean(), abs=0.05)
+    assert entry.median_prompt_tokens == np.median(trace.num_prompt_tokens)
+    assert entry.median_output_tokens == np.median(trace.num_output_tokens)
+    assert entry.url == f"https://raw.githubusercontent.com/{entry.repository}/{entry.commit}/{entry.path}"
+    assert entry.url.endswith("/" + entry.filename) and len(entry.commit) == 40
 
 
 def test_azure_timestamps_become_seconds_since_the_first():
@@ -110,7 +126,7 @@ def test_mooncake_repeat_fraction_against_an_independent_count(name, fraction, d
     # prefix of ids (this block and every block before it) occurred in an earlier request.
     seen: set[tuple[int, ...]] = set()
     total = repeats = 0
-    for line in _shipped_bytes(name).decode().splitlines():
+    for line in _trace_bytes(name).decode().splitlines():
         ids = tuple(json.loads(line)["hash_ids"])
         for k in range(1, len(ids) + 1):
             total += 1
@@ -126,7 +142,7 @@ def test_mooncake_repeat_fraction_against_an_independent_count(name, fraction, d
 
 def test_mooncake_hashes_identify_prefixes():
     stream = read_trace("mooncake-conversation").to_stream()
-    lines = _shipped_bytes("mooncake-conversation").decode().splitlines()[:3000]
+    lines = _trace_bytes("mooncake-conversation").decode().splitlines()[:3000]
     by_prefix: dict[tuple[int, ...], int] = {}
     by_hash: dict[int, tuple[int, ...]] = {}
     for i, line in enumerate(lines):
@@ -153,7 +169,7 @@ def test_agent_rounds_sessions_times_and_prefixes():
     assert trace.think_s[10] == pytest.approx(19.291, abs=1e-9)
     assert np.all(trace.think_s >= 0) and trace.notes["num_overlapping_rounds"] == 0
     stream = trace.to_stream()
-    records = [json.loads(line) for line in _shipped_bytes("agent-rounds").decode().splitlines()]
+    records = [json.loads(line) for line in _trace_bytes("agent-rounds").decode().splitlines()]
     codex = [r for r in records if r["session_id"].startswith("codex")]
     for r in range(1, 9):
         prev, cur = codex[r - 1], codex[r]
@@ -204,10 +220,10 @@ def test_generic_jsonl_and_lengths_only(tmp_path):
 
 
 def test_format_detection_and_names(tmp_path):
-    for name, shipped in SHIPPED_TRACES.items():
+    for name, entry in TRACE_CATALOG.items():
         source, _ = resolve_source(name)
-        assert detect_format(source) == shipped.format, name
-    with pytest.raises(ValueError, match="unknown trace 'azure-cnv'; shipped: sharegpt-8k-multiturn, arxiv"):
+        assert detect_format(source) == entry.format, name
+    with pytest.raises(ValueError, match="unknown trace 'azure-cnv'; named: sharegpt-8k-multiturn, arxiv"):
         read_trace("azure-cnv")
     (tmp_path / "x.csv").write_text("a,b\n1,2\n")
     with pytest.raises(ValueError, match=r"x\.csv: line 1: cannot tell the trace format"):

@@ -79,12 +79,27 @@ def test_sharegpt_dataset_ships_with_published_statistics():
 
 
 def test_sharegpt_sampling_is_joint_and_matches_moments():
-    s = _gen(num_requests=20000)
+    s = _gen(num_requests=20000, lengths={"kind": "dataset", "name": "sharegpt-8k-multiturn"})
     prompt, output = load_length_dataset("sharegpt-8k-multiturn")
     assert s.num_prompt_tokens.mean() == pytest.approx(prompt.mean(), rel=0.03)
     assert s.num_output_tokens.mean() == pytest.approx(output.mean(), rel=0.03)
     pairs = set(zip(prompt.tolist(), output.tolist(), strict=True))
     assert all((p, o) in pairs for p, o in zip(s.num_prompt_tokens[:200], s.num_output_tokens[:200], strict=True))
+
+
+def test_default_lengths_need_no_data_and_match_the_sharegpt_set(tmp_path, monkeypatch):
+    """The default workload's lengths are the fitted lognormals: no file is read, and they keep the
+    ShareGPT set's means and medians (README: prompt 2,340 / 1,730, output 439 / 415) and bounds."""
+    monkeypatch.setenv("SERVESIM_DATA_DIR", str(tmp_path))  # an empty folder; tests never download
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    s = _gen(num_requests=20000)
+    prompt, output = s.num_prompt_tokens, s.num_output_tokens
+    assert prompt.mean() == pytest.approx(2340, rel=0.03) and np.median(prompt) == pytest.approx(1730, rel=0.03)
+    assert output.mean() == pytest.approx(439, rel=0.03) and np.median(output) == pytest.approx(415, rel=0.03)
+    assert prompt.min() >= 1 and prompt.max() == 8141 and output.min() >= 2 and output.max() <= 1024
+    assert not (tmp_path / "cache").exists()
+    again = _gen(num_requests=20000)
+    assert np.array_equal(again.num_prompt_tokens, prompt) and np.array_equal(again.num_output_tokens, output)
 
 
 def test_same_seed_same_stream():
@@ -95,8 +110,8 @@ def test_same_seed_same_stream():
     assert not np.array_equal(a.arrival_s, c.arrival_s)
 
 
-def test_unknown_dataset_lists_shipped_ones():
-    with pytest.raises(ValueError, match="unknown length dataset 'nope'; shipped: sharegpt-8k-multiturn"):
+def test_unknown_dataset_lists_the_named_ones():
+    with pytest.raises(ValueError, match="unknown length dataset 'nope'; named: sharegpt-8k-multiturn"):
         _gen(num_requests=3, lengths={"kind": "dataset", "name": "nope"})
 
 

@@ -1,9 +1,10 @@
-"""Trace readers: files of recorded requests, shipped by name or given by path.
+"""Trace readers: files of recorded requests, named in the catalogue or given by path.
 
-``read_trace(source)`` reads a shipped trace (``azure-conv``, ``mooncake-conversation``,
-``sharegpt-8k-multiturn``, ... see ``SHIPPED_TRACES``; old names in ``TRACE_ALIASES`` still
-work) or a file (plain or ``.gz``) in one of the formats below, chosen by ``format`` or
-recognised from the header / first record:
+``read_trace(source)`` reads a named trace (``azure-conv``, ``mooncake-conversation``,
+``sharegpt-8k-multiturn``, ... see ``TRACE_CATALOG``; old names in ``TRACE_ALIASES`` still
+work; the file is found or downloaded by ``workloads.traces.fetch``) or a file (plain or
+``.gz``) in one of the formats below, chosen by ``format`` or recognised from the header /
+first record:
 
 - ``azure``: Azure LLM inference traces (``TIMESTAMP,ContextTokens,GeneratedTokens``).
 - ``vidur``: Vidur / Sarathi-Serve length files (``num_prefill_tokens,num_decode_tokens``,
@@ -26,7 +27,8 @@ import numpy as np
 
 from workloads.traces.agent_rounds import read_agent_rounds
 from workloads.traces.azure import read_azure
-from workloads.traces.catalog import SHIPPED_TRACES, TRACE_ALIASES, ShippedTrace, canonical_name
+from workloads.traces.catalog import TRACE_ALIASES, TRACE_CATALOG, NamedTrace, canonical_name
+from workloads.traces.fetch import trace_path
 from workloads.traces.files import (
     RowChecker,
     TextSource,
@@ -34,7 +36,6 @@ from workloads.traces.files import (
     int_column,
     read_csv_table,
     read_jsonl_table,
-    read_package_source,
     read_text_source,
     report_broken,
 )
@@ -90,22 +91,22 @@ def detect_format(source: TextSource) -> str:
     )
 
 
-def resolve_source(source: str, base_dir: Path | None = None) -> tuple[TextSource, ShippedTrace | None]:
-    """The text of a shipped trace name or a file path (relative paths against ``base_dir``)."""
+def resolve_source(source: str, base_dir: Path | None = None) -> tuple[TextSource, NamedTrace | None]:
+    """The text of a named trace (found or downloaded, see ``fetch``) or a file path (relative to ``base_dir``)."""
     source = canonical_name(source)
-    if source in SHIPPED_TRACES:
-        shipped = SHIPPED_TRACES[source]
-        return read_package_source(shipped.filename, source), shipped
+    if source in TRACE_CATALOG:
+        entry = TRACE_CATALOG[source]
+        return read_text_source(trace_path(source, entry), display=source), entry
     path = Path(source).expanduser()
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
     if not path.exists() and "/" not in source and "." not in source:
-        raise ValueError(f"unknown trace {source!r}; shipped: {', '.join(SHIPPED_TRACES)} (or give a file path)")
+        raise ValueError(f"unknown trace {source!r}; named: {', '.join(TRACE_CATALOG)} (or give a file path)")
     return read_text_source(path, display=str(path)), None
 
 
 @functools.lru_cache(maxsize=32)
-def _read_shipped(name: str, fmt: str, skip_bad_rows: bool, block_tokens: int | None) -> Trace:
+def _read_named(name: str, fmt: str, skip_bad_rows: bool, block_tokens: int | None) -> Trace:
     source, _ = resolve_source(name)
     trace = _reader(fmt, block_tokens)(source, skip_bad_rows)
     for value in trace.__dataclass_fields__:
@@ -122,21 +123,20 @@ def read_trace(
     skip_bad_rows: bool = False,
     block_tokens: int | None = None,
 ) -> Trace:
-    """Read a trace by shipped name or path.
+    """Read a trace by catalogue name or path.
 
     ``format`` is one of ``FORMATS`` or ``auto``; ``skip_bad_rows`` drops bad rows (counted
     in ``num_skipped_rows``) instead of raising; ``block_tokens`` is the prefix-block size
     of a generic file's ``hash_ids`` and of agent-rounds content blocks. Raises ValueError
-    naming the file and line for bad input. Shipped traces are parsed once per process
+    naming the file and line for bad input. Named traces are parsed once per process
     (their arrays are read-only).
     """
     if format != "auto" and format not in FORMATS:
         raise ValueError(f"unknown trace format {format!r}; known: auto, {', '.join(FORMATS)}")
     source = canonical_name(source)
-    if source in SHIPPED_TRACES:
-        shipped = SHIPPED_TRACES[source]
-        fmt = shipped.format if format == "auto" else format
-        return _read_shipped(source, fmt, skip_bad_rows, block_tokens)
+    if source in TRACE_CATALOG:
+        fmt = TRACE_CATALOG[source].format if format == "auto" else format
+        return _read_named(source, fmt, skip_bad_rows, block_tokens)
     text, _ = resolve_source(source, base_dir)
     fmt = detect_format(text) if format == "auto" else format
     return _reader(fmt, block_tokens)(text, skip_bad_rows)
@@ -165,8 +165,8 @@ def read_length_column(source: str, column: str, base_dir: Path | None = None) -
 
 __all__ = [
     "FORMATS",
-    "SHIPPED_TRACES",
     "TRACE_ALIASES",
+    "TRACE_CATALOG",
     "FormatName",
     "Trace",
     "canonical_name",

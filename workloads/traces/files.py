@@ -14,7 +14,6 @@ import json
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +41,6 @@ def read_text_source(path: Path, display: str | None = None) -> TextSource:
     except OSError as exc:
         raise ValueError(f"{name}: cannot read file ({exc.strerror})") from None
     return TextSource(name, _decode(raw, name), _is_jsonl_name(path.name))
-
-
-def read_package_source(filename: str, display: str) -> TextSource:
-    """A file shipped in ``workloads/data`` (gzip-compressed)."""
-    raw = resources.files("workloads").joinpath("data", filename).read_bytes()
-    return TextSource(display, _decode(raw, display), _is_jsonl_name(filename))
 
 
 def _is_jsonl_name(filename: str) -> bool:
