@@ -53,9 +53,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", type=Path, help="calibration profile: use the profiled cost model")
     p.add_argument(
         "--cost-model",
-        choices=("silicon", "roofline"),
-        help="without --profile: measured kernel tables (default where shipped for the hardware) or the roofline",
+        choices=("silicon", "roofline", "aiconfigurator"),
+        help="without --profile: measured kernel tables (the default where the hardware has them), the roofline, "
+        "or aiconfigurator's own step estimator",
     )
+    p.add_argument(
+        "--framework",
+        choices=("vllm", "sglang", "trtllm"),
+        help="the engine whose measured kernels are read (default: vllm)",
+    )
+    p.add_argument("--version", help="the engine version whose tables are read (default: the newest measured)")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
     p.add_argument("--ep", type=int, default=1, help="expert-parallel degree (MoE; divides --tp and the experts)")
     p.add_argument("--quantization", choices=("fp8",), help="FP8 weights and GEMMs (vLLM's --quantization fp8)")
@@ -91,7 +98,7 @@ def main(args: argparse.Namespace) -> int:
     from simulator.cost.profile import load_profile
     from simulator.cost.profiled import ProfiledParams
     from simulator.cost.roofline import RooflineParams
-    from simulator.cost.silicon import SiliconParams
+    from simulator.cost.silicon import SiliconCostModel, SiliconParams
 
     if not args.prefill and not args.decode:
         raise ValueError("give at least one --prefill TOKENS[:CACHED] or --decode COUNT:CONTEXT")
@@ -112,15 +119,23 @@ def main(args: argparse.Namespace) -> int:
             raise ValueError("--cost-model: give it or --profile, not both (a profile means the profiled model)")
         params = ProfiledParams(profile=str(args.profile))
     elif args.cost_model == "roofline" or (args.cost_model is None and hardware.silicon_tables is None):
+        if args.framework is not None or args.version is not None:
+            raise ValueError("--framework/--version: the roofline reads no measured tables (use --cost-model silicon)")
         params = RooflineParams()
+    elif args.cost_model == "aiconfigurator":
+        from simulator.cost.aiconfigurator import AiconfiguratorParams
+
+        params = AiconfiguratorParams(framework=args.framework, version=args.version)
     else:
-        params = SiliconParams()
+        params = SiliconParams(framework=args.framework, version=args.version)
     kind, cost = params.kind, make_cost_model(params, model, hardware, args.tp, profile=profile, ep=args.ep)
     shape = shape_from(args.prefill, args.decode)
     step = cost.breakdown(shape)
     assert step.ops is not None
     ops = {name: step.ops[name] for name in OP_NAMES if name in step.ops}
     sources = _sources(cost, shape, ops)
+    # the table, framework, version and kernel each op reads (the silicon model)
+    measured = cost.tables_of(shape) if isinstance(cost, SiliconCostModel) else {}
     flops = sum(op.flops for op in ops.values())
     nbytes = sum(op.bytes for op in ops.values())
     if args.json:
@@ -133,25 +148,31 @@ def main(args: argparse.Namespace) -> int:
                     "bytes": nbytes,
                     "cost_model": kind,
                     "sources": sources,
+                    "tables": measured,
                 }
             )
         )
         return 0
     table = Table(title=f"one step of {model.name} on {hardware.name} x{args.tp} ({kind})", title_justify="left")
-    for col in ("op", "ms", "share", "GFLOP/GPU", "MB/GPU", "from"):
-        table.add_column(col, justify="left" if col in ("op", "from") else "right")
+    columns = ("op", "ms", "share", "GFLOP/GPU", "MB/GPU", "from") + (("table",) if measured else ())
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("op", "from", "table") else "right")
     for name, op in ops.items():
-        table.add_row(
+        row = [
             name,
             f"{op.seconds * 1e3:.4f}",
             f"{op.seconds / step.total_s:.1%}",
             f"{op.flops / 1e9:,.2f}",
             f"{op.bytes / 1e6:,.2f}",
             sources[name],
-        )
+        ]
+        table.add_row(*row, *((measured.get(name, ""),) if measured else ()))
     table.add_section()
-    table.add_row("total", f"{step.total_s * 1e3:.4f}", "100.0%", f"{flops / 1e9:,.2f}", f"{nbytes / 1e6:,.2f}", "")
+    total = ["total", f"{step.total_s * 1e3:.4f}", "100.0%", f"{flops / 1e9:,.2f}", f"{nbytes / 1e6:,.2f}", ""]
+    table.add_row(*total, *(("",) if measured else ()))
     display.stdout.print(table)
+    if measured:
+        display.stdout.print(f"measured tables: {cost.tables.describe()}")
     return 0
 
 

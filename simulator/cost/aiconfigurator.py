@@ -79,7 +79,9 @@ class AiconfiguratorParams(BaseModel):
         description="aiconfigurator's GPU system (e.g. h200_sxm); None: the hardware's silicon_tables.",
     )
     framework: Literal["vllm", "sglang", "trtllm"] | None = Field(
-        None, description="Serving framework whose measured kernels price the step; None: vllm."
+        None,
+        description="Serving framework whose measured kernels price the step; None: the engine the batch policy "
+        "models (sglang, trtllm; vLLM for the others).",
     )
     version: str | None = Field(None, description="Framework version of the tables; None: the newest shipped.")
     overhead: EngineOverheadParams = Field(

@@ -183,6 +183,7 @@ def _attention(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str])
             (batch, lengths), grid = grid_from(part, ["batch_size", length])
             key = f"{phase}/{KV_DTYPES[kv_dtype]}/{heads}/{kv_heads}/{dim}"
             out[f"{key}/batch"], out[f"{key}/len"], out[f"{key}/ms"] = batch, lengths, grid.astype(np.float32)
+            meta[key] = f"{table.describe()}, {kernel}"
         meta[phase] = f"{table.describe()}, {', '.join(sorted(kernels))}"
 
 
@@ -204,16 +205,19 @@ def _mla(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> No
             # the default backend's points, and where it was not run (vLLM's FLASH_ATTN_MLA context rows stop at
             # 512 tokens) another backend's measurement of the same module, before any roofline
             ranked = []
+            used = []
             rest = part
             while len(rest):
                 kernel = preferred_kernel(rest, MLA_KERNELS.get(table.framework, ()))
                 ranked.append(rest[rest.kernel_source == kernel])
                 rest = rest[rest.kernel_source != kernel]
                 kernels.add(str(kernel))
+                used.append(str(kernel))
             part = pd.concat(ranked).drop_duplicates(["batch_size", length], keep="first")
             (batch, lengths), grid = grid_from(part, ["batch_size", length])
             key = f"{phase}/{KV_DTYPES[kv_dtype]}/{GEMM_DTYPES[gemm_dtype]}/{heads}"
             out[f"{key}/batch"], out[f"{key}/len"], out[f"{key}/ms"] = batch, lengths, grid.astype(np.float32)
+            meta[key] = f"{table.describe()}, {used[0]}" + (f" (gaps: {', '.join(used[1:])})" if used[1:] else "")
         meta[phase] = f"{table.describe()}, {', '.join(sorted(kernels))}"
 
 

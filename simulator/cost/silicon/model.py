@@ -270,6 +270,33 @@ class SiliconCostModel:
             self.fallbacks["attn_decode"] += anchored_steps
         return out
 
+    def tables_of(self, shape: BatchShape) -> dict[str, str]:
+        """The measured table each op of ``shape`` reads: framework, version and kernel (``vllm 0.24.0,
+        torch.nn.functional.linear``), or "" for an op no table prices."""
+        if self.tables is None:
+            return {}
+        src = self.tables.sources
+        dtype = "fp8" if self._fp8 else "bf16"
+        gemm_group = f"gemm/{dtype}" if f"gemm/{dtype}" in src else "gemm/bf16"
+        groups = dict.fromkeys(("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down"), gemm_group)
+        groups |= {"lm_head": "gemm/bf16", "attn_prefill": "prefill", "attn_decode": "decode", "all_to_all": "a2a"}
+        if self._mla_module:
+            groups |= {"attn_prefill": "mla_prefill", "attn_decode": "mla_decode", "qkv_proj": "", "o_proj": ""}
+        if self._moe is not None:
+            groups |= dict.fromkeys(MLP_OPS, "moe")
+        for op, found in (("attn_decode", self._decode), ("attn_prefill", self._prefill)):
+            if found is not None:
+                groups[op] = found[0].key
+        ops = self.breakdown(shape).ops
+        assert ops is not None
+        out = {}
+        for name in ops:
+            if name == "all_reduce":
+                out[name] = "; ".join(src[k] for k in ("allreduce/custom", "allreduce/nccl") if k in src)
+            else:
+                out[name] = src.get(groups.get(name, ""), "")
+        return out
+
     @property
     def fallback_fraction(self) -> float:
         """Share of op lookups that fell back to the roofline (0 before any)."""

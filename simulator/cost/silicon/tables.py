@@ -134,6 +134,7 @@ class AttentionTable:
             self.rows.append(Curve(xs.tolist(), (ts * 1e-3 * heads_scale).tolist()))
         self.batch = keep
         self._log_b = [math.log(b) for b in keep]
+        self.key = ""  # the arrays' key, set by SiliconTables (its source names framework, version and kernel)
 
 
 class SiliconTables:
@@ -188,6 +189,7 @@ class SiliconTables:
         key = f"{phase}/{kv_dtype}/{ref[0]}/{ref[1]}/{ref[2]}"
         a = self._npz
         table = AttentionTable(a[f"{key}/batch"], a[f"{key}/len"], a[f"{key}/ms"], heads / ref[0])
+        table.key = key
         return table, "measured" if exact else f"scaled by heads from {ref[0]}"
 
     def mla(self, phase: str, kv_dtype: str, gemm_dtype: str, heads: int) -> tuple[AttentionTable, str] | None:
@@ -208,6 +210,7 @@ class SiliconTables:
             key = f"{phase}/{kv_dtype}/{dtype}/{ref}"
             a = self._npz
             table = AttentionTable(a[f"{key}/batch"], a[f"{key}/len"], a[f"{key}/ms"], heads / ref)
+            table.key = key
             how = "measured" if ref == heads else f"scaled by heads from {ref}"
             return table, how if dtype == gemm_dtype else f"{how}, bf16 module"
         return None
