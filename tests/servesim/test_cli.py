@@ -129,6 +129,40 @@ def test_unknown_flag_exits_2():
     assert proc.returncode == 2 and "unrecognized arguments" in proc.stderr
 
 
+def test_estimate_names_the_framework_and_version_it_reads():
+    proc = servesim(
+        "estimate",
+        "--model",
+        "llama-3.1-8b",
+        "--hardware",
+        "h200",
+        "--decode",
+        "32:1000",
+        "--framework",
+        "sglang",
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    tables = json.loads(proc.stdout)["tables"]
+    assert tables["o_proj"].startswith("sglang 0.5.") and tables["o_proj"].endswith("sglang_torch_linear")
+    assert tables["attn_decode"].endswith(", fa3")  # SGLang's default backend on Hopper
+    proc = servesim(
+        "estimate",
+        "--model",
+        "llama-3.1-8b",
+        "--hardware",
+        "h200",
+        "--decode",
+        "32:1000",
+        "--framework",
+        "vllm",
+        "--version",
+        "0.1.0",
+    )
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "cost_model.version: vllm 0.1.0 was not measured on h200_sxm" in proc.stderr
+
+
 def test_estimate_json():
     proc = servesim(
         "estimate",
@@ -144,9 +178,13 @@ def test_estimate_json():
     )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert set(out) == {"step_time_s", "ops", "flops", "bytes", "cost_model", "sources"}
-    assert out["cost_model"] == "silicon" and set(out["sources"]) == set(out["ops"])
+    assert set(out) == {"step_time_s", "ops", "flops", "bytes", "cost_model", "sources", "tables"}
+    assert out["cost_model"] == "silicon" and set(out["sources"]) == set(out["ops"]) == set(out["tables"])
     assert out["sources"]["o_proj"] in ("measured", "interpolated")
+    # each measured op names the engine, version and kernel of its table; the unmeasured ones none
+    assert out["tables"]["o_proj"].startswith("vllm ") and "torch.nn.functional.linear" in out["tables"]["o_proj"]
+    assert out["tables"]["attn_decode"].endswith("vllm_flash_attn_fa3")
+    assert out["tables"]["norm"] == ""
     assert out["step_time_s"] == pytest.approx(sum(out["ops"].values()))
     assert {
         "embed",
