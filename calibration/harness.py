@@ -11,6 +11,10 @@
 4. Measure the device's peak matmul rate and copy bandwidths (the fallback roofline's
    hardware), choose per op the interpolation space that reproduces the held-out points
    best, and record the fit errors.
+
+``calibrate_with_tables`` also times the bare GEMMs of the QKV projection and the LM head (the
+profile's ops include the rotary embedding, and the final norm and argmax) and returns every linear
+layer's GEMM series for ``calibration.tables`` (the table set the ``silicon`` model reads).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from calibration.engine import BuiltinEngine, StepRecord, make_requests
 from calibration.grid import grid_spec, held_out_pairs, held_out_values
 from calibration.model import TorchModel
 from calibration.quality import NOISE_BOUND, LoadMeter, assess, measure_points
+from calibration.tables import GEMM_OPS, GemmSeries, gemm_shapes
 from calibration.timing import CpuTimer, CudaTimer, Timing, make_timer
 from policies.batching.hf_fifo import HfFifoParams, HfFifoPolicy
 from simulator.config.specs import HardwareSpec, ModelSpec
@@ -206,6 +211,17 @@ class _OpBench:
             return lambda: m.mlp_down(xi, nxt())
         raise AssertionError(f"no benchmark for op {op!r}")
 
+    def bare_gemm(self, op: str, num_tokens: int) -> Callable[[], Any]:
+        """The bare GEMM of ``qkv_proj`` (no bias, no rotary) or ``lm_head`` (no norm, no argmax)."""
+        m = self.m
+        x, linear = m.random_hidden(num_tokens), m.F.linear
+        if op == "qkv_proj":
+            nxt = self._next_layer
+            return lambda: linear(x, nxt().w_qkv)
+        if op == "lm_head":
+            return lambda: linear(x, self._next_head())
+        raise AssertionError(f"{op!r} is timed as the profile's op")
+
 
 def _point(at: tuple[int, ...], t: Timing, noisy: bool = False) -> ProfilePoint:
     return ProfilePoint(
@@ -339,6 +355,9 @@ def _overhead_runs(grid: GridSpec, max_context_tokens: int) -> list[tuple[int, i
     return [(b, prompt, output) for b in picks]
 
 
+BARE_GEMM_OPS = ("qkv_proj", "lm_head")  # GEMM ops whose profile op does more than the GEMM
+
+
 def calibrate(
     spec: ModelSpec,
     device_kind: str,
@@ -353,6 +372,35 @@ def calibrate(
 
     ``timer`` replaces the device's op timer (tests inject noise with it).
     """
+    return _calibrate(spec, device_kind, dtype, grid_name, num_threads, progress, seed, timer, bare_gemms=False)[0]
+
+
+def calibrate_with_tables(
+    spec: ModelSpec,
+    device_kind: str,
+    dtype: str,
+    grid_name: str = "quick",
+    num_threads: int | None = None,
+    progress: ProgressFn | None = None,
+    seed: int = 0,
+    timer: CpuTimer | CudaTimer | None = None,
+) -> tuple[CalibrationProfile, tuple[GemmSeries, ...]]:
+    """``calibrate``, and every linear layer's GEMM times at the grid's token counts (for
+    ``calibration.tables.write_table_set``)."""
+    return _calibrate(spec, device_kind, dtype, grid_name, num_threads, progress, seed, timer, bare_gemms=True)
+
+
+def _calibrate(
+    spec: ModelSpec,
+    device_kind: str,
+    dtype: str,
+    grid_name: str,
+    num_threads: int | None,
+    progress: ProgressFn | None,
+    seed: int,
+    timer: CpuTimer | CudaTimer | None,
+    bare_gemms: bool,
+) -> tuple[CalibrationProfile, tuple[GemmSeries, ...]]:
     torch = import_torch()
     device = resolve_device(device_kind, num_threads)
     torch.manual_seed(seed)
@@ -377,13 +425,20 @@ def calibrate(
     vocab_copies = rotation_copies(vocab_bytes, cache_bytes)
     # the one-layer op model (its weight copies, KV cache, the embedding and LM head copies) on top of
     # the whole model's weights: a bound, since the op model is freed before the whole model is built
-    check_fits(run_spec, device, copies * layer_bytes + kv_bytes + act_bytes + 2 * vocab_copies * vocab_bytes)
+    logits_bytes = act_tokens * run_spec.vocab_size * dsize if bare_gemms else 0.0  # the bare LM head at every m
+    check_fits(
+        run_spec,
+        device,
+        copies * layer_bytes + kv_bytes + act_bytes + 2 * vocab_copies * vocab_bytes + logits_bytes,
+    )
 
     if timer is None:
         timer = make_timer(device, quick=grid_name == "quick", passes=PASSES)
     points = _op_points(grid)
     overhead_runs = _overhead_runs(grid, run_spec.max_context_tokens)
+    bare_ops = BARE_GEMM_OPS if bare_gemms else ()
     total_work = PASSES * sum(len(g) + len(h) for g, h in points.values()) + len(overhead_runs) + 2
+    total_work += PASSES * len(grid.num_tokens) * len(bare_ops)
     done = 0
 
     def tick() -> None:
@@ -414,6 +469,12 @@ def calibrate(
             scope = "model" if op in MODEL_SCOPE_OPS else "layer"
             tables[op] = OpTable(axes=OP_AXES[op], scope=scope, points=tuple(measured))
             held_out[op] = tuple(_point(at, timings[at], at in noisy) for at in held_points)
+        bare_points: dict[str, tuple[ProfilePoint, ...]] = {}
+        for op in bare_ops:
+            calls = {(t,): bench.bare_gemm(op, t) for t in grid.num_tokens}
+            timings, noisy = measure_points(calls, timer.time, PASSES, tick)
+            del calls
+            bare_points[op] = tuple(_point(at, timings[at], at in noisy) for at in sorted(timings))
     del op_model, bench
     if device.is_cuda:
         torch.cuda.empty_cache()
@@ -485,7 +546,7 @@ def calibrate(
             assess(num_points, noisy_points, {op: f.held_out_mean_rel_error for op, f in fits.items()}, other_cores)
         ),
     )
-    return CalibrationProfile.model_validate(
+    profile = CalibrationProfile.model_validate(
         draft.model_dump()
         | {
             "overhead": StepOverhead(step_s=step_s, per_seq_s=per_seq_s, num_steps=len(steps)).model_dump(),
@@ -493,6 +554,9 @@ def calibrate(
             "quality": quality.model_dump(),
         }
     )
+    shapes = gemm_shapes(run_spec)
+    gemms = tuple(GemmSeries(op, *shapes[op], bare_points.get(op, tables[op].points)) for op in GEMM_OPS if bare_gemms)
+    return profile, gemms
 
 
 def _activation_peak(model: TorchModel, device: Device, num_tokens: int) -> float:

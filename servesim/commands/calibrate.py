@@ -40,6 +40,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the random weights and inputs")
     p.add_argument("--out", type=Path, required=True, help="profile file to write (JSON)")
     p.add_argument(
+        "--tables-out",
+        type=Path,
+        metavar="FOLDER",
+        help="also write the measured GEMM and attention times as a table set in aiconfigurator's silicon-database "
+        "layout (gemm/torch/<torch version>/gemm_perf.parquet, ...), read by `cost_model: {kind: silicon, tables: "
+        "FOLDER}`; this device's earlier tables in FOLDER (other models) are kept, merged",
+    )
+    p.add_argument(
         "--strict",
         action="store_true",
         help="refuse to write a suspect profile (over 25%% of points noisy, a busy machine, an op's held-out "
@@ -67,16 +75,23 @@ def fit_table(profile: CalibrationProfile) -> Table:
 
 
 def main(args: argparse.Namespace) -> int:
-    from calibration.harness import calibrate
+    from calibration.harness import calibrate, calibrate_with_tables
     from simulator.config.presets import resolve_model
     from simulator.cost.profile import save_profile
 
     model = resolve_model(args.model)
     check_writable_out(args.out, is_file=True)  # before minutes of measuring, not after
+    if args.tables_out is not None:
+        _check_tables_out(args.tables_out)
     dtype = args.dtype or ("bf16" if args.device == "cuda" else "fp32")
     started = time.perf_counter()
     with display.progress_bar("calibrating", enabled=not args.quiet) as progress:
-        profile = calibrate(model, args.device, dtype, args.grid, args.threads, progress, args.seed)
+        if args.tables_out is None:
+            profile, gemms = calibrate(model, args.device, dtype, args.grid, args.threads, progress, args.seed), ()
+        else:
+            profile, gemms = calibrate_with_tables(
+                model, args.device, dtype, args.grid, args.threads, progress, args.seed
+            )
     for name in dict.fromkeys(args.engine or ()):
         from calibration.engine_fit import calibrate_engine, with_engine
 
@@ -85,6 +100,10 @@ def main(args: argparse.Namespace) -> int:
     if profile.warnings and args.strict:
         raise ValueError(f"--strict: the profile is suspect, not written: {'; '.join(profile.warnings)}")
     out = save_profile(profile, args.out)
+    if args.tables_out is not None:
+        from calibration.tables import TABLE_DTYPES, write_table_set
+
+        write_table_set(args.tables_out, profile, gemms)
     o = display.stdout
     o.print(fit_table(profile))
     mem, ovh, gib = profile.memory, profile.overhead, 2**30
@@ -110,9 +129,29 @@ def main(args: argparse.Namespace) -> int:
             f"per key; ingest {e.ingest_delay_s * 1e3:.2f} ms; {e.num_steps} steps, mean error "
             f"{e.fit_mean_rel_error:.1%}; held out ({e.num_held_out} steps) {held}"
         )
+    if args.tables_out is not None:
+        o.print(
+            f"table set: {args.tables_out} (GEMM and attention, {TABLE_DTYPES[profile.dtype]}; no communication "
+            f"tables from one device): cost_model: {{kind: silicon, tables: {args.tables_out}}}"
+        )
+        if profile.dtype != "bf16":
+            display.stderr.print(
+                f"note: the silicon model reads bfloat16 tables for an unquantized model; these are "
+                f"{TABLE_DTYPES[profile.dtype]} (calibrate with --dtype bf16 for tables it reads)"
+            )
     q = profile.quality
     if q is not None:
         load = "not measurable here" if q.other_cores is None else f"{q.other_cores:.2f} cores used by other processes"
         o.print(f"quality: {q.num_noisy_points} of {q.num_points} points noisy; {load}")
     display.warn_suspect_profile(profile, out)  # loud, on stderr: the profile was written all the same
     return 0
+
+
+def _check_tables_out(folder: Path) -> None:
+    """--tables-out must be a folder that can be made (checked before the measuring, not after)."""
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"--tables-out {folder}: is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--tables-out {folder}: cannot create it ({exc.strerror})") from None
