@@ -15,7 +15,7 @@ import simpy
 import policies
 from simulator.cluster.replica import Replica
 from simulator.cluster.simulation import KvTransfer, Simulation
-from simulator.config.precision import KV_CACHE_DTYPE_BYTES
+from simulator.config.precision import KV_CACHE_DTYPE_BYTES, QUANTIZATIONS
 from simulator.config.presets import resolve_hardware, resolve_model
 from simulator.config.schema import MAX_KV_BLOCKS, ReplicaGroupConfig, ScenarioConfig
 from simulator.config.specs import HardwareSpec, ModelSpec
@@ -58,12 +58,13 @@ class GroupSetup:
 def deployed_model(model: ModelSpec, quantization: str | None, kv_cache_dtype: str = "auto") -> ModelSpec:
     """``model`` as served with the scenario's quantization and KV-cache dtype (vLLM's flags).
 
-    ``quantization="fp8"`` makes the weights 1 byte and the GEMMs FP8; ``kv_cache_dtype``
-    other than ``auto`` sets the bytes per cached element. None / ``auto`` keep the spec's.
+    ``quantization`` (``fp8``, ``fp8_block``, ``nvfp4``, ``mxfp4``) sets the weight format and its bytes per weight
+    (simulator/config/precision.py); ``kv_cache_dtype`` other than ``auto`` sets the bytes per cached element.
+    None / ``auto`` keep the spec's.
     """
     update: dict[str, Any] = {}
-    if quantization == "fp8":
-        update |= {"quantization": "fp8", "weight_bytes": 1.0}
+    if quantization is not None:
+        update |= {"quantization": quantization, "weight_bytes": QUANTIZATIONS[quantization].weight_bytes}
     if kv_cache_dtype != "auto":
         update["kv_cache_bytes"] = KV_CACHE_DTYPE_BYTES[kv_cache_dtype]
     return ModelSpec.model_validate(model.model_dump() | update) if update else model

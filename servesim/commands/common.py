@@ -13,13 +13,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servesim import display
+from simulator.config.precision import KV_CACHE_DTYPE_BYTES
+from simulator.config.precision import QUANTIZATIONS as QUANTIZATION_FORMATS
 
 if TYPE_CHECKING:
     from simulator.config.schema import ScenarioConfig
 
 # Values of --quantization and --kv-cache-dtype (checked here so that a bad one is one error line).
-QUANTIZATIONS = ("fp8",)
-KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8")
+QUANTIZATIONS = tuple(QUANTIZATION_FORMATS)
+KV_CACHE_DTYPES = ("auto", *KV_CACHE_DTYPE_BYTES)
 
 
 def _check_choice(flag: str, value: str | None, choices: tuple[str, ...]) -> None:
@@ -42,7 +44,8 @@ def add_scenario_args(parser: argparse.ArgumentParser, include_policy: bool = Tr
     g.add_argument(
         "--quantization",
         metavar="{" + ",".join(QUANTIZATIONS) + "}",
-        help="serve with FP8 weights and activations (vLLM's --quantization fp8): 1-byte weights, FP8 GEMMs",
+        help="serve the linear layers quantized: fp8 (vLLM's --quantization fp8: 1-byte weights, FP8 GEMMs), "
+        "fp8_block (128 x 128 block scales), nvfp4 (FP4 GEMMs on Blackwell), mxfp4 (4-bit weights, 16-bit GEMMs)",
     )
     g.add_argument(
         "--kv-cache-dtype",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from servesim import display
-from simulator.config.precision import KV_CACHE_DTYPE_BYTES
+from simulator.config.precision import KV_CACHE_DTYPE_BYTES, QUANTIZATIONS
 
 if TYPE_CHECKING:
     from simulator.cost import BatchShape
@@ -65,7 +65,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--version", help="the engine version whose tables are read (default: the newest measured)")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
     p.add_argument("--ep", type=int, default=1, help="expert-parallel degree (MoE; divides --tp and the experts)")
-    p.add_argument("--quantization", choices=("fp8",), help="FP8 weights and GEMMs (vLLM's --quantization fp8)")
+    p.add_argument(
+        "--quantization",
+        choices=tuple(QUANTIZATIONS),
+        help="the linear layers' weight format: fp8 (vLLM's --quantization fp8), fp8_block, nvfp4, mxfp4",
+    )
     p.add_argument(
         "--kv-cache-dtype",
         choices=("auto", *KV_CACHE_DTYPE_BYTES),

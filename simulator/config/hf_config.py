@@ -8,6 +8,7 @@ from pydantic import ValidationError
 
 from simulator.config.errors import format_validation_error
 from simulator.config.files import read_json_object
+from simulator.config.precision import QUANTIZATIONS
 from simulator.config.specs import ModelSpec
 
 _DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "float32": 4.0, "float8_e4m3fn": 1.0}
@@ -33,33 +34,45 @@ def _quantization(cfg: dict, path: Path) -> str | None:
     if method is None:
         raise ValueError(f"{path}: quantization_config has no quant_method")
     if method in _FP8_METHODS:
-        return "fp8"
+        # DeepSeek-V3's checkpoints scale 128 x 128 blocks (weight_block_size); others one scale per tensor
+        return "fp8_block" if qc.get("weight_block_size") else "fp8"
+    if method == "mxfp4":  # gpt-oss: MXFP4 experts (OCP microscaling), run weight-only
+        return "mxfp4"
     detail = ""
     if method == "compressed-tensors":
         groups = qc.get("config_groups")
         members = groups.values() if isinstance(groups, dict) and groups else [None]
         weights = [g.get("weights") if isinstance(g, dict) else None for g in members]
         if all(isinstance(w, dict) and w.get("type") == "float" and w.get("num_bits") == 8 for w in weights):
-            return "fp8"
-        detail = " with weights other than 8-bit float"
+            return "fp8_block" if all(w.get("strategy") == "block" for w in weights) else "fp8"
+        # NVFP4 in compressed-tensors: 4-bit floats in groups of 16 (llm-compressor's NVFP4 scheme)
+        if all(
+            isinstance(w, dict) and w.get("type") == "float" and w.get("num_bits") == 4 and w.get("group_size") == 16
+            for w in weights
+        ):
+            return "nvfp4"
+        detail = " with weights other than 8-bit or NVFP4 float"
     raise ValueError(
         f"{path}: quantization_config.quant_method {method!r}{detail} is not modelled by servesim (it models "
-        "fp8); give the unquantized model's config.json, or a spec .yaml with the weight_bytes to approximate it"
+        "fp8, fp8_block, nvfp4, mxfp4); give the unquantized model's config.json, or a spec .yaml with the "
+        "weight_bytes to approximate it"
     )
 
 
 def _modelopt_quantization(path: Path) -> str:
     """servesim's quantization of a ModelOpt ``hf_quant_config.json`` (``quantization.quant_algo``).
 
-    ``FP8`` is ``"fp8"``; any other algorithm (NVFP4, W4A16_AWQ, MIXED_PRECISION...) raises ValueError naming it
-    and the file. The KV cache's ``kv_cache_quant_algo`` is left to the scenario's kv_cache.dtype.
+    ``FP8`` is ``"fp8"``, ``NVFP4`` ``"nvfp4"``; any other algorithm (W4A16_AWQ, MIXED_PRECISION...) raises
+    ValueError naming it and the file. The KV cache's ``kv_cache_quant_algo`` is left to the scenario's kv_cache.dtype.
     """
     section = read_json_object(path, "quantization config").get("quantization")
     algo = section.get("quant_algo") if isinstance(section, dict) else None
     if algo == "FP8":
         return "fp8"
+    if algo == "NVFP4":
+        return "nvfp4"
     raise ValueError(
-        f"{path}: quantization.quant_algo {algo!r} is not modelled by servesim (it models FP8); give the "
+        f"{path}: quantization.quant_algo {algo!r} is not modelled by servesim (it models FP8 and NVFP4); give the "
         "unquantized model, or a spec .yaml with the weight_bytes to approximate it"
     )
 
@@ -69,9 +82,10 @@ def model_spec_from_hf_config(
 ) -> ModelSpec:
     """Build a ModelSpec from the fields of a Hugging Face decoder ``config.json``.
 
-    An FP8 ``quantization_config`` gives quantization ``fp8`` and 1-byte weights (the KV
-    cache keeps ``torch_dtype``); other quantization methods are refused. Without one, a ModelOpt
-    ``quant_config`` (``hf_quant_config.json``) beside the config is read the same way (vLLM reads it then).
+    A ``quantization_config`` gives the quantization it names (FP8, block-wise FP8, NVFP4, MXFP4) and
+    its bytes per weight (the KV cache keeps ``torch_dtype``); other quantization methods are refused. Without
+    one, a ModelOpt ``quant_config`` (``hf_quant_config.json``) beside the config is read the same way (vLLM
+    reads it then).
     ``name`` labels the spec (default: the config's ``_name_or_path``, else its folder's name);
     ``source`` is recorded as the spec's ``source``.
     Raises ValueError naming the file and the missing or bad field.
@@ -128,7 +142,7 @@ def model_spec_from_hf_config(
             vocab_size=need("vocab_size"),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
             qkv_bias=bool(cfg.get("attention_bias", model_type.startswith("qwen2"))),
-            weight_bytes=1.0 if quantization == "fp8" else _DTYPE_BYTES[dtype],
+            weight_bytes=QUANTIZATIONS[quantization].weight_bytes if quantization is not None else _DTYPE_BYTES[dtype],
             quantization=quantization,
             kv_cache_bytes=_DTYPE_BYTES[dtype],
             max_context_tokens=need("max_position_embeddings", "n_positions", "max_sequence_length"),

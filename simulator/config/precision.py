@@ -1,5 +1,49 @@
 """Bytes per element of the precisions a scenario names (a module of its own, so the command line's
 parsers can list them without importing the simulator)."""
 
+from typing import Literal
+
 # Bytes per cached K or V element of each kv_cache.dtype ("auto" keeps the model's).
 KV_CACHE_DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0}
+
+
+class Quantization:
+    """One weight format a deployment can serve: the bytes each linear-layer weight takes, and the tensor-core
+    precision its GEMMs run at (None: weight-only, the GEMMs at the 16-bit rate after dequantizing)."""
+
+    __slots__ = ("description", "tensor_cores", "weight_bytes")
+
+    def __init__(self, weight_bytes: float, tensor_cores: str | None, description: str) -> None:
+        self.weight_bytes = weight_bytes
+        self.tensor_cores = tensor_cores
+        self.description = description
+
+
+# The quantizations servesim models (``quantization:`` and ``--quantization``); the embedding and LM head stay 16-bit
+# in each (vLLM quantizes the decoder's linear layers only).
+QuantizationName = Literal["fp8", "fp8_block", "nvfp4", "mxfp4"]
+QUANTIZATIONS: dict[str, Quantization] = {
+    "fp8": Quantization(
+        1.0,
+        "fp8",
+        "FP8 weights and activations, per-tensor scales (vLLM's --quantization fp8; W8A8 on FP8 tensor "
+        "cores, weight-only FP8 Marlin kernels on Ampere)",
+    ),
+    # one fp32 scale per 128 x 128 block adds 4 / 16,384 bytes a weight (0.02 %), left out
+    "fp8_block": Quantization(
+        1.0,
+        "fp8",
+        "FP8 with 128 x 128 block scales (DeepSeek-V3's checkpoints, weight_block_size [128, 128]): "
+        "DeepGEMM / CUTLASS block-scaled GEMMs",
+    ),
+    # 4-bit E2M1 values and one FP8 (E4M3) scale per 16: 4.5 bits a weight (NVIDIA's NVFP4, ModelOpt)
+    "nvfp4": Quantization(
+        0.5625,
+        "fp4",
+        "NVFP4 weights and activations on FP4 tensor cores (Blackwell); elsewhere weight-only "
+        "(vLLM's FP4 Marlin kernels)",
+    ),
+    # 4-bit E2M1 values and one E8M0 scale per 32: 4.25 bits a weight (OCP Microscaling spec v1.0); vLLM runs
+    # gpt-oss's MXFP4 experts weight-only (W4A16: aiconfigurator's w4a16_mxfp4 MoE tables)
+    "mxfp4": Quantization(0.53125, None, "MXFP4 weights, 16-bit activations (gpt-oss; W4A16)"),
+}

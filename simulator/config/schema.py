@@ -15,6 +15,7 @@ import policies
 from policies.batching.vllm import VllmParams
 from policies.registry import Registry
 from simulator.config.errors import format_validation_error
+from simulator.config.precision import QuantizationName
 from simulator.config.specs import (
     MAX_MEMORY_BYTES,
     HardwareSpec,
@@ -280,7 +281,7 @@ class ReplicaGroupConfig(_Frozen):
     )
     model: str | ModelSpec | None = Field(None, description="Model of these replicas.")
     hardware: str | HardwareSpec | None = Field(None, description="GPU of these replicas.")
-    quantization: Literal["fp8"] | None = Field(
+    quantization: QuantizationName | None = Field(
         None, description="Quantization of these replicas; None: the scenario's."
     )
     parallelism: ParallelismConfig | None = Field(None, description="tp and pp of each replica.")
@@ -324,10 +325,12 @@ class ScenarioConfig(_Frozen):
     hardware: str | HardwareSpec = Field(
         "h100-sxm", description="Hardware preset name, path to a spec .yaml, or a spec."
     )
-    quantization: Literal["fp8"] | None = Field(
+    quantization: QuantizationName | None = Field(
         None,
-        description="fp8: serve the model with FP8 weights and activations (vLLM's --quantization fp8, dynamic "
-        "per-tensor scales): 1-byte weights, GEMMs at the GPU's FP8 rate. None: as the model spec says.",
+        description="Serve the model's linear layers quantized (simulator/config/precision.py): fp8 (vLLM's "
+        "--quantization fp8: 1-byte weights, per-tensor scales, GEMMs at the GPU's FP8 rate), fp8_block (128 x 128 "
+        "block scales, DeepSeek-V3's checkpoints), nvfp4 (0.5625-byte weights, FP4 tensor cores on Blackwell, "
+        "weight-only elsewhere) or mxfp4 (0.53125-byte weights, 16-bit activations). None: as the model spec says.",
     )
     parallelism: ParallelismConfig = Field(default_factory=ParallelismConfig, description="Model split.")
     max_model_len: Tokens | None = Field(

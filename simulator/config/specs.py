@@ -12,10 +12,11 @@ stay finite and within the simulated year); latencies at most a second.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, Field, model_serializer, model_validator
 
+from simulator.config.precision import QUANTIZATIONS, QuantizationName
 from workloads.validators import FINITE, MAX_TOKENS, TOKEN_LIMIT, at_least, at_most
 
 # The widest shape accepted: 64 times the largest vocabulary of a served model today (Gemma's 262,144).
@@ -85,10 +86,11 @@ class ModelSpec(BaseModel):
     tie_word_embeddings: bool = Field(False, description="LM head shares the embedding matrix.")
     qkv_bias: bool = Field(False, description="Q/K/V projections carry a bias (Qwen2).")
     weight_bytes: float = Field(2.0, gt=0, le=8, description="Bytes per weight (2 for bf16/fp16, 1 for fp8).")
-    quantization: Literal["fp8"] | None = Field(
+    quantization: QuantizationName | None = Field(
         None,
-        description="fp8: the linear layers' weights and activations in FP8 (vLLM's --quantization fp8), "
-        "GEMMs at the FP8 rate where the GPU has FP8 tensor cores; needs weight_bytes 1. None: unquantized.",
+        description="The linear layers' weight format (simulator/config/precision.py): fp8 (per-tensor W8A8, vLLM's "
+        "--quantization fp8), fp8_block (128 x 128 block scales, DeepSeek-V3), nvfp4 (FP4 tensor cores on Blackwell, "
+        "weight-only elsewhere) or mxfp4 (weight-only, gpt-oss); weight_bytes must be the format's. None: unquantized.",
     )
     kv_cache_bytes: float = Field(2.0, gt=0, le=8, description="Bytes per cached K or V element.")
     max_context_tokens: ContextTokens = Field(description="Maximum sequence length (prompt plus output).")
@@ -138,9 +140,11 @@ class ModelSpec(BaseModel):
                 f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
                 f"num_kv_heads ({self.num_kv_heads})"
             )
-        if self.quantization == "fp8" and self.weight_bytes != 1:
+        if self.quantization is not None and self.weight_bytes != QUANTIZATIONS[self.quantization].weight_bytes:
+            expected = QUANTIZATIONS[self.quantization].weight_bytes
             raise ValueError(
-                f"quantization 'fp8' stores weights in 1 byte: weight_bytes must be 1 (got {self.weight_bytes:g})"
+                f"quantization {self.quantization!r} stores weights in {expected:g} bytes: weight_bytes must be "
+                f"{expected:g} (got {self.weight_bytes:g})"
             )
         if self.num_experts_per_token > self.num_experts:
             raise ValueError(

@@ -37,13 +37,15 @@ measurements:
   attention, the LM head (computed outside the graph, on the sampled rows) and the CPU time
   use the real count.
 
-FP8 (``ModelSpec.quantization == "fp8"``): the linear layers' GEMMs run at the dense FP8
-peak (``HardwareSpec.fp8_flops_per_s``) x the GEMM efficiency and read 1-byte weights; the
-LM head stays 16-bit (bf16 rate and weight bytes) and attention keeps the bf16 rate. vLLM's
-"FP8 W8A8" page: Ada Lovelace, Hopper and Blackwell run FP8 W8A8 GEMMs, Turing/Ampere run
-FP8 checkpoints weight-only (W8A16) with FP8 Marlin kernels, and every Linear module but
-the final lm_head is quantized. So on a GPU without FP8 tensor cores (A100,
-``fp8_flops_per_s`` None) only the weight bytes halve.
+Quantized (``ModelSpec.quantization``, simulator/config/precision.py): the linear layers read the
+format's weight bytes and their GEMMs run at the dense peak of its tensor cores x the GEMM
+efficiency: FP8 (``fp8``, ``fp8_block``) at ``HardwareSpec.fp8_flops_per_s``, NVFP4 at
+``fp4_flops_per_s``; the LM head stays 16-bit (bf16 rate and weight bytes) and attention keeps
+the bf16 rate. vLLM's "FP8 W8A8" page: Ada Lovelace, Hopper and Blackwell run FP8 W8A8 GEMMs,
+Turing/Ampere run FP8 checkpoints weight-only (W8A16) with FP8 Marlin kernels, and every Linear
+module but the final lm_head is quantized; NVFP4 runs on Blackwell's FP4 tensor cores and
+weight-only (FP4 Marlin) elsewhere, MXFP4 weight-only (W4A16). So on a GPU without the format's
+tensor cores only the weight bytes shrink.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from simulator.config.precision import QUANTIZATIONS
 from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost.collectives import AllReduceLatencyModel
 from simulator.cost.moe_load import DISTRIBUTIONS, busiest_group_share
@@ -117,6 +120,14 @@ def _total(ops: dict[str, OpCost]) -> float:
     return total + decode.seconds if decode is not None else total
 
 
+def gemm_peak_flops_per_s(model: ModelSpec, hardware: HardwareSpec) -> float:
+    """The dense peak the linear layers' GEMMs run at: the quantization's tensor cores where the GPU has them
+    (FP8, FP4), else the 16-bit rate (weight-only kernels dequantize to it)."""
+    fmt = QUANTIZATIONS[model.quantization].tensor_cores if model.quantization is not None else None
+    peak = {"fp8": hardware.fp8_flops_per_s, "fp4": hardware.fp4_flops_per_s}.get(fmt) if fmt else None
+    return peak or hardware.flops_per_s
+
+
 @COST_MODELS.register("roofline", params=RooflineParams)
 class RooflineCostModel:
     """Roofline cost of each op of a step on one replica of ``tp`` GPUs."""
@@ -134,10 +145,7 @@ class RooflineCostModel:
         self.model = model
         self.hardware = hardware
         self.tp = tp
-        gemm_peak = hardware.flops_per_s
-        if model.quantization == "fp8" and hardware.fp8_flops_per_s is not None:
-            gemm_peak = hardware.fp8_flops_per_s  # FP8 W8A8; without FP8 tensor cores weight-only FP8
-        self._gemm_rate = gemm_peak * params.gemm_flops_efficiency
+        self._gemm_rate = gemm_peak_flops_per_s(model, hardware) * params.gemm_flops_efficiency
         self._head_rate = hardware.flops_per_s * params.gemm_flops_efficiency  # the LM head is not quantized
         self._attn_rate = hardware.flops_per_s * params.attention_flops_efficiency
         self._bw = hardware.memory_bandwidth_bytes_per_s * params.memory_bandwidth_efficiency

@@ -34,7 +34,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from simulator.config.specs import HardwareSpec, ModelSpec
-from simulator.cost.roofline import RooflineCostModel, RooflineParams, _total
+from simulator.cost.roofline import RooflineCostModel, RooflineParams, _total, gemm_peak_flops_per_s
 from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime
 from simulator.cost.silicon.tables import AttentionTable, Curve, GemmTable, load_tables
 
@@ -53,8 +53,24 @@ DEEPSEEK_V3_MLA = {
 }
 
 
+# The GEMM (and fused-MoE) tables each quantization reads, in preference: its own kernels where measured. Where
+# none is (FP8 on Ampere, NVFP4 before Blackwell, MXFP4's weight-only kernels) the bf16 table is anchored by the
+# roofline at the format's weight bytes.
+GEMM_TABLES: dict[str | None, tuple[str, ...]] = {
+    None: ("bf16",),
+    "fp8": ("fp8", "fp8_block"),
+    "fp8_block": ("fp8_block", "fp8"),
+    "nvfp4": ("nvfp4",),
+    "mxfp4": ("mxfp4",),
+}
+# The MLA module tables' GEMM dtype per quantization (DeepSeek's FP8 checkpoints are block-scaled).
+MLA_GEMM_DTYPES = {"fp8": "fp8_block", "fp8_block": "fp8_block", "nvfp4": "nvfp4"}
+
+
 def is_deepseek_v3_mla(model: ModelSpec) -> bool:
     return all(getattr(model, field) == value for field, value in DEEPSEEK_V3_MLA.items())
+
+
 MLP_OPS = ("mlp_gate_up", "mlp_act", "mlp_down")
 
 
@@ -127,9 +143,8 @@ class SiliconCostModel:
         self.fallbacks: Counter[str] = Counter()
         self.num_lookups = 0
         p, m = params.roofline, model
-        self._fp8 = getattr(model, "quantization", None) == "fp8"
-        fp8_rate = hardware.fp8_flops_per_s if self._fp8 and hardware.fp8_flops_per_s else None
-        self._gemm_rate = (fp8_rate or hardware.flops_per_s) * p.gemm_flops_efficiency
+        self._gemm_rate = gemm_peak_flops_per_s(model, hardware) * p.gemm_flops_efficiency
+        self._gemm_dtype = "bf16"  # the GEMM table the linear layers read
         self._attn_rate = hardware.flops_per_s * p.attention_flops_efficiency
         self._bw = hardware.memory_bandwidth_bytes_per_s * p.memory_bandwidth_efficiency
         self._q = m.q_size // tp
@@ -157,9 +172,15 @@ class SiliconCostModel:
         t, m, tp = self.tables, self.model, self.tp
         assert t is not None
         bf16 = t.gemm("bf16")
-        linear, note = (t.gemm("fp8"), "") if self._fp8 else (bf16, "")
-        if linear is None and self._fp8:  # weight-only FP8 (no FP8 tensor cores): bf16 kernels, anchored
-            linear, note = bf16, "bf16 table, 1-byte weights by roofline"
+        linear, note = bf16, ""
+        quant = m.quantization
+        for dtype in GEMM_TABLES[quant]:
+            if t.gemm(dtype) is not None:
+                linear, self._gemm_dtype = t.gemm(dtype), dtype
+                break
+        else:
+            if quant is not None:  # not measured here (FP8 on Ampere, FP4 before Blackwell): weight-only, anchored
+                note = f"bf16 table, {m.weight_bytes:g}-byte weights by roofline"
         up = 2 if m.gated_mlp else 1
         shapes = {"o_proj": (m.hidden_size, m.attn_out_size // tp)}
         if not m.is_mla:  # MLA's several projections before attention: the roofline (no table lookup)
@@ -186,7 +207,7 @@ class SiliconCostModel:
             self._decode = t.attention("decode", kv_dtype, heads, self._kv_heads, m.head_dim)
             self._prefill = t.attention("prefill", kv_dtype, heads, self._kv_heads, m.head_dim)
         elif is_deepseek_v3_mla(m):  # the measured MLA module: its projections, rotary, attention and o_proj
-            gemm_dtype = "fp8_block" if getattr(m, "quantization", None) in ("fp8", "fp8_block") else "bf16"
+            gemm_dtype = MLA_GEMM_DTYPES.get(m.quantization, "bf16")
             decode = t.mla("mla_decode", kv_dtype, gemm_dtype, heads)
             prefill = t.mla("mla_prefill", kv_dtype, gemm_dtype, heads)
             if decode is not None and prefill is not None:
@@ -194,13 +215,13 @@ class SiliconCostModel:
                 self._decode_roof, self._prefill_roof = self._mla_decode_roofline, self._mla_prefill_roofline
                 self._gemm.pop("o_proj", None)
         if m.is_moe:
-            dtype = "fp8" if self._fp8 else "bf16"
             dist = self.params.roofline.moe_token_distribution
             # the table's moe_tp x moe_ep layout: the routed experts over ep groups of tp/ep GPUs
             shape = f"{m.hidden_size}/{m.intermediate_size}/{m.num_experts_per_token}/{m.num_experts}"
-            self._moe = t.moe(f"moe/{dtype}/{dist}/{shape}/{tp // self.ep}/{self.ep}")
-            if self._moe is None and self._fp8:  # block-wise FP8 (DeepSeek-V3's checkpoints) where per-tensor is not
-                self._moe = t.moe(f"moe/fp8_block/{dist}/{shape}/{tp // self.ep}/{self.ep}")
+            for dtype in GEMM_TABLES[m.quantization]:  # the format's own kernels (FP8: per-tensor, else block-wise)
+                self._moe = t.moe(f"moe/{dtype}/{dist}/{shape}/{tp // self.ep}/{self.ep}")
+                if self._moe is not None:
+                    break
         if m.is_moe and self.ep > 1:
             shape = (m.hidden_size, m.num_experts_per_token, m.num_experts, self.ep)
             dispatch, combine = t.all_to_all("dispatch", *shape), t.all_to_all("combine", *shape)
@@ -276,8 +297,7 @@ class SiliconCostModel:
         if self.tables is None:
             return {}
         src = self.tables.sources
-        dtype = "fp8" if self._fp8 else "bf16"
-        gemm_group = f"gemm/{dtype}" if f"gemm/{dtype}" in src else "gemm/bf16"
+        gemm_group = f"gemm/{self._gemm_dtype}"
         groups = dict.fromkeys(("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down"), gemm_group)
         groups |= {"lm_head": "gemm/bf16", "attn_prefill": "prefill", "attn_decode": "decode", "all_to_all": "a2a"}
         if self._mla_module:
@@ -559,7 +579,6 @@ class SiliconCostModel:
             total += t  # below the smallest count: its time (the kernels' latency floor)
         source = "interpolated (DeepEP)" if not beyond else f"roofline anchored at tokens={tc:g} (DeepEP)"
         return total * self.model.num_moe_layers, source
-
 
     def _mlp_split(self, rows: int) -> dict[str, tuple[float, str]]:
         """The MLP ops' seconds over all layers: the routed experts from the fused-MoE table (split over the

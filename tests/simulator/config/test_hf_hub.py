@@ -67,7 +67,10 @@ def test_a_cached_modelopt_fp8_checkpoint_is_fp8(empty_hf_cache):
     m = resolve_model("someone/qwen3-fp8")
     assert (m.quantization, m.weight_bytes, m.kv_cache_bytes) == ("fp8", 1.0, 2.0)
     (snapshot / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "NVFP4"}}))
-    with pytest.raises(ValueError, match=r"hf_quant_config\.json: quantization\.quant_algo 'NVFP4' is not modelled"):
+    m = resolve_model("someone/qwen3-fp8")
+    assert (m.quantization, m.weight_bytes) == ("nvfp4", 0.5625)
+    (snapshot / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "MIXED_PRECISION"}}))
+    with pytest.raises(ValueError, match=r"hf_quant_config\.json: quantization\.quant_algo 'MIXED_PRECISION' is not"):
         resolve_model("someone/qwen3-fp8")
 
 
@@ -86,8 +89,8 @@ def test_the_cache_folder_follows_the_environment(monkeypatch, tmp_path):
     ("hf_id", "layers", "experts", "quantization"),
     [
         ("Qwen/Qwen3-30B-A3B", 48, 128, None),
-        ("deepseek-ai/DeepSeek-V3", 61, 256, "fp8"),
-        ("deepseek-ai/DeepSeek-R1", 61, 256, "fp8"),
+        ("deepseek-ai/DeepSeek-V3", 61, 256, "fp8_block"),  # weight_block_size [128, 128]
+        ("deepseek-ai/DeepSeek-R1", 61, 256, "fp8_block"),
         ("Qwen/Qwen3-32B", 64, 1, None),
         ("nvidia/Llama-3.1-70B-Instruct-FP8", 80, 1, "fp8"),  # FP8 from its hf_quant_config.json
     ],
@@ -157,7 +160,7 @@ def test_presets_lists_the_ids_servesim_reads(capsys):
     assert main(["presets", "--hf-models", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["models"]["deepseek-ai/DeepSeek-R1"]["source"].startswith("aiconfigurator-core ")
-    assert "Qwen/Qwen3-30B-A3B" in data["models"] and "openai/gpt-oss-20b" in data["not_read"]
+    assert "Qwen/Qwen3-30B-A3B" in data["models"] and "Qwen/Qwen3-VL-2B-Instruct" in data["not_read"]
     assert set(data["models"]) | set(data["not_read"]) == set(dependency_model_ids())
 
 

@@ -63,7 +63,7 @@ def test_deepseek_v3_fields():
         128,
         128,
     )
-    assert m.quantization == "fp8" and m.weight_bytes == 1
+    assert m.quantization == "fp8_block" and m.weight_bytes == 1  # 128 x 128 block scales
     # vLLM's MLA cache: (kv_lora_rank + qk_rope_head_dim) x layers x bytes, whole on every TP rank
     assert m.kv_bytes_per_token() == (512 + 64) * 61 * 2
     assert m.kv_bytes_per_token_per_gpu(8) == m.kv_bytes_per_token()

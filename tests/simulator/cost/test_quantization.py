@@ -35,7 +35,7 @@ def setup(**fields):
 
 
 def test_fp8_needs_one_byte_weights():
-    with pytest.raises(ValueError, match=r"quantization 'fp8' stores weights in 1 byte: weight_bytes must be 1"):
+    with pytest.raises(ValueError, match=r"quantization 'fp8' stores weights in 1 bytes: weight_bytes must be 1"):
         ModelSpec(**(M.model_dump() | {"quantization": "fp8"}))
     assert FP8.quantization == "fp8" and FP8.weight_bytes == 1 and FP8.kv_cache_bytes == 2
 
@@ -172,7 +172,9 @@ def hf(tmp_path, **fields) -> Path:
 )
 def test_an_fp8_quantization_config_gives_an_fp8_spec(tmp_path, qc):
     spec = model_spec_from_hf_config(hf(tmp_path, quantization_config=qc))
-    assert spec.quantization == "fp8" and spec.weight_bytes == 1 and spec.kv_cache_bytes == 2
+    # DeepSeek-V3's checkpoints scale 128 x 128 blocks (weight_block_size): block-wise FP8, read with its own kernels
+    expected = "fp8_block" if "weight_block_size" in qc else "fp8"
+    assert spec.quantization == expected and spec.weight_bytes == 1 and spec.kv_cache_bytes == 2
     assert spec.num_params() == M.num_params()
 
 
@@ -187,13 +189,12 @@ def test_no_quantization_config_leaves_the_spec_unquantized(tmp_path):
         ({"quant_method": "awq", "bits": 4, "group_size": 128}, "'awq'"),
         ({"quant_method": "gptq", "bits": 4}, "'gptq'"),
         ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "'bitsandbytes'"),
-        ({"quant_method": "mxfp4"}, "'mxfp4'"),
         (
             {
                 "quant_method": "compressed-tensors",
                 "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int", "group_size": 128}}},
             },
-            "'compressed-tensors' with weights other than 8-bit float",
+            "'compressed-tensors' with weights other than 8-bit or NVFP4 float",
         ),
     ],
 )
@@ -203,7 +204,27 @@ def test_other_quantization_methods_are_refused_naming_method_and_file(tmp_path,
         model_spec_from_hf_config(path)
     text = str(exc.value)
     assert text.startswith(f"{path}: quantization_config.quant_method {method} is not modelled by servesim")
-    assert "(it models fp8)" in text and "\n" not in text
+    assert "(it models fp8, fp8_block, nvfp4, mxfp4)" in text and "\n" not in text
+
+
+@pytest.mark.parametrize(
+    ("qc", "expected", "weight_bytes"),
+    [
+        ({"quant_method": "mxfp4"}, "mxfp4", 0.53125),  # gpt-oss: 4 bits + an E8M0 scale per 32
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "float", "group_size": 16}}},
+            },
+            "nvfp4",
+            0.5625,  # 4 bits + an E4M3 scale per 16
+        ),
+    ],
+    ids=["mxfp4", "compressed-tensors-nvfp4"],
+)
+def test_four_bit_float_checkpoints_read_as_their_format(tmp_path, qc, expected, weight_bytes):
+    spec = model_spec_from_hf_config(hf(tmp_path, quantization_config=qc))
+    assert spec.quantization == expected and spec.weight_bytes == weight_bytes
 
 
 # -- the roofline -------------------------------------------------------------------------------
