@@ -86,6 +86,9 @@ MLA_KERNELS = {
 }
 GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4", "mxfp4": "mxfp4"}
 KV_DTYPES = {"bfloat16": "bf16", "fp8": "fp8"}
+# A table with no bfloat16 rows (a device calibrated in float16, or float32 on a CPU) serves the 16-bit lookups
+# from these, in order, named in the table's source.
+UNQUANTIZED_FALLBACKS = ("float16", "float32")
 MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4", "w4a16_mxfp4": "mxfp4"}
 
 
@@ -101,12 +104,18 @@ def preferred_kernel(frame: pd.DataFrame, preferences: tuple[str, ...]) -> str |
     return min(present, key=lambda k: (-int(counts[k]), str(k)))
 
 
-def fill_missing(grid: np.ndarray, axis0: np.ndarray) -> int:
-    """Fill NaNs in place along axis 0 (log time over log coordinate), then by the nearest measured column."""
-    filled = int(np.isnan(grid).sum())
-    if not filled:
-        return 0
+def fill_missing(grid: np.ndarray, axis0: np.ndarray, work: np.ndarray | None = None) -> np.ndarray:
+    """Fill NaNs in place: along axis 0 (log time over log coordinate) within a column measured somewhere, then a
+    column never measured from the measured one nearest in log ``work`` (one value per column, e.g. n x k of a
+    GEMM), scaled by the ratio of their work (a GEMM's weights read and FLOPs both grow with n x k).
+
+    Returns the mask of the columns filled whole (not measured at any m), so a lookup there is not taken for a
+    measurement.
+    """
     flat = grid.reshape(grid.shape[0], -1)
+    whole = np.isnan(flat).all(axis=0)
+    if not np.isnan(flat).any():
+        return whole.reshape(grid.shape[1:])
     x = np.log(axis0.astype(np.float64))
     for j in range(flat.shape[1]):
         col = flat[:, j]
@@ -114,12 +123,13 @@ def fill_missing(grid: np.ndarray, axis0: np.ndarray) -> int:
         if ok.all() or not ok.any():
             continue
         col[~ok] = np.exp(np.interp(x[~ok], x[ok], np.log(col[ok])))  # np.interp clamps at the ends
-    if np.isnan(flat).any():
-        measured = [i for i in range(flat.shape[1]) if not np.isnan(flat[:, i]).all()]
-        for j in range(flat.shape[1]):
-            if np.isnan(flat[:, j]).all():
-                flat[:, j] = flat[:, min(measured, key=lambda i: abs(i - j))]
-    return filled
+    if whole.any():
+        measured = np.nonzero(~whole)[0]
+        logw = np.log(work.reshape(-1)) if work is not None else np.arange(flat.shape[1], dtype=np.float64)
+        for j in np.nonzero(whole)[0]:
+            nearest = measured[np.argmin(np.abs(logw[measured] - logw[j]))]
+            flat[:, j] = flat[:, nearest] * (np.exp(logw[j] - logw[nearest]) if work is not None else 1.0)
+    return whole.reshape(grid.shape[1:])
 
 
 def grid_from(frame: pd.DataFrame, axes: list[str]) -> tuple[list[np.ndarray], np.ndarray]:
@@ -145,6 +155,11 @@ def _gemm(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> N
     prefs = GEMM_KERNELS.get(table.framework, {})
     for dtype, key in GEMM_DTYPES.items():
         part = frame[frame.gemm_dtype == dtype]
+        if dtype == "bfloat16" and part.empty:  # a device measured at another 16-bit (or 32-bit) dtype
+            for other in UNQUANTIZED_FALLBACKS:
+                part = frame[frame.gemm_dtype == other]
+                if not part.empty:
+                    break
         kernel = preferred_kernel(part, prefs.get(dtype, ()))
         if kernel is None:
             continue
@@ -152,10 +167,12 @@ def _gemm(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> N
         if (part.latency > 0).sum() < 8:
             continue
         (m, n, k), grid = grid_from(part, ["m", "n", "k"])
-        fill_missing(grid, m)
+        filled = fill_missing(grid, m, np.outer(n, k))
         out[f"gemm/{key}/m"], out[f"gemm/{key}/n"], out[f"gemm/{key}/k"] = m, n, k
         out[f"gemm/{key}/ms"] = grid.astype(np.float32)
-        meta[f"gemm/{key}"] = f"{table.describe()}, {kernel}"
+        out[f"gemm/{key}/filled"] = filled
+        dtype_used = str(part.gemm_dtype.iloc[0])
+        meta[f"gemm/{key}"] = f"{table.describe()}, {kernel}" + (f", {dtype_used}" if dtype_used != dtype else "")
 
 
 def _attention(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:
@@ -170,6 +187,11 @@ def _attention(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str])
         if "window_size" in frame:
             frame = frame[frame.window_size == 0]
         prefs = ATTENTION_KERNELS.get(table.framework, {}).get(phase, ())
+        if not (frame.kv_cache_dtype == "bfloat16").any():  # a 16- or 32-bit device table serves the bf16 lookups
+            for other in UNQUANTIZED_FALLBACKS:
+                if (frame.kv_cache_dtype == other).any():
+                    frame = frame.assign(kv_cache_dtype=frame.kv_cache_dtype.replace(other, "bfloat16"))
+                    break
         kernels: set[str] = set()
         for (kv_dtype, heads, kv_heads, dim), part in frame.groupby(
             ["kv_cache_dtype", "num_heads", "num_key_value_heads", "head_dim"]

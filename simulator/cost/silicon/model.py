@@ -405,6 +405,10 @@ class SiliconCostModel:
         t = g.curve(mc)
         assert t is not None
         exact_nk = (g.n_table, g.k_table) == (g.n, g.k)
+        if g.table.unmeasured(g.n_table, g.k_table):  # a shape no m was measured at: its neighbour scaled by n x k
+            return t * self._gemm_roofline(g, rows, g.n, g.k, g.weight_bytes) / self._gemm_roofline(
+                g, mc, g.n_table, g.k_table, g.weight_bytes
+            ), "roofline-scaled from the nearest measured (n, k)"
         if mc == rows and exact_nk and not g.note:
             on_grid = rows in g.curve.xs and g.n in g.table.n and g.k in g.table.k
             return t, "measured" if on_grid else "interpolated"

@@ -88,9 +88,22 @@ def _log_weights(axis: np.ndarray, x: float) -> tuple[int, int, float] | None:
 class GemmTable:
     """``[m x k] . [k x n]`` times on one GPU for one dtype, on the measured m x n x k grid."""
 
-    def __init__(self, m: np.ndarray, n: np.ndarray, k: np.ndarray, ms: np.ndarray) -> None:
+    def __init__(
+        self, m: np.ndarray, n: np.ndarray, k: np.ndarray, ms: np.ndarray, filled: np.ndarray | None = None
+    ) -> None:
         self.m, self.n, self.k = (np.asarray(a, dtype=np.float64) for a in (m, n, k))
         self._log_s = np.log(np.asarray(ms, dtype=np.float64) * 1e-3)
+        # (n, k) columns measured at no m, filled from the nearest measured shape scaled by n x k (convert.py)
+        self.filled = np.zeros((len(self.n), len(self.k)), dtype=bool) if filled is None else np.asarray(filled, bool)
+
+    def unmeasured(self, n: float, k: float) -> bool:
+        """Whether the curve at (n, k) leans on a column no m was measured at."""
+        wn, wk = _log_weights(self.n, n), _log_weights(self.k, k)
+        if wn is None or wk is None:
+            return False
+        (n0, n1, a), (k0, k1, b) = wn, wk
+        corners = [(n0, k0, (1 - a) * (1 - b)), (n1, k0, a * (1 - b)), (n0, k1, (1 - a) * b), (n1, k1, a * b)]
+        return any(w > 0 and self.filled[i, j] for i, j, w in corners)
 
     def clamp_nk(self, n: float, k: float) -> tuple[float, float]:
         return float(np.clip(n, self.n[0], self.n[-1])), float(np.clip(k, self.k[0], self.k[-1]))
@@ -161,7 +174,10 @@ class SiliconTables:
         if f"gemm/{dtype}/ms" not in self.keys:
             return None
         a = self._npz
-        return GemmTable(a[f"gemm/{dtype}/m"], a[f"gemm/{dtype}/n"], a[f"gemm/{dtype}/k"], a[f"gemm/{dtype}/ms"])
+        filled = a[f"gemm/{dtype}/filled"] if f"gemm/{dtype}/filled" in self.keys else None
+        return GemmTable(
+            a[f"gemm/{dtype}/m"], a[f"gemm/{dtype}/n"], a[f"gemm/{dtype}/k"], a[f"gemm/{dtype}/ms"], filled
+        )
 
     def head_configs(self, phase: str, kv_dtype: str) -> list[tuple[int, int, int]]:
         """The measured (query heads, KV heads, head dim) of ``phase`` ("prefill"/"decode") per GPU."""
