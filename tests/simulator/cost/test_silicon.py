@@ -139,7 +139,7 @@ def test_hardware_without_tables_is_the_roofline():
 
 
 def test_unknown_tables_name_is_refused():
-    with pytest.raises(ValueError, match="cost_model.tables: no measured kernel tables for 'h900'"):
+    with pytest.raises(ValueError, match=r"cost_model\.tables: no measured kernel tables for 'h900'"):
         silicon(tables="h900")
 
 

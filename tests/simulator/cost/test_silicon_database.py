@@ -1,0 +1,139 @@
+"""Where the silicon model's tables come from: the aiconfigurator-core dependency's database, or a folder in its
+layout; which framework and version are read; the derived arrays' cache; formats only some GPUs measured."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from simulator.build import deployed_model, setup_group
+from simulator.config.presets import resolve_hardware, resolve_model
+from simulator.config.scenario import validate_scenario
+from simulator.cost import BatchShape
+from simulator.cost.silicon import SiliconCostModel, SiliconParams, database
+from simulator.cost.silicon.tables import load_tables
+
+LLAMA_8B = resolve_model("llama-3.1-8b")
+DECODE = BatchShape(num_decode_seqs=32, decode_context_tokens=32 * 1000, num_sampled_tokens=32)
+PREFILL = BatchShape((4096,), (0,), num_sampled_tokens=1)
+
+
+def silicon(model=LLAMA_8B, hardware="h200", tp=1, **params) -> SiliconCostModel:
+    return SiliconCostModel(SiliconParams(**params), model, resolve_hardware(hardware), tp)
+
+
+def test_the_newest_version_of_the_engine_is_read_and_each_table_is_filled_back_to_it():
+    sel = database.select(database.table_set("b200_sxm"), "vllm")
+    assert sel.version == database.newest(database.table_set("b200_sxm").frameworks()["vllm"])
+    attention = sel.table("attention", "generation_attention_perf.parquet")
+    assert (attention.framework, attention.version, attention.note) == ("vllm", sel.version, "")
+    # b200's vLLM MoE tables were collected at 0.19.0, 0.22.0 and 0.24.0: the newest not after the version
+    moe = sel.table("moe", "moe_perf.parquet")
+    assert moe.version == sel.version
+    nccl = sel.library()
+    assert nccl.framework == "nccl" and nccl.path.name == "nccl_perf.parquet"
+
+
+def test_an_engine_not_measured_on_a_gpu_reads_vllms_tables_and_says_so():
+    sel = database.select(database.table_set("b60"), "sglang")
+    gemm = sel.table("gemm", "gemm_perf.parquet")
+    assert gemm.framework == "vllm" and gemm.note == "sglang not measured on b60"
+    with pytest.raises(ValueError, match=r"cost_model.framework: sglang was not measured on b60 \(measured: vllm"):
+        database.select(database.table_set("b60"), "sglang", "0.5.14")
+
+
+def test_a_version_not_measured_is_one_line_naming_those_measured():
+    with pytest.raises(ValueError) as err:
+        silicon(framework="vllm", version="0.1.0")
+    text = str(err.value)
+    assert text.startswith("hardware H200-SXM-141GB: silicon_tables: cost_model.version: vllm 0.1.0 was not measured")
+    assert "0.24.0" in text and "\n" not in text
+
+
+def test_each_engine_reads_its_own_kernels():
+    """vLLM, SGLang and TensorRT-LLM measured the same GEMM with their own kernels: the tables differ."""
+    times = {}
+    for framework in ("vllm", "sglang", "trtllm"):
+        model = silicon(framework=framework)
+        times[framework] = model.step_time(PREFILL).total_s
+        assert model.tables.selection.framework == framework
+        assert model.tables.sources["gemm/bf16"].startswith(f"{framework} ")
+    assert len(set(times.values())) == 3
+
+
+def test_the_policys_engine_chooses_the_framework():
+    for policy, engine in (("vllm", "vllm"), ("vllm_v0", "vllm"), ("sglang", "sglang"), ("trtllm", "trtllm")):
+        cfg = validate_scenario({"hardware": "h200", "policy": policy, "workload": {"num_requests": 2}})
+        setup = setup_group(cfg, cfg.replica_groups()[0], 0, None)
+        assert setup.cost_model.framework == engine
+    cfg = validate_scenario({"policy": "sglang", "cost_model": {"kind": "silicon", "framework": "vllm"}})
+    assert setup_group(cfg, cfg.replica_groups()[0], 0, None).cost_model.framework == "vllm"  # the user's choice stands
+
+
+def test_nvfp4_gemms_are_measured_only_where_the_gpu_has_fp4_tensor_cores():
+    fp4 = deployed_model(LLAMA_8B, "nvfp4")
+    blackwell = silicon(fp4, "b200")
+    assert blackwell.sources(PREFILL)["o_proj"] in ("measured", "interpolated")
+    assert "NvFp4" in blackwell.tables_of(PREFILL)["o_proj"]
+    assert blackwell.step_time(PREFILL).total_s < silicon(LLAMA_8B, "b200").step_time(PREFILL).total_s
+    # Hopper has no FP4 tensor cores: vLLM runs NVFP4 weight-only; the bf16 table anchored at 0.5625-byte weights
+    hopper = silicon(fp4, "h200")
+    assert hopper.sources(DECODE)["o_proj"].endswith("bf16 table, 0.5625-byte weights by roofline")
+    assert hopper.fallbacks["o_proj"] == 0  # sources() leaves the run's counts alone
+    bf16_decode = silicon(LLAMA_8B, "h200").breakdown(DECODE).ops["mlp_down"].seconds
+    assert hopper.breakdown(DECODE).ops["mlp_down"].seconds < bf16_decode  # fewer weight bytes to read
+
+
+def test_block_fp8_reads_the_block_scaled_kernels():
+    model = silicon(deployed_model(LLAMA_8B, "fp8_block"), "h200")
+    assert "DeepGemmFp8BlockScaledMMKernel" in model.tables_of(PREFILL)["o_proj"]
+    per_tensor = silicon(deployed_model(LLAMA_8B, "fp8"), "h200")
+    assert "CutlassFP8ScaledMMLinearKernel" in per_tensor.tables_of(PREFILL)["o_proj"]
+
+
+def test_derived_arrays_are_cached_by_dependency_version_and_read_back(tmp_path, monkeypatch):
+    monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path))
+    load_tables.cache_clear()
+    try:
+        first = load_tables("l40s")
+        files = list((tmp_path / "silicon").rglob("*.npz"))
+        assert len(files) == 1 and f"aiconfigurator-core-{database.dependency_version()}" in str(files[0])
+        load_tables.cache_clear()
+        again = load_tables("l40s")  # read from the cache file
+        assert again.keys == first.keys and again.sources == first.sources
+        for key in list(first.keys)[:50]:
+            np.testing.assert_array_equal(again.array(key), first.array(key))
+        files[0].write_bytes(b"not an npz")  # a damaged cache file is derived again
+        load_tables.cache_clear()
+        assert load_tables("l40s").keys == first.keys
+    finally:
+        load_tables.cache_clear()
+
+
+def test_a_folder_in_the_database_layout_is_read_by_the_same_code(tmp_path):
+    """One cost model, two sources: the dependency's H200 GEMM and attention tables copied into a folder price a
+    step exactly as the dependency's own do."""
+    source = database.table_set("h200_sxm").root
+    for family, name in (("gemm", "gemm_perf.parquet"), ("attention", "generation_attention_perf.parquet")):
+        src = source / family / "vllm" / "0.24.0" / name
+        dst = tmp_path / "tables" / family / "vllm" / "0.24.0" / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)
+    folder = silicon(tables=str(tmp_path / "tables"))
+    ours = folder.breakdown(DECODE).ops
+    theirs = silicon().breakdown(DECODE).ops
+    for op in ("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down", "attn_decode", "lm_head"):
+        assert ours[op].seconds == theirs[op].seconds, op
+    assert folder.tables.selection.tables.source == f"folder {tmp_path / 'tables'}"
+    with pytest.raises(ValueError, match=r"no gemm/<framework>/<version>/gemm_perf\.parquet"):
+        silicon(tables=str(tmp_path))
+    with pytest.raises(ValueError, match="no such folder of measured tables"):
+        silicon(tables=str(tmp_path / "absent" / "x"))
+
+
+def test_without_the_dependency_the_error_says_what_to_install(monkeypatch):
+    monkeypatch.setattr(database, "dependency_root", lambda: None)
+    with pytest.raises(ValueError, match=r"measured tables need the aiconfigurator-core package"):
+        database.table_set("h200_sxm")
