@@ -82,7 +82,9 @@ class TrtllmParams(BaseModel):
     )
 
 
-@BATCH_POLICIES.register("trtllm", params=TrtllmParams, traits=BatchTraits(engine="trtllm", steady_decode=True, kv_transfer=False))
+@BATCH_POLICIES.register(
+    "trtllm", params=TrtllmParams, traits=BatchTraits(engine="trtllm", steady_decode=True, kv_transfer=False)
+)
 class TrtllmPolicy:
     """In-flight batching: decodes and contexts under one token budget, admission by the capacity policy."""
 

@@ -57,9 +57,12 @@ def test_silicon_prices_mla_by_the_measured_module_and_ep_by_the_measured_all_to
     row = table.rows[table.batch.index(32)]
     assert ops["attn_decode"].seconds == pytest.approx(row(4000) * DSV3.num_layers, rel=1e-9)
     # a head layout the module was not measured at falls back to the roofline, counted
-    assert "no MLA table" in SiliconCostModel(
-        SiliconParams(), DSV3.model_copy(update={"kv_lora_rank": 256}), H200, tp=8, ep=8
-    ).sources(DECODE)["attn_decode"]
+    assert (
+        "no MLA table"
+        in SiliconCostModel(SiliconParams(), DSV3.model_copy(update={"kv_lora_rank": 256}), H200, tp=8, ep=8).sources(
+            DECODE
+        )["attn_decode"]
+    )
 
 
 def test_expert_parallelism_all_to_all_and_imbalance():
