@@ -7,9 +7,10 @@ efficiencies of ``RooflineParams``) is scored beside it. Prints, per GPU and fam
 median, 90th percentile and max absolute relative error, and the roofline's median and
 geometric-mean ratio (>1: the roofline predicts slower than measured).
 
-    python benchmarks/silicon_loo.py [--gpu h100_sxm]
+    python benchmarks/silicon_loo.py [--gpu h100_sxm] [--framework vllm]
 
-Reads only the tables shipped in the package (simulator/cost/silicon/data).
+Reads the tables of the aiconfigurator-core dependency (NVIDIA's silicon database) that the cost model reads, for
+the framework's newest version on each GPU (GEMM shapes no m was measured at, filled from a neighbour, are left out).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import math
 
 import numpy as np
 
+from simulator.config.precision import QUANTIZATIONS
 from simulator.config.presets import hardware_presets
 from simulator.cost.roofline import RooflineParams
 from simulator.cost.silicon.tables import available, load_tables
@@ -67,6 +69,7 @@ def gemm_family(tables, dtype: str, hw) -> tuple[list[float], list[float]]:
     if g is None:
         return [], []
     ms = np.exp(g._log_s)
+    ms[:, g.filled] = np.nan  # never measured: not a point to score
     errors: list[float] = []
     for j in range(len(g.n)):
         for k in range(len(g.k)):
@@ -74,12 +77,39 @@ def gemm_family(tables, dtype: str, hw) -> tuple[list[float], list[float]]:
     for i in range(len(g.m)):
         for k in range(len(g.k)):
             errors += loo_along(g.n, ms[i, :, k])
-    rate = (hw.fp8_flops_per_s if dtype == "fp8" else hw.flops_per_s) * P.gemm_flops_efficiency
+    quant = {"fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4"}.get(dtype)
+    peak = {"fp8": hw.fp8_flops_per_s, "fp8_block": hw.fp8_flops_per_s, "nvfp4": hw.fp4_flops_per_s}.get(dtype)
+    rate = (peak or hw.flops_per_s) * P.gemm_flops_efficiency
     bw = hw.memory_bandwidth_bytes_per_s * P.memory_bandwidth_efficiency
-    w = 1.0 if dtype == "fp8" else 2.0
+    w = QUANTIZATIONS[quant].weight_bytes if quant else 2.0
     m, n, k = np.meshgrid(g.m, g.n, g.k, indexing="ij")
     roof = np.maximum(2 * m * n * k / rate, (w * n * k + 2 * m * (n + k)) / bw) + P.kernel_launch_s
-    return errors, (roof / ms).ravel().tolist()
+    ok = np.isfinite(ms)
+    return errors, (roof[ok] / ms[ok]).ravel().tolist()
+
+
+def mla_family(tables, phase: str) -> tuple[list[float], list[float]]:
+    """The MLA module tables (DeepSeek-V3's shape), every head count, KV dtype and GEMM dtype: LOO only."""
+    errors: list[float] = []
+    for key in tables.keys:
+        if key.startswith(f"{phase}/") and key.endswith("/ms"):
+            stem = key[: -len("/ms")]
+            batch, lengths = tables.array(f"{stem}/batch"), tables.array(f"{stem}/len")
+            ms = tables.array(key).astype(np.float64)
+            for i in range(len(batch)):
+                errors += loo_along(lengths.astype(np.float64), ms[i])
+            for j in range(len(lengths)):
+                errors += loo_along(batch.astype(np.float64), ms[:, j])
+    return errors, []
+
+
+def all_to_all_family(tables) -> tuple[list[float], list[float]]:
+    errors: list[float] = []
+    for key in tables.keys:
+        if key.startswith("a2a/"):
+            arr = tables.array(key).astype(np.float64)
+            errors += loo_along(arr[0], arr[1])
+    return errors, []
 
 
 def attention_family(tables, phase: str, hw) -> tuple[list[float], list[float]]:
@@ -138,18 +168,24 @@ def moe_family(tables) -> tuple[list[float], list[float]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--gpu", action="append", choices=available(), help="GPU tables (default: all shipped)")
+    parser.add_argument("--gpu", action="append", choices=available(), help="GPU tables (default: all measured)")
+    parser.add_argument("--framework", default="vllm", choices=("vllm", "sglang", "trtllm"))
     args = parser.parse_args()
     for gpu in args.gpu or available():
-        tables, hw = load_tables(gpu), hardware_for(gpu)
-        print(f"== {gpu} ({hw.name})")
+        tables, hw = load_tables(gpu, args.framework), hardware_for(gpu)
+        print(f"== {tables.describe()} ({hw.name})")
         families = {
             "gemm bf16": gemm_family(tables, "bf16", hw),
             "gemm fp8": gemm_family(tables, "fp8", hw),
+            "gemm fp8_block": gemm_family(tables, "fp8_block", hw),
+            "gemm nvfp4": gemm_family(tables, "nvfp4", hw),
             "attention prefill": attention_family(tables, "prefill", hw),
             "attention decode": attention_family(tables, "decode", hw),
+            "mla module prefill": mla_family(tables, "mla_prefill"),
+            "mla module decode": mla_family(tables, "mla_decode"),
             "all-reduce": allreduce_family(tables, hw),
             "moe (fused layer)": moe_family(tables),
+            "all-to-all (DeepEP)": all_to_all_family(tables),
         }
         for name, (errors, ratios) in families.items():
             if not errors and not ratios:

@@ -104,6 +104,23 @@ def preferred_kernel(frame: pd.DataFrame, preferences: tuple[str, ...]) -> str |
     return min(present, key=lambda k: (-int(counts[k]), str(k)))
 
 
+def by_preference(frame: pd.DataFrame, preferences: tuple[str, ...], axes: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    """One measurement per point of ``axes``: the preferred kernel's where it was run, another kernel's where it was
+    not (the collector ran some kernels over part of the grid only: vLLM's DeepGEMM block-FP8 GEMMs from m = 256,
+    FlashInfer's below; its FLASH_ATTN_MLA context module up to 512 tokens), and the kernels used, in order."""
+    ranked, used = [], []
+    rest = frame[frame.latency > 0]
+    while len(rest):
+        kernel = preferred_kernel(rest, preferences)
+        assert kernel is not None
+        ranked.append(rest[rest.kernel_source == kernel])
+        rest = rest[rest.kernel_source != kernel]
+        used.append(str(kernel))
+    if not ranked:
+        return frame.iloc[:0], used
+    return pd.concat(ranked).drop_duplicates(axes, keep="first"), used
+
+
 def fill_missing(grid: np.ndarray, axis0: np.ndarray, work: np.ndarray | None = None) -> np.ndarray:
     """Fill NaNs in place: along axis 0 (log time over log coordinate) within a column measured somewhere, then a
     column never measured from the measured one nearest in log ``work`` (one value per column, e.g. n x k of a
@@ -160,12 +177,10 @@ def _gemm(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> N
                 part = frame[frame.gemm_dtype == other]
                 if not part.empty:
                     break
-        kernel = preferred_kernel(part, prefs.get(dtype, ()))
-        if kernel is None:
+        part, kernels = by_preference(part, prefs.get(dtype, ()), ["m", "n", "k"])
+        if len(part) < 8:
             continue
-        part = part[part.kernel_source == kernel]
-        if (part.latency > 0).sum() < 8:
-            continue
+        kernel = kernels[0] + (f" (gaps: {', '.join(kernels[1:])})" if kernels[1:] else "")
         (m, n, k), grid = grid_from(part, ["m", "n", "k"])
         filled = fill_missing(grid, m, np.outer(n, k))
         out[f"gemm/{key}/m"], out[f"gemm/{key}/n"], out[f"gemm/{key}/k"] = m, n, k
@@ -224,18 +239,10 @@ def _mla(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> No
             part = part[part.latency > 0]
             if kv_dtype not in KV_DTYPES or gemm_dtype not in GEMM_DTYPES or len(part) < 4:
                 continue
-            # the default backend's points, and where it was not run (vLLM's FLASH_ATTN_MLA context rows stop at
-            # 512 tokens) another backend's measurement of the same module, before any roofline
-            ranked = []
-            used = []
-            rest = part
-            while len(rest):
-                kernel = preferred_kernel(rest, MLA_KERNELS.get(table.framework, ()))
-                ranked.append(rest[rest.kernel_source == kernel])
-                rest = rest[rest.kernel_source != kernel]
-                kernels.add(str(kernel))
-                used.append(str(kernel))
-            part = pd.concat(ranked).drop_duplicates(["batch_size", length], keep="first")
+            # the default backend's points, and where it was not run another backend's measurement of the same
+            # module, before any roofline
+            part, used = by_preference(part, MLA_KERNELS.get(table.framework, ()), ["batch_size", length])
+            kernels.update(used)
             (batch, lengths), grid = grid_from(part, ["batch_size", length])
             key = f"{phase}/{KV_DTYPES[kv_dtype]}/{GEMM_DTYPES[gemm_dtype]}/{heads}"
             out[f"{key}/batch"], out[f"{key}/len"], out[f"{key}/ms"] = batch, lengths, grid.astype(np.float32)
