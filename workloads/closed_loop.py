@@ -39,7 +39,8 @@ class ClosedLoopWorkload(BaseModel):
     )
     lengths: LengthConfig = Field(
         default_factory=sharegpt_like_lengths,
-        description="Prompt and output lengths (default: ShareGPT-like lognormals, see workloads.default_lengths).",
+        description="Prompt and output lengths (default: ShareGPT-like, the set's percentiles, see "
+        "workloads.default_lengths).",
     )
     ramp_s: Seconds = Field(0.0, description="Users start evenly spread over this time (0: all at once).")
     classes: tuple[RequestClass, ...] | None = Field(

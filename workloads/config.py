@@ -26,8 +26,8 @@ from workloads.validators import FINITE, NumRequests, PositiveSeconds, one_stop_
 
 DEFAULT_NUM_REQUESTS = 1000
 # Llama-3.1-8B on one H100 with the sharegpt-8k-multiturn lengths saturates near 6.7 requests/s under the
-# roofline model (measured with the set's rows; the default lognormal lengths keep its mean prompt and output
-# lengths, see workloads.default_lengths); 5 keeps it busy (about 75% load) but stable.
+# roofline model (measured with the set's rows; the default lengths follow its percentiles, see
+# workloads.default_lengths); 5 keeps it busy (about 75% load) but stable.
 DEFAULT_RATE_PER_S = 5.0
 
 
@@ -48,7 +48,8 @@ class SyntheticWorkload(BaseModel):
     )
     lengths: LengthConfig = Field(
         default_factory=sharegpt_like_lengths,
-        description="Prompt and output lengths (default: ShareGPT-like lognormals, see workloads.default_lengths).",
+        description="Prompt and output lengths (default: ShareGPT-like, the set's percentiles, see "
+        "workloads.default_lengths).",
     )
     classes: tuple[RequestClass, ...] | None = Field(
         None, description="Request classes (priority, SLO class, tenant), drawn per request by weight."

@@ -1,10 +1,11 @@
 """Token-length distributions: prompt and output lengths per request.
 
-A ``TokenDistribution`` draws one kind of length (positive integers): ``fixed``,
-``uniform``, ``normal``, ``lognormal``, ``zipf`` or ``empirical`` (resampled from a column
-of a file). A ``LengthConfig`` draws (prompt, output) pairs: ``independent`` (one
-distribution each), or jointly from a file's rows (``dataset`` for a named trace,
-``empirical`` for any trace name or path), which keeps their correlation.
+A ``TokenDistribution`` draws one kind of length (positive integers): ``fixed``, ``uniform``,
+``normal``, ``lognormal``, ``zipf``, ``quantiles`` (a quantile function through given
+percentiles) or ``empirical`` (resampled from a column of a file). A ``LengthConfig`` draws
+(prompt, output) pairs: ``independent`` (one distribution each), or jointly from a file's rows
+(``dataset`` for a named trace, ``empirical`` for any trace name or path), which keeps their
+correlation.
 
 Every length is at most ``MAX_TOKENS`` (10**9, see ``workloads.validators``). A ``normal``
 or ``lognormal`` without ``max_tokens`` must keep its 1-in-10^15 tail (mean + 8 std; median
@@ -14,6 +15,7 @@ the one draw in more than 10^15 that could still land beyond is cut to the limit
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -139,6 +141,41 @@ class ZipfTokens(_Frozen):
         return support, weights / weights.sum()
 
 
+class QuantileTokens(_Frozen):
+    """Lengths from a quantile function: ``tokens[i]`` is the ``probabilities[i]`` quantile, the log length linear in
+    the probability between two knots (a piecewise log-uniform density), rounded.
+
+    A distribution given by its published percentiles: the default scenario's ShareGPT-like lengths are one
+    (``workloads.default_lengths``).
+    """
+
+    kind: Literal["quantiles"] = "quantiles"
+    probabilities: list[float] = Field(
+        min_length=2, max_length=1000, description="Cumulative probabilities of the knots, from 0 to 1, increasing."
+    )
+    tokens: list[Tokens] = Field(
+        min_length=2, max_length=1000, description="The length at each probability, non-decreasing."
+    )
+
+    @model_validator(mode="after")
+    def _knots(self) -> QuantileTokens:
+        p, t = self.probabilities, self.tokens
+        if len(p) != len(t):
+            raise ValueError(f"probabilities ({len(p)}) and tokens ({len(t)}) must have as many entries")
+        if p[0] != 0 or p[-1] != 1:
+            raise ValueError(f"probabilities must run from 0 to 1 (got {p[0]:g} to {p[-1]:g})")
+        if any(b <= a for a, b in itertools.pairwise(p)):
+            raise ValueError("probabilities must increase")
+        if any(b < a for a, b in itertools.pairwise(t)):
+            raise ValueError("tokens must not decrease")
+        return self
+
+    def quantile(self, u: np.ndarray) -> np.ndarray:
+        """The lengths at cumulative probabilities ``u`` (int64)."""
+        log_t = np.interp(u, self.probabilities, np.log(np.asarray(self.tokens, dtype=np.float64)))
+        return np.clip(np.rint(np.exp(log_t)), self.tokens[0], self.tokens[-1]).astype(np.int64)
+
+
 class EmpiricalTokens(_Frozen):
     """Lengths resampled (with replacement) from one column of a file.
 
@@ -154,7 +191,7 @@ class EmpiricalTokens(_Frozen):
 
 
 TokenDistribution = Annotated[
-    FixedTokens | UniformTokens | NormalTokens | LognormalTokens | ZipfTokens | EmpiricalTokens,
+    FixedTokens | UniformTokens | NormalTokens | LognormalTokens | ZipfTokens | QuantileTokens | EmpiricalTokens,
     Field(discriminator="kind"),
 ]
 
@@ -204,6 +241,8 @@ def draw_tokens(dist: TokenDistribution, n: int, rng: np.random.Generator, base_
         return dist.clip(rng.normal(dist.mean_tokens, dist.std_tokens, size=n))
     if isinstance(dist, LognormalTokens):
         return dist.clip(rng.lognormal(np.log(dist.median_tokens), dist.sigma, size=n))
+    if isinstance(dist, QuantileTokens):
+        return dist.quantile(rng.random(n))
     if isinstance(dist, ZipfTokens):
         support, p = dist.pmf()
         cdf = np.cumsum(p)

@@ -133,11 +133,11 @@ def test_synthetic_draws_are_those_of_earlier_versions():
     s = generate(WorkloadConfig.model_validate({"num_requests": 50, "lengths": sharegpt}), 11)
     assert s.arrival_s[:2].tolist() == [0.645889714902016, 1.2625325732565924]
     assert s.num_prompt_tokens[:4].tolist() == [1260, 5339, 1203, 1291]
-    # Pinned when the default lengths became the fitted lognormals (workloads.default_lengths).
+    # Pinned when the default lengths became the set's percentiles (workloads.default_lengths).
     s = generate(WorkloadConfig.model_validate({"num_requests": 50}), 11)
     assert s.arrival_s[:2].tolist() == [0.645889714902016, 1.2625325732565924]
-    assert s.num_prompt_tokens[:4].tolist() == [2788, 867, 2837, 987]
-    assert s.num_output_tokens[:4].tolist() == [325, 217, 364, 413]
+    assert s.num_prompt_tokens[:4].tolist() == [4364, 1353, 1927, 3111]
+    assert s.num_output_tokens[:4].tolist() == [294, 659, 609, 212]
 
 
 # -- offline: every request at t = 0 ------------------------------------------------------

@@ -29,6 +29,30 @@ def test_normal_is_clipped_to_its_bounds():
     assert p.min() == 10 and p.max() == 120
 
 
+def test_quantiles_hit_their_knots_and_interpolate_log_linearly():
+    knots = {"kind": "quantiles", "probabilities": [0, 0.5, 0.9, 1], "tokens": [10, 100, 1000, 4000]}
+    p, _ = _lengths(knots)
+    assert p.min() >= 10 and p.max() <= 4000 and p.dtype == np.int64
+    assert np.quantile(p, [0.5, 0.9]) == pytest.approx([100, 1000], rel=0.03)
+    # between 0 and 0.5 the log length is uniform: a quarter of the draws lie below 10 x 10^(1/2)
+    assert (p < np.sqrt(10 * 100)).mean() == pytest.approx(0.25, abs=0.01)
+
+
+@pytest.mark.parametrize(
+    ("knots", "message"),
+    [
+        ({"probabilities": [0, 1], "tokens": [1, 2, 3]}, "must have as many entries"),
+        ({"probabilities": [0.1, 1], "tokens": [1, 2]}, "must run from 0 to 1"),
+        ({"probabilities": [0, 0.5, 0.5, 1], "tokens": [1, 2, 3, 4]}, "probabilities must increase"),
+        ({"probabilities": [0, 0.5, 1], "tokens": [1, 3, 2]}, "tokens must not decrease"),
+        ({"probabilities": [0, 1], "tokens": [0, 2]}, "greater than or equal to 1"),
+    ],
+)
+def test_quantiles_refuse_bad_knots(knots, message):
+    with pytest.raises(ValidationError, match=message):
+        _lengths({"kind": "quantiles", **knots}, n=1)
+
+
 def test_zipf_matches_its_probabilities():
     dist = {"kind": "zipf", "exponent": 1.3, "min_tokens": 1, "max_tokens": 2000}
     p, _ = _lengths(dist)

@@ -88,15 +88,18 @@ def test_sharegpt_sampling_is_joint_and_matches_moments():
 
 
 def test_default_lengths_need_no_data_and_match_the_sharegpt_set(tmp_path, monkeypatch):
-    """The default workload's lengths are the fitted lognormals: no file is read, and they keep the
-    ShareGPT set's means and medians (README: prompt 2,340 / 1,730, output 439 / 415) and bounds."""
+    """The default workload's lengths follow the ShareGPT set's percentiles: no file is read, and they keep its
+    means, p10s, medians and p90s (README: prompt 2,340 / 74 / 1,730 / 5,696, output 439 / 84 / 415 / 834) and
+    bounds."""
     monkeypatch.setenv("SERVESIM_DATA_DIR", str(tmp_path))  # an empty folder; tests never download
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     s = _gen(num_requests=20000)
     prompt, output = s.num_prompt_tokens, s.num_output_tokens
     assert prompt.mean() == pytest.approx(2340, rel=0.03) and np.median(prompt) == pytest.approx(1730, rel=0.03)
     assert output.mean() == pytest.approx(439, rel=0.03) and np.median(output) == pytest.approx(415, rel=0.03)
-    assert prompt.min() >= 1 and prompt.max() == 8141 and output.min() >= 2 and output.max() <= 1024
+    assert np.quantile(prompt, [0.1, 0.9]) == pytest.approx([74, 5696], rel=0.05)
+    assert np.quantile(output, [0.1, 0.9]) == pytest.approx([84, 834], rel=0.05)
+    assert prompt.min() >= 1 and prompt.max() <= 8141 and output.min() >= 2 and output.max() <= 1024
     assert not (tmp_path / "cache").exists()
     again = _gen(num_requests=20000)
     assert np.array_equal(again.num_prompt_tokens, prompt) and np.array_equal(again.num_output_tokens, output)
