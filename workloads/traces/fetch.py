@@ -4,7 +4,7 @@
 
 1. in the folder ``SERVESIM_DATA_DIR`` names, if set (files under their original names, as
    in ``TRACE_CATALOG``): used as it is, never downloaded into;
-2. in the user's cache, ``platformdirs.user_cache_dir("servesim")/traces``;
+2. in the user's cache, ``platformdirs.user_cache_dir("servesim")/traces`` (``$SERVESIM_CACHE_DIR/traces`` when set);
 3. else downloads ``NamedTrace.url`` into the cache with pooch (a progress bar on stderr),
    unless ``SERVESIM_OFFLINE`` is set to a non-empty value.
 
@@ -50,7 +50,11 @@ def data_dir() -> Path | None:
 
 
 def cache_dir() -> Path:
-    """Where downloaded traces are kept: ``<user cache>/servesim/traces`` (platformdirs)."""
+    """Where downloaded traces are kept: ``$SERVESIM_CACHE_DIR/traces``, else ``<user cache>/servesim/traces``
+    (platformdirs; the silicon model's derived tables sit beside them, in ``silicon/``)."""
+    env = os.environ.get("SERVESIM_CACHE_DIR", "").strip()
+    if env:
+        return Path(env).expanduser() / "traces"
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("servesim")) / "traces"
