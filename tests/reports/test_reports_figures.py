@@ -216,6 +216,8 @@ def test_breakdown_of_the_constant_model_is_exact(tmp_path):
 def test_breakdown_says_why_when_the_cost_model_cannot_be_rebuilt(vllm_run):
     result = RunResult.load(vllm_run)
     result.config["cost_model"] = {"kind": "no-such-model"}
+    for group in result.config["resolved_groups"]:  # the cost model as run, its framework resolved
+        group["cost_model"] = {"kind": "no-such-model"}
     fig = breakdown_figure(load_run(result))
     assert len(fig.data) == 0 and "could not be rebuilt" in fig.layout.meta["note"]
     with pytest.raises(ValueError, match="unknown cost model"):
