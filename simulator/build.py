@@ -173,12 +173,21 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
 
 
 def resolve_cost_model(params: Any, policy_kind: str) -> Any:
-    """The cost model's parameters with ``framework`` (where it has one and it is unset) set to the engine the
-    policy runs: measured kernel tables are read for that engine (``vllm``/``vllm_v0`` vLLM's, ``sglang``
-    SGLang's, ``trtllm`` TensorRT-LLM's, the other policies vLLM's)."""
-    if "framework" in type(params).model_fields and params.framework is None:
-        return params.model_copy(update={"framework": policies.batching.engine_of(policy_kind)})
-    return params
+    """The cost model's parameters with what the policy's engine decides filled in where unset (its traits):
+    ``framework``, the engine whose measured kernel tables are read (``vllm``/``vllm_v0`` vLLM's, ``sglang``
+    SGLang's, ``trtllm`` TensorRT-LLM's, the other policies vLLM's); ``cpu_overlap``, whether its CPU work runs
+    beside the GPU's (vLLM V1, SGLang, TensorRT-LLM) or before it (vLLM V0 and the others), also in a nested
+    ``roofline``."""
+    traits = policies.batching.traits_of(policy_kind)
+    fields = type(params).model_fields
+    update: dict[str, Any] = {}
+    if "framework" in fields and params.framework is None:
+        update["framework"] = traits.engine
+    if "cpu_overlap" in fields and params.cpu_overlap is None:
+        update["cpu_overlap"] = traits.overlaps_cpu
+    if "roofline" in fields and params.roofline.cpu_overlap is None:
+        update["roofline"] = params.roofline.model_copy(update={"cpu_overlap": traits.overlaps_cpu})
+    return params.model_copy(update=update) if update else params
 
 
 def _speculation(cfg: ScenarioConfig, replica_id: int, engine_id: int) -> Speculation | None:

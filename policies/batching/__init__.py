@@ -14,7 +14,7 @@ from policies.batching import (  # noqa: F401
     vllm,
     vllm_v0,
 )
-from policies.batching.registry import BATCH_POLICIES
+from policies.batching.registry import BATCH_POLICIES, BatchTraits
 
 
 def resolve_for_hardware(params: BaseModel, device_memory_bytes: float, device_name: str) -> BaseModel:
@@ -28,9 +28,9 @@ def resolve_for_hardware(params: BaseModel, device_memory_bytes: float, device_n
     return params
 
 
-def engine_of(kind: str) -> str:
-    """The serving engine whose measured kernels a policy runs (its traits' ``engine``)."""
-    return BATCH_POLICIES.entry(kind).traits.engine  # type: ignore[attr-defined]
+def traits_of(kind: str) -> BatchTraits:
+    """What the policy registered as ``kind`` declares about itself (the engine it models, what it overlaps...)."""
+    return BATCH_POLICIES.entry(kind).traits  # type: ignore[return-value]
 
 
-__all__ = ["BATCH_POLICIES", "engine_of", "resolve_for_hardware"]
+__all__ = ["BATCH_POLICIES", "BatchTraits", "resolve_for_hardware", "traits_of"]

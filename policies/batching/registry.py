@@ -31,6 +31,9 @@ class BatchTraits:
     engine: str = "vllm"
     """The serving engine whose kernels it runs: the framework measured kernel tables are read for (``vllm``,
     ``sglang`` or ``trtllm``; the generic policies take vLLM's)."""
+    overlaps_cpu: bool = False
+    """Its engine prepares the next step on the CPU while the GPU runs this one (vLLM V1's async scheduling,
+    SGLang's and TensorRT-LLM's overlap schedulers), so a step takes the longer of its GPU and CPU times."""
     hardware_defaults: bool = False
     """Its parameters leave some defaults to the GPU (the engine's own per-device defaults): its parameter model
     has ``resolve_for_hardware(device_memory_bytes, device_name)``, which ``build`` calls for each replica group."""

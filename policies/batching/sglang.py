@@ -144,7 +144,9 @@ def _retract_key(req: RequestView) -> tuple[int, int]:
 @BATCH_POLICIES.register(
     "sglang",
     params=SglangParams,
-    traits=BatchTraits(engine="sglang", steady_decode=True, kv_transfer=False, hardware_defaults=True),
+    traits=BatchTraits(
+        engine="sglang", overlaps_cpu=True, steady_decode=True, kv_transfer=False, hardware_defaults=True
+    ),
 )
 class SglangPolicy:
     """SGLang: prefill batches when something can be admitted, else decode; new-token-ratio admission."""

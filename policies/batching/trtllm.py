@@ -83,7 +83,9 @@ class TrtllmParams(BaseModel):
 
 
 @BATCH_POLICIES.register(
-    "trtllm", params=TrtllmParams, traits=BatchTraits(engine="trtllm", steady_decode=True, kv_transfer=False)
+    "trtllm",
+    params=TrtllmParams,
+    traits=BatchTraits(engine="trtllm", overlaps_cpu=True, steady_decode=True, kv_transfer=False),
 )
 class TrtllmPolicy:
     """In-flight batching: decodes and contexts under one token budget, admission by the capacity policy."""

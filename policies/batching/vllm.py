@@ -105,7 +105,11 @@ class VllmParams(BaseModel):
         return VllmParams.model_validate(self.model_dump() | {"max_num_batched_tokens": tokens, "max_num_seqs": seqs})
 
 
-@BATCH_POLICIES.register("vllm", params=VllmParams, traits=BatchTraits(steady_decode=True, hardware_defaults=True))
+# async scheduling: on by default in vLLM V1 (SchedulerConfig.async_scheduling None resolves to on in
+# vllm/config/vllm.py unless a feature in use rules it out), and passed by InferenceX's recipe (--async-scheduling)
+@BATCH_POLICIES.register(
+    "vllm", params=VllmParams, traits=BatchTraits(steady_decode=True, hardware_defaults=True, overlaps_cpu=True)
+)
 class VllmPolicy:
     """vLLM V1: running requests first under one token budget, then waiting ones, chunked to fit."""
 

@@ -56,7 +56,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from simulator.config.specs import HardwareSpec, ModelSpec
-from simulator.cost.overhead import EngineOverheadParams, engine_overhead_s
+from simulator.cost.overhead import EngineOverheadParams, engine_overhead_s, overlap_total
 from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime
 
 FRAMEWORKS = ("vllm", "sglang", "trtllm")
@@ -87,6 +87,11 @@ class AiconfiguratorParams(BaseModel):
     overhead: EngineOverheadParams = Field(
         default_factory=EngineOverheadParams,
         description="Engine CPU time per step, added to the estimator's forward pass (simulator/cost/overhead.py).",
+    )
+    cpu_overlap: bool | None = Field(
+        None,
+        description="The engine's CPU time runs beside the forward pass (async scheduling, overlap schedulers): a "
+        "step takes the longer of the two. None: what the batch policy's engine does.",
     )
 
 
@@ -332,14 +337,18 @@ class AiconfiguratorCostModel:
             return 0.0
         d = shape.num_decode_seqs
         if not shape.prefill_new_tokens:
-            return self._decode_only_s(d, self._mean_context(shape)) + self._overhead_s(d)
+            return self._with_cpu(self._decode_only_s(d, self._mean_context(shape)), self._overhead_s(d))
         prompt = sum(shape.prefill_new_tokens)
         total = self._shared_s(prompt, d)
         for new, cached in zip(shape.prefill_new_tokens, shape.prefill_cached_tokens, strict=True):
             total += self._chunk_s(new, cached)
         if d:
             total += self._decode_attn_s(d, self._mean_context(shape))
-        return total + self._overhead_s(shape.num_seqs)
+        return self._with_cpu(total, self._overhead_s(shape.num_seqs))
+
+    def _with_cpu(self, gpu_s: float, cpu_s: float) -> float:
+        """The step: the forward pass and the engine's CPU time, one after the other or overlapped."""
+        return overlap_total(gpu_s, cpu_s) if self.params.cpu_overlap else gpu_s + cpu_s
 
     # -- public -------------------------------------------------------------------------
 
@@ -356,7 +365,7 @@ class AiconfiguratorCostModel:
         """Decode-only step times of ``num_seqs`` sequences, one per total context: ``step_time``'s floats."""
         over = self._overhead_s(num_seqs)
         return [
-            self._decode_only_s(num_seqs, max(1, int(c / num_seqs + 0.5))) + over if num_seqs else 0.0
+            self._with_cpu(self._decode_only_s(num_seqs, max(1, int(c / num_seqs + 0.5))), over) if num_seqs else 0.0
             for c in context_tokens
         ]
 

@@ -140,6 +140,16 @@ def engine_overhead_s(params: EngineOverheadParams, num_seqs: int, tp: int = 1) 
     return seconds + params.tp_step_s if tp > 1 else seconds
 
 
+def overlap_total(gpu_s: float, cpu_s: float) -> float:
+    """A step whose CPU work (scheduling and preparing the next step, processing the last one's outputs) runs while
+    the GPU computes: the longer of the two. vLLM V1 schedules step N+1 during step N with async scheduling
+    (vllm/v1/engine/core.py, ``step_with_batch_queue``; vllm-project/vllm#19970), SGLang's overlap scheduler runs
+    the next batch's CPU work during the current forward (python/sglang/srt/managers/scheduler.py,
+    ``event_loop_overlap``), TensorRT-LLM's PyTorch executor likewise (``disable_overlap_scheduler`` False by
+    default, tensorrt_llm/_torch/pyexecutor/py_executor.py ``_executor_loop_overlap``)."""
+    return gpu_s if gpu_s >= cpu_s else cpu_s
+
+
 def vllm_capture_sizes(max_size: int = 512) -> tuple[int, ...]:
     """vLLM V1's default CUDA-graph capture sizes up to ``max_size`` (module docstring)."""
     sizes = (1, 2, 4, *range(8, 256, 8), *range(256, max_size + 1, 16))

@@ -66,6 +66,7 @@ from simulator.cost.overhead import (
     DEFAULT_TP_STEP_S,
     EngineOverheadParams,
     engine_overhead_s,
+    overlap_total,
     padded_batch_size,
 )
 from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime
@@ -97,6 +98,12 @@ class RooflineParams(BaseModel):
     tp_step_overhead_s: float = Field(
         DEFAULT_TP_STEP_S, ge=0, description="Engine CPU time per step added when tp > 1, seconds."
     )
+    cpu_overlap: bool | None = Field(
+        None,
+        description="The engine prepares the next step on the CPU while this one runs on the GPU (vLLM V1's async "
+        "scheduling, SGLang's and TensorRT-LLM's overlap schedulers): a step takes the longer of its GPU time and "
+        "the engine's CPU time, not their sum. None: what the batch policy's engine does (its traits).",
+    )
     cuda_graph_padding: bool = Field(
         True, description="Run a decode-only step's linear layers at the next captured CUDA-graph batch size."
     )
@@ -109,15 +116,24 @@ class RooflineParams(BaseModel):
     )
 
 
-def _total(ops: dict[str, OpCost]) -> float:
+def _total(ops: dict[str, OpCost], cpu_overlap: bool = False) -> float:
     """A step's time: its ops summed in order, decode attention (the only op that grows with the
-    context) last, so that ``decode_step_times`` adds it to a memoised sum with the same floats."""
+    context) last, so that ``decode_step_times`` adds it to a memoised sum with the same floats.
+
+    With ``cpu_overlap`` the engine's CPU time (``cpu_overhead``) runs beside the GPU's, not before it: the step
+    takes the longer of the two (``overlap_total``).
+    """
     total = 0.0
     for name, op in ops.items():
-        if name != "attn_decode":
+        if name != "attn_decode" and not (cpu_overlap and name == "cpu_overhead"):
             total += op.seconds
     decode = ops.get("attn_decode")
-    return total + decode.seconds if decode is not None else total
+    if decode is not None:
+        total += decode.seconds
+    if cpu_overlap:
+        cpu = ops.get("cpu_overhead")
+        return overlap_total(total, cpu.seconds if cpu is not None else 0.0)
+    return total
 
 
 def gemm_peak_flops_per_s(model: ModelSpec, hardware: HardwareSpec) -> float:
@@ -156,11 +172,13 @@ class RooflineCostModel:
         self._inter = model.intermediate_size / tp
         self._o = model.attn_out_size // tp  # the O projection's input width per GPU (q_size // tp without MLA)
         self._heads = model.num_attention_heads // tp
-        self._decode_fixed: dict[int, float] = {}
+        # per batch size: the decode step's ops but attention summed, and its CPU time when that overlaps
+        self._decode_fixed: dict[int, tuple[float, float | None]] = {}
         self._memo: dict[BatchShape, StepTime] = {}
         self._overhead = EngineOverheadParams(
             step_s=params.step_overhead_s, per_seq_s=params.per_seq_overhead_s, tp_step_s=params.tp_step_overhead_s
         )
+        self.cpu_overlap = bool(params.cpu_overlap)  # None (no policy resolved it): serial, the safe bound
 
     # -- public -------------------------------------------------------------------------
 
@@ -170,7 +188,7 @@ class RooflineCostModel:
         step = self._memo.get(shape)
         if step is None:
             ops = self._ops(shape)
-            step = StepTime(_total(ops), None, self._stages(ops))
+            step = StepTime(_total(ops, self.cpu_overlap), None, self._stages(ops))
             if len(self._memo) >= self.MEMO_SIZE:
                 self._memo.clear()
             self._memo[shape] = step
@@ -178,7 +196,7 @@ class RooflineCostModel:
 
     def breakdown(self, shape: BatchShape) -> StepTime:
         ops = self._ops(shape)
-        return StepTime(_total(ops), ops, self._stages(ops))
+        return StepTime(_total(ops, self.cpu_overlap), ops, self._stages(ops))
 
     def decode_step_times(self, num_seqs: int, context_tokens: Sequence[int]) -> list[float]:
         """Step times of decode-only steps of ``num_seqs`` sequences, one per total context given.
@@ -189,14 +207,17 @@ class RooflineCostModel:
         is memoised per batch size. Short runs are computed in plain floats, long ones with
         numpy (the same IEEE operations in the same order).
         """
-        fixed = self._decode_fixed.get(num_seqs)
-        if fixed is None:
+        memo = self._decode_fixed.get(num_seqs)
+        if memo is None:
             ops = self._ops(BatchShape(num_decode_seqs=num_seqs, decode_context_tokens=1, num_sampled_tokens=num_seqs))
             del ops["attn_decode"]
-            fixed = self._decode_fixed[num_seqs] = _total(ops)
+            cpu = ops.pop("cpu_overhead").seconds if self.cpu_overlap else None
+            memo = self._decode_fixed[num_seqs] = (_total(ops), cpu)
+        fixed, cpu = memo
         m, p = self.model, self.params
         if m.is_mla:  # step_time adds decode attention last to the same sum
-            return [fixed + self._mla_decode(num_seqs, int(c)).seconds for c in context_tokens]
+            gpu = [fixed + self._mla_decode(num_seqs, int(c)).seconds for c in context_tokens]
+            return gpu if cpu is None else [overlap_total(g, cpu) for g in gpu]
         a, kvb, q, kv = p.activation_bytes, m.kv_cache_bytes, self._q, self._kv
         n = num_seqs
         # as _op(4 q ctx, kvb ctx 2 kv + 2 a n q + kvb n 2 kv, 2, attn, L), elementwise
@@ -204,15 +225,18 @@ class RooflineCostModel:
         queries, keys = 2 * a * n * q, kvb * n * 2 * kv
         launch, layers = 2 * p.kernel_launch_s, m.num_layers
         if len(context_tokens) <= 32:  # numpy pays off beyond about 30 steps
-            return [
+            gpu = [
                 (max(flops_per_ctx * c / rate, (kvb * c * 2 * kv + queries + keys) / bw) + launch) * layers + fixed
                 for c in context_tokens
             ]
+            return gpu if cpu is None else [overlap_total(g, cpu) for g in gpu]
         ctx = np.asarray(context_tokens, dtype=np.float64)
         attn = np.maximum(flops_per_ctx * ctx / rate, (kvb * ctx * 2 * kv + queries + keys) / bw)
         attn += launch
         attn *= layers
         attn += fixed
+        if cpu is not None:
+            np.maximum(attn, cpu, out=attn)
         return attn.tolist()
 
     # Ops that run once per step rather than per layer, and the stage that runs them.
@@ -226,8 +250,11 @@ class RooflineCostModel:
         once = self._FIRST_STAGE_OPS + self._LAST_STAGE_OPS
         per_layer = sum(op.seconds for name, op in ops.items() if name not in once) / self.model.num_layers
         stages = [per_layer * n for n in self._stage_layers]
-        stages[0] += sum(ops[n].seconds for n in self._FIRST_STAGE_OPS if n in ops)
+        first = [n for n in self._FIRST_STAGE_OPS if n in ops and not (self.cpu_overlap and n == "cpu_overhead")]
+        stages[0] += sum(ops[n].seconds for n in first)
         stages[-1] += sum(ops[n].seconds for n in self._LAST_STAGE_OPS if n in ops)
+        if self.cpu_overlap and "cpu_overhead" in ops:  # the engine's CPU work beside the first stage's GPU work
+            stages[0] = overlap_total(stages[0], ops["cpu_overhead"].seconds)
         return tuple(stages)
 
     # -- the decomposition --------------------------------------------------------------

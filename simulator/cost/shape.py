@@ -82,8 +82,8 @@ class OpCost(NamedTuple):
 class StepTime:
     """Seconds one step takes, with an optional per-op breakdown.
 
-    With pipeline parallelism ``stage_s`` gives each stage's share (summing to ``total_s``);
-    None means the stages split the time evenly.
+    With pipeline parallelism ``stage_s`` gives each stage's share (summing to ``total_s``, but where the
+    engine's CPU time overlaps the first stage's GPU time); None means the stages split the time evenly.
     """
 
     total_s: float

@@ -34,6 +34,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from simulator.config.specs import HardwareSpec, ModelSpec
+from simulator.cost.overhead import overlap_total
 from simulator.cost.roofline import RooflineCostModel, RooflineParams, _total, gemm_peak_flops_per_s
 from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime
 from simulator.cost.silicon.tables import AttentionTable, Curve, GemmTable, load_tables
@@ -163,7 +164,7 @@ class SiliconCostModel:
             self._load()
         self._count_ops: dict[tuple[str, int], tuple[float, str]] = {}
         self._memo: dict[BatchShape, StepTime] = {}
-        self._decode_fixed: dict[int, float] = {}
+        self._decode_fixed: dict[int, tuple[float, float | None]] = {}  # as the roofline's
         self._decode_brackets: dict[int, tuple[float, list[tuple[Curve, float, float]]]] = {}
 
     # -- tables -------------------------------------------------------------------------
@@ -240,7 +241,7 @@ class SiliconCostModel:
         step = self._memo.get(shape)
         if step is None:
             ops = self._ops(shape)
-            step = StepTime(_total(ops), None, self.roofline._stages(ops))
+            step = StepTime(_total(ops, self.roofline.cpu_overlap), None, self.roofline._stages(ops))
             if len(self._memo) >= self.MEMO_SIZE:
                 self._memo.clear()
             self._memo[shape] = step
@@ -248,7 +249,7 @@ class SiliconCostModel:
 
     def breakdown(self, shape: BatchShape) -> StepTime:
         ops = self._ops(shape)
-        return StepTime(_total(ops), ops, self.roofline._stages(ops))
+        return StepTime(_total(ops, self.roofline.cpu_overlap), ops, self.roofline._stages(ops))
 
     def sources(self, shape: BatchShape) -> dict[str, str]:
         """Where each op's time of ``shape`` comes from: measured, interpolated, or the roofline (and how)."""
@@ -272,20 +273,22 @@ class SiliconCostModel:
                 ).total_s
                 for c in context_tokens
             ]
-        fixed = self._decode_fixed.get(n)
-        if fixed is None:
+        memo = self._decode_fixed.get(n)
+        if memo is None:
             counts = self.fallbacks.copy(), self.num_lookups  # this probe's lookups are not the run's
             ops = self._ops(BatchShape(num_decode_seqs=n, decode_context_tokens=n, num_sampled_tokens=n))
             self.fallbacks, self.num_lookups = counts
             del ops["attn_decode"]
-            fixed = self._decode_fixed[n] = _total(ops)
+            cpu = ops.pop("cpu_overhead").seconds if self.roofline.cpu_overlap else None
+            memo = self._decode_fixed[n] = (_total(ops), cpu)
+        fixed, cpu = memo
         layers = self.model.num_layers
         out = []
         anchored_steps = 0
         for c in context_tokens:
             t, anchored = self._decode_attention(n, int(c))
             anchored_steps += anchored
-            out.append(fixed + t * layers)
+            out.append(fixed + t * layers if cpu is None else overlap_total(fixed + t * layers, cpu))
         self.num_lookups += len(out)  # decode attention, once per step, as step_time counts it
         if anchored_steps:
             self.fallbacks["attn_decode"] += anchored_steps
