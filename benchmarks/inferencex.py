@@ -1,0 +1,273 @@
+"""servesim's mean TTFT and TPOT against the serving points InferenceX and NVIDIA measured.
+
+Reads aiconfigurator-core's ``silicon_sample.csv`` from the installed package (no copy is kept),
+writes each sampled point as a servesim scenario (``benchmarks/inferencex_points.py`` says how:
+InferenceX's client, its engines' recipes, quantization fp8 and an FP8 KV cache for FP8 runs),
+simulates them on a local process pool (or Ray) and reports, per source (``inferencex``,
+``gap-analysis``) and per group (source, model, GPU, engine, precision), the number of points and
+the MAPE and bias (mean signed relative error, predicted / measured - 1) of mean TTFT and mean
+TPOT, and the points refused by reason. It measures only: nothing of the model is fitted to it.
+
+    python -m benchmarks.inferencex [--per-group 8 | --all] [--seed 0] [--source inferencex]
+        [--engine vllm] [--model meta-llama/Llama-3.1-70B] [--system h200_sxm]
+        [--workers N] [--ray] [--out runs/inferencex]
+
+Writes ``points.csv`` (one row per point), ``summary.md`` (the tables, also printed) and
+``report.html`` (predicted against measured, plotly embedded: opens offline) to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+if __package__ in (None, ""):  # run as a script: python benchmarks/inferencex.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.inferencex_points import (
+    GROUP_FIELDS,
+    PointRefused,
+    read_points,
+    run_point,
+    scenario_for,
+    select_points,
+)
+from simulator.planning.executors import make_executor
+
+METRICS = ("ttft", "tpot")
+POINT_COLUMNS = (
+    ["id", *GROUP_FIELDS, "mode", "isl", "osl", "concurrency"]
+    + [f"{kind}_{m}_ms" for m in METRICS for kind in ("measured", "pred")]
+    + [f"rel_err_{m}" for m in METRICS]
+    + ["refused", "wall_s"]
+)
+
+
+def write_scenarios(points: pd.DataFrame, seed: int) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, str]]:
+    """The (id, scenario) of every point servesim can express, and the refusal reason of every other."""
+    scenarios, refused = [], {}
+    for _, row in points.iterrows():
+        try:
+            scenarios.append((str(row["id"]), scenario_for(row, seed)))
+        except PointRefused as exc:
+            refused[str(row["id"])] = str(exc)
+    return scenarios, refused
+
+
+def simulate(scenarios: list[tuple[str, dict[str, Any]]], workers: int, use_ray: bool) -> dict[str, dict[str, Any]]:
+    """Each scenario's run result by point id (``run_point``), progress lines on stderr."""
+    results: dict[str, dict[str, Any]] = {}
+    if not scenarios:
+        return results
+    executor = make_executor("ray" if use_ray else "local", min(workers, len(scenarios)) if not use_ray else workers)
+    start_s = time.perf_counter()
+    step = max(1, len(scenarios) // 50)
+    try:
+        for done, (_, result) in enumerate(executor.map_unordered(run_point, scenarios), start=1):
+            results[result["id"]] = result
+            if done % step == 0 or done == len(scenarios):
+                elapsed = time.perf_counter() - start_s
+                print(f"[{done}/{len(scenarios)}] {elapsed:7.1f} s  last: {result['id']}", file=sys.stderr, flush=True)
+    finally:
+        executor.close()
+    return results
+
+
+def point_table(points: pd.DataFrame, results: dict[str, dict[str, Any]], refused: dict[str, str]) -> pd.DataFrame:
+    """One row per point: group fields, measured and predicted TTFT/TPOT, relative errors or the refusal."""
+    rows = []
+    for _, p in points.iterrows():
+        pid = str(p["id"])
+        result = results.get(pid, {})
+        row = {f: p[f] for f in ("id", *GROUP_FIELDS, "mode", "isl", "osl")}
+        row["concurrency"] = result.get("concurrency", p.get("concurrency"))
+        row["refused"] = refused.get(pid, result.get("refused"))
+        row["wall_s"] = result.get("wall_s")
+        for m in METRICS:
+            measured = float(p[f"silicon_{m}_ms"])
+            pred = result.get(f"pred_{m}_ms")
+            row[f"measured_{m}_ms"] = measured
+            row[f"pred_{m}_ms"] = pred
+            row[f"rel_err_{m}"] = pred / measured - 1 if pred is not None and measured > 0 else None
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(POINT_COLUMNS))
+
+
+def error_table(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Points, MAPE and bias of mean TTFT and TPOT per ``by`` over the simulated points."""
+    done = table[table["refused"].isna()].copy()
+    if done.empty:
+        return pd.DataFrame(columns=[*by, "points"])
+    for m in METRICS:
+        done[f"abs_{m}"] = done[f"rel_err_{m}"].abs()
+    agg: dict[str, Any] = {"points": ("id", "size")}
+    for m in METRICS:
+        agg[f"{m}_mape"] = (f"abs_{m}", "mean")
+        agg[f"{m}_bias"] = (f"rel_err_{m}", "mean")
+    return done.groupby(by, dropna=False).agg(**agg).reset_index()
+
+
+def _markdown(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "(none)\n"
+    shown = df.copy()
+    for column in shown.columns:
+        if column.endswith("_bias"):
+            shown[column] = shown[column].map("{:+.1%}".format)
+        elif column.endswith("_mape"):
+            shown[column] = shown[column].map("{:.1%}".format)
+    header = "| " + " | ".join(map(str, shown.columns)) + " |"
+    rule = "| " + " | ".join("---" for _ in shown.columns) + " |"
+    body = ["| " + " | ".join(str(v) for v in r) + " |" for r in shown.itertuples(index=False)]
+    return "\n".join([header, rule, *body]) + "\n"
+
+
+def summary_markdown(table: pd.DataFrame, runtime_s: float, settings: str) -> str:
+    """The summary: errors per source and per group, and the refused points counted by reason."""
+    refused = table[table["refused"].notna()]
+    by_reason = (
+        refused.groupby(["source", "refused"])
+        .size()
+        .rename("points")
+        .reset_index()
+        .sort_values(["source", "points"], ascending=[True, False])
+    )
+    return "\n".join(
+        [
+            "# servesim against InferenceX's measured serving points",
+            "",
+            f"{settings}; {len(table)} points selected, {len(table) - len(refused)} simulated, "
+            f"{len(refused)} refused; {runtime_s:.0f} s. MAPE: mean |predicted / measured - 1|; "
+            "bias: mean (predicted / measured - 1).",
+            "",
+            "## Per source",
+            "",
+            _markdown(error_table(table, ["source"])),
+            "## Per group",
+            "",
+            _markdown(error_table(table, list(GROUP_FIELDS))),
+            "## Refused points, by reason",
+            "",
+            _markdown(by_reason),
+        ]
+    )
+
+
+def report_html(table: pd.DataFrame, path: Path) -> None:
+    """Predicted against measured TTFT and TPOT, log axes, one marker per run coloured by group, y = x."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    done = table[table["refused"].isna()]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("mean TTFT (ms)", "mean TPOT (ms)"))
+    groups = sorted(done[list(GROUP_FIELDS)].astype(str).agg(" / ".join, axis=1).unique())
+    labels = done[list(GROUP_FIELDS)].astype(str).agg(" / ".join, axis=1)
+    hover = (
+        done["id"]
+        + "<br>"
+        + labels
+        + "<br>"
+        + done["mode"].astype(str)
+        + " ISL "
+        + done["isl"].astype(str)
+        + " OSL "
+        + done["osl"].astype(str)
+        + " CONC "
+        + done["concurrency"].astype(str)
+    )
+    for col, m in enumerate(METRICS, start=1):
+        for group in groups:
+            rows = labels == group
+            fig.add_trace(
+                go.Scatter(
+                    x=done.loc[rows, f"measured_{m}_ms"],
+                    y=done.loc[rows, f"pred_{m}_ms"],
+                    mode="markers",
+                    name=group,
+                    legendgroup=group,
+                    showlegend=col == 1,
+                    text=hover[rows],
+                    hovertemplate="%{text}<br>measured %{x:.2f} ms<br>predicted %{y:.2f} ms<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
+        values = pd.concat([done[f"measured_{m}_ms"], done[f"pred_{m}_ms"]]).dropna()
+        values = values[values > 0]
+        if not values.empty:
+            lo, hi = float(values.min()) / 1.5, float(values.max()) * 1.5
+            fig.add_trace(
+                go.Scatter(
+                    x=[lo, hi],
+                    y=[lo, hi],
+                    mode="lines",
+                    line={"color": "black", "dash": "dash"},
+                    name="y = x",
+                    showlegend=col == 1,
+                    hoverinfo="skip",
+                ),
+                row=1,
+                col=col,
+            )
+        fig.update_xaxes(type="log", title_text="measured (ms)", row=1, col=col)
+        fig.update_yaxes(type="log", title_text="servesim (ms)", row=1, col=col)
+    fig.update_layout(title="servesim against InferenceX's and NVIDIA's measured serving points", height=700)
+    fig.write_html(str(path), include_plotlyjs=True, full_html=True)
+
+
+def run_benchmark(points: pd.DataFrame, seed: int, workers: int, use_ray: bool = False) -> tuple[pd.DataFrame, float]:
+    """Write, simulate and score ``points``: the point table and the runtime in seconds."""
+    start_s = time.perf_counter()
+    scenarios, refused = write_scenarios(points, seed)
+    results = simulate(scenarios, workers, use_ray)
+    concurrency = {pid: s["workload"]["concurrency"] for pid, s in scenarios}
+    for pid, result in results.items():
+        result["concurrency"] = concurrency[pid]
+    return point_table(points, results, refused), time.perf_counter() - start_s
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sample = parser.add_mutually_exclusive_group()
+    sample.add_argument("--per-group", type=int, default=8, help="Points drawn per group (default 8).")
+    sample.add_argument("--all", action="store_true", help="Every point (of the filters).")
+    parser.add_argument("--seed", type=int, default=0, help="Seed of the sample and of every run (default 0).")
+    parser.add_argument("--source", choices=("inferencex", "gap-analysis"))
+    parser.add_argument("--engine", choices=("vllm", "sglang", "trtllm"))
+    parser.add_argument("--model", help="model_path as in the file, e.g. meta-llama/Llama-3.1-70B")
+    parser.add_argument("--system", help="GPU as in the file, e.g. h200_sxm")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="Local processes (default: CPUs).")
+    parser.add_argument("--ray", action="store_true", help="Run on Ray (a local one started on demand).")
+    parser.add_argument("--out", type=Path, default=Path("runs/inferencex"), help="Output folder.")
+    args = parser.parse_args(argv)
+    if args.per_group < 1:
+        parser.error(f"--per-group must be at least 1 (got {args.per_group})")
+    filters = {"source": args.source, "engine": args.engine, "model": args.model, "system": args.system}
+    points = select_points(read_points(), None if args.all else args.per_group, args.seed, filters)
+    if points.empty:
+        parser.error(f"no measured point matches {', '.join(f'{k}={v}' for k, v in filters.items() if v)}")
+    try:
+        table, runtime_s = run_benchmark(points, args.seed, args.workers, args.ray)
+    except ValueError as exc:
+        parser.error(str(exc))
+    settings = "all points" if args.all else f"up to {args.per_group} points per group, seed {args.seed}"
+    chosen = ", ".join(f"{k} {v}" for k, v in filters.items() if v)
+    settings += f" ({chosen})" if chosen else ""
+    summary = summary_markdown(table, runtime_s, settings)
+    args.out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(args.out / "points.csv", index=False)
+    (args.out / "summary.md").write_text(summary)
+    report_html(table, args.out / "report.html")
+    print(summary)
+    print(f"wrote {args.out / 'points.csv'}, {args.out / 'summary.md'}, {args.out / 'report.html'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""The InferenceX benchmark: points read from the dependency's file, written as scenarios, run end to end."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from benchmarks.inferencex import report_html, run_benchmark, summary_markdown
+from benchmarks.inferencex_points import (
+    GAP_ANALYSIS,
+    INFERENCEX,
+    PointRefused,
+    read_points,
+    scenario_for,
+    select_points,
+    source_of,
+)
+from simulator.config.scenario import validate_scenario
+
+
+@pytest.fixture(scope="module")
+def points() -> pd.DataFrame:
+    return read_points()
+
+
+def first(points: pd.DataFrame, **where) -> pd.Series:
+    rows = points
+    for column, value in where.items():
+        rows = rows[rows[column] == value]
+    assert not rows.empty, f"no row of silicon_sample.csv with {where}"
+    return rows.sort_values("id").iloc[0]
+
+
+def test_sources_split_as_documented(points):
+    # 2,897 of the 5,221 points are InferenceX's own runs, the rest NVIDIA's gap-analysis runs
+    assert len(points) == 5221
+    assert points["source"].value_counts().to_dict() == {INFERENCEX: 2897, GAP_ANALYSIS: 2324}
+    assert source_of("db-dump/2026-04-27; config_id=733") == INFERENCEX
+    assert source_of("source_file=2026-03-25.csv; model=DeepSeek-R1") == GAP_ANALYSIS
+
+
+def test_vllm_llama_70b_fp8_on_h200_is_written_as_inferencex_runs_it(points):
+    row = first(
+        points, source=INFERENCEX, model="meta-llama/Llama-3.1-70B", system="h200_sxm", engine="vllm", mode="agg"
+    )
+    assert row["gemm_quant_mode"] == "fp8"
+    conc, isl, osl = int(row["batch_size"]), int(row["isl"]), int(row["osl"])
+    scenario = scenario_for(row)
+    assert scenario["model"] == "meta-llama/Meta-Llama-3.1-70B"  # the dependency's name for the same model
+    assert scenario["hardware"] == "h200"
+    assert scenario["parallelism"] == {"tp": int(row["tp_size"])}
+    assert scenario["quantization"] == "fp8"
+    assert scenario["kv_cache"] == {"prefix_caching": False, "dtype": "fp8"}
+    assert scenario["policy"] == {"kind": "vllm", "max_num_seqs": conc, "max_num_batched_tokens": 8192}
+    workload = scenario["workload"]
+    assert workload["kind"] == "closed_loop"
+    assert (workload["concurrency"], workload["num_requests"]) == (conc, 10 * conc)
+    assert workload["think_s"] == {"kind": "fixed", "seconds": 0.0}
+    prompt, output = workload["lengths"]["prompt"], workload["lengths"]["output"]
+    assert (prompt["min_tokens"], prompt["max_tokens"]) == (math.ceil(0.8 * isl), isl)
+    assert (output["min_tokens"], output["max_tokens"]) == (math.ceil(0.8 * osl), osl)
+    validate_scenario(scenario)  # servesim accepts it as written
+
+
+def test_sglang_and_trtllm_cap_their_batch_at_the_concurrency(points):
+    sglang = scenario_for(first(points, engine="sglang", mode="agg", attention_dp_size=1.0, gemm_quant_mode="fp8"))
+    assert sglang["policy"] == {"kind": "sglang", "max_running_requests": sglang["workload"]["concurrency"]}
+    trtllm = scenario_for(first(points, engine="trtllm", mode="agg", attention_dp_size=1.0, gemm_quant_mode="nvfp4"))
+    assert trtllm["policy"] == {"kind": "trtllm", "max_batch_size": trtllm["workload"]["concurrency"]}
+    assert trtllm["quantization"] == "nvfp4" and trtllm["kv_cache"]["dtype"] == "fp8"
+
+
+def test_bf16_point_keeps_the_checkpoint_weights_and_kv_cache(points):
+    scenario = scenario_for(first(points, mode="agg", precision="bf16", attention_dp_size=1.0))
+    assert "quantization" not in scenario
+    assert scenario["kv_cache"] == {"prefix_caching": False}
+
+
+def test_attention_dp_point_is_refused(points):
+    row = first(points, mode="agg", attention_dp_size=8.0)
+    with pytest.raises(PointRefused, match=r"^attention data parallelism not modelled$"):
+        scenario_for(row)
+
+
+def test_int4_point_is_refused(points):
+    with pytest.raises(PointRefused, match=r"^int4 weight-only not modelled$"):
+        scenario_for(first(points, gemm_quant_mode="int4_wo"))
+
+
+def test_disaggregated_point_becomes_prefill_and_decode_groups(points):
+    disagg = points[(points["mode"] == "disagg") & points["prefill_num_workers"].notna()]
+    row = first(disagg, prefill_attention_dp_size=1.0, decode_attention_dp_size=1.0)
+    groups = scenario_for(row)["groups"]
+    assert [(g["role"], g["count"], g["parallelism"]["tp"]) for g in groups] == [
+        ("prefill", int(row["prefill_num_workers"]), int(row["prefill_tp_size"])),
+        ("decode", int(row["decode_num_workers"]), int(row["decode_tp_size"])),
+    ]
+    with pytest.raises(PointRefused, match="without worker counts"):
+        scenario_for(_no_workers(points))
+
+
+def _no_workers(points: pd.DataFrame) -> pd.Series:
+    rows = points[(points["mode"] == "disagg") & points["prefill_num_workers"].isna()]
+    return rows.sort_values("id").iloc[0]
+
+
+def test_sample_is_seeded_and_capped_per_group(points):
+    a = select_points(points, 3, seed=0, filters={"system": "h200_sxm"})
+    b = select_points(points, 3, seed=0, filters={"system": "h200_sxm"})
+    assert a["id"].tolist() == b["id"].tolist()
+    assert a.groupby("group").size().max() == 3
+    assert set(a["system"]) == {"h200_sxm"}
+    assert select_points(points, 3, seed=1, filters={"system": "h200_sxm"})["id"].tolist() != a["id"].tolist()
+
+
+def test_end_to_end_two_points_through_the_benchmark_path(points, tmp_path):
+    llama = points[
+        (points["model"] == "meta-llama/Llama-3.1-70B")
+        & (points["system"] == "h200_sxm")
+        & (points["engine"] == "vllm")
+        & (points["mode"] == "agg")
+        & (points["batch_size"] <= 4)
+        & (points["isl"] == 1024)
+        & (points["osl"] == 1024)
+    ].sort_values("id")
+    chosen = pd.concat([llama.iloc[:1], _no_workers(points).to_frame().T])
+    table, runtime_s = run_benchmark(chosen, seed=0, workers=1)
+    simulated, refused = table.iloc[0], table.iloc[1]
+    assert pd.isna(simulated["refused"])
+    for m in ("ttft", "tpot"):
+        assert simulated[f"pred_{m}_ms"] > 0
+        assert simulated[f"rel_err_{m}"] == pytest.approx(simulated[f"pred_{m}_ms"] / simulated[f"measured_{m}_ms"] - 1)
+    assert refused["refused"] == "disaggregated point without worker counts"
+    summary = summary_markdown(table, runtime_s, "test")
+    assert "| inferencex | meta-llama/Llama-3.1-70B | h200_sxm | vllm | fp8 | 1 |" in summary
+    assert "disaggregated point without worker counts | 1 |" in summary
+    report_html(table, tmp_path / "report.html")
+    html = (tmp_path / "report.html").read_text()
+    assert "plotly" in html and 'src="https://cdn' not in html  # plotly.js embedded: opens offline
