@@ -172,6 +172,16 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
     )
 
 
+def _cpu_overlap(params: Any) -> bool:
+    """Whether resolved cost-model parameters run the engine's CPU time beside the GPU's (theirs, or their
+    nested roofline's); False for a model without the setting (a calibration profile's engine runs serially)."""
+    if "cpu_overlap" in type(params).model_fields:
+        return bool(params.cpu_overlap)
+    if "roofline" in type(params).model_fields:
+        return bool(params.roofline.cpu_overlap)
+    return False
+
+
 def resolve_cost_model(params: Any, policy_kind: str) -> Any:
     """The cost model's parameters with what the policy's engine decides filled in where unset (its traits):
     ``framework``, the engine whose measured kernel tables are read (``vllm``/``vllm_v0`` vLLM's, ``sglang``
@@ -352,7 +362,9 @@ def build(
             # the MTP module's experts are split as the model's; a draft model is dense or runs ep 1
             ep = s.ep if cfg.speculative.method == "mtp" else 1
             proposer_cost = make_cost_model(proposer_params, s.proposer, s.hardware, s.tp, 1, None, ep)
-            cost_model = SpeculativeCostModel(cost_model, proposer_cost, cfg.speculative.num_tokens)
+            cost_model = SpeculativeCostModel(
+                cost_model, proposer_cost, cfg.speculative.num_tokens, cpu_overlap=_cpu_overlap(params)
+            )
         replicas += [
             _make_replica(env, next(ids), s, cfg, recorder, cost_model, check_invariants, fast_forward)
             for _ in range(s.group.count)

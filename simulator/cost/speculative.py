@@ -11,6 +11,9 @@ sequences (a draft model, or an MTP module: one decoder layer of the target's sh
 DeepSeek-V3's, its tech report section 2.2), and its share of every prompt chunk, each
 without a CPU overhead of its own (the passes run inside the engine's step).
 
+Where the engine's CPU time overlaps the GPU's (``cpu_overlap``: vLLM V1's async scheduling), the step takes
+the longer of the GPU work (target and proposer) and that CPU time.
+
 Left out: the rejection sampler's own time, and KV slots held for the proposals during the
 step (the engine keeps only the accepted ones).
 """
@@ -19,13 +22,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from simulator.cost.overhead import overlap_total
 from simulator.cost.shape import BatchShape, CostModel, StepTime
 
 
 def _compute_s(time: StepTime) -> float:
-    """A step's time less its CPU overhead."""
+    """A step's time less its CPU overhead (of a step whose CPU time adds to its GPU time)."""
     cpu = time.ops.get("cpu_overhead") if time.ops else None
     return time.total_s - (cpu.seconds if cpu is not None else 0.0)
+
+
+def _gpu_s(time: StepTime) -> float:
+    """A step's GPU time: its ops but the engine's CPU time (whether or not that overlaps)."""
+    return sum(op.seconds for name, op in (time.ops or {}).items() if name != "cpu_overhead")
+
+
+def _cpu_s(time: StepTime) -> float:
+    cpu = time.ops.get("cpu_overhead") if time.ops else None
+    return cpu.seconds if cpu is not None else 0.0
 
 
 class SpeculativeCostModel:
@@ -37,13 +51,16 @@ class SpeculativeCostModel:
 
     MEMO_SIZE = 1 << 16  # as the roofline's: decode contexts grow every step, so the memo is bounded
 
-    def __init__(self, target: CostModel, proposer: CostModel, num_tokens: int) -> None:
+    def __init__(self, target: CostModel, proposer: CostModel, num_tokens: int, cpu_overlap: bool = False) -> None:
         self.target = target
         self.proposer = proposer
         self.num_tokens = num_tokens
+        self.cpu_overlap = cpu_overlap  # the target's engine runs its CPU work beside the GPU's
         self._memo: dict[BatchShape, StepTime] = {}
 
     def _time(self, shape: BatchShape) -> StepTime:
+        if self.cpu_overlap:
+            return self._overlapped_time(shape)
         k = self.num_tokens
         b = shape.num_decode_seqs
         base = self.target.breakdown(shape)
@@ -70,6 +87,33 @@ class SpeculativeCostModel:
             )
             total += _compute_s(self.proposer.breakdown(chunks))
         return StepTime(total, ops)
+
+    def _overlapped_time(self, shape: BatchShape) -> StepTime:
+        """As ``_time``, the GPU work summed first, then overlapped with the engine's CPU time."""
+        k = self.num_tokens
+        b = shape.num_decode_seqs
+        base = self.target.breakdown(shape)
+        gpu = _gpu_s(base)
+        ops = dict(base.ops or {})
+        if b:
+            verify = BatchShape(
+                shape.prefill_new_tokens,
+                shape.prefill_cached_tokens,
+                (k + 1) * b,
+                shape.decode_context_tokens,
+                shape.num_sampled_tokens + k * b,
+            )
+            verified = self.target.breakdown(verify)
+            gpu = _gpu_s(verified)
+            ops.update({name: op for name, op in (verified.ops or {}).items() if name != "cpu_overhead"})
+            for j in range(k):
+                gpu += _gpu_s(self.proposer.breakdown(BatchShape((), (), b, shape.decode_context_tokens + j * b, b)))
+        if shape.prefill_new_tokens:
+            chunks = BatchShape(
+                shape.prefill_new_tokens, shape.prefill_cached_tokens, 0, 0, len(shape.prefill_new_tokens)
+            )
+            gpu += _gpu_s(self.proposer.breakdown(chunks))
+        return StepTime(overlap_total(gpu, _cpu_s(base)), ops)
 
     def step_time(self, shape: BatchShape) -> StepTime:
         time = self._memo.get(shape)
