@@ -61,9 +61,14 @@ or a gap (vllm-project/vllm#6854: about 4 ms of GPU idle per decode step). Async
 (vllm-project/vllm#19970; on by default in recent releases: ``SchedulerConfig.async_scheduling
 = None`` resolves to on in ``vllm/config/vllm.py`` unless a feature in use rules it out) plans
 step N+1 while step N runs, and vllm-project/vllm#23569 also overlaps input preparation and
-sampling with the forward pass; servesim adds this time to the step serially. So for V1 these
-figures are an upper bound, furthest off at large batches (43.7 us per sequence is V0's Python
-per-sequence work). Set ``step_overhead_s``, ``per_seq_overhead_s`` and ``tp_step_overhead_s`` of
+sampling with the forward pass. So for V1 these figures are an upper bound, furthest off at
+large batches (43.7 us per sequence is V0's Python per-sequence work).
+
+**Overlapped or serial.** Where the engine runs this CPU work beside the GPU's (vLLM V1's async
+scheduling, SGLang's and TensorRT-LLM's overlap schedulers: ``BatchTraits.overlaps_cpu``, the cost
+models' ``cpu_overlap``), a step takes the longer of its GPU time and this CPU time
+(``overlap_total``); for vLLM V0 and the generic policies it adds to the GPU time. Overlapped, the
+V0 figures' excess only shows where the CPU time exceeds the GPU's (small models at large batches). Set ``step_overhead_s``, ``per_seq_overhead_s`` and ``tp_step_overhead_s`` of
 the cost model to your engine's (``servesim validate`` fits step and per-sequence overhead
 against a real run). All of it was measured on one host's CPU; a faster core runs it
 proportionally faster.

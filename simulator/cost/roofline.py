@@ -30,7 +30,9 @@ measurements:
   processing): ``step_overhead_s + per_seq_overhead_s x sequences``, plus
   ``tp_step_overhead_s`` when tp > 1; defaults 0.54 ms, 43.7 us and 0.85 ms, fitted to
   Vidur's measured per-iteration CPU overheads on A100 (simulator/cost/overhead.py says which
-  components, and why they are an upper bound for vLLM V1).
+  components, and why they are an upper bound for vLLM V1). It adds to the step's GPU time, or,
+  for engines that overlap it (``cpu_overlap``: vLLM V1, SGLang, TensorRT-LLM), the step takes
+  the longer of the two.
 - CUDA graphs (``cuda_graph_padding``): a decode-only step's linear layers (embedding, QKV, O,
   MLP, norms, all-reduces) run at the next batch size vLLM V1 captures a graph for
   (``VLLM_CAPTURE_SIZES``: 1, 2, 4, multiples of 8 to 256, of 16 to 512; eager beyond);
