@@ -58,14 +58,14 @@ class SpeculativeCostModel:
         self.cpu_overlap = cpu_overlap  # the target's engine runs its CPU work beside the GPU's
         self._memo: dict[BatchShape, StepTime] = {}
 
-    def _time(self, shape: BatchShape) -> StepTime:
-        if self.cpu_overlap:
-            return self._overlapped_time(shape)
+    def _parts(self, shape: BatchShape) -> tuple[StepTime, StepTime | None, list[StepTime]]:
+        """The target's step as planned, its verification pass over the proposals (None without decodes), and the
+        proposer's passes: K decodes with one more token of context each, and its share of the prompt chunks."""
         k = self.num_tokens
         b = shape.num_decode_seqs
         base = self.target.breakdown(shape)
-        total = base.total_s
-        ops = dict(base.ops or {})
+        verified = None
+        proposer: list[StepTime] = []
         if b:
             verify = BatchShape(
                 shape.prefill_new_tokens,
@@ -75,45 +75,32 @@ class SpeculativeCostModel:
                 shape.num_sampled_tokens + k * b,
             )
             verified = self.target.breakdown(verify)
-            total += _compute_s(verified) - _compute_s(base)
-            ops.update({name: op for name, op in (verified.ops or {}).items() if name != "cpu_overhead"})
-            for j in range(k):  # the proposer's K decode passes, one more token of context each
-                total += _compute_s(
-                    self.proposer.breakdown(BatchShape((), (), b, shape.decode_context_tokens + j * b, b))
-                )
+            proposer += [
+                self.proposer.breakdown(BatchShape((), (), b, shape.decode_context_tokens + j * b, b)) for j in range(k)
+            ]
         if shape.prefill_new_tokens:  # the proposer reads every prompt chunk too
             chunks = BatchShape(
                 shape.prefill_new_tokens, shape.prefill_cached_tokens, 0, 0, len(shape.prefill_new_tokens)
             )
-            total += _compute_s(self.proposer.breakdown(chunks))
-        return StepTime(total, ops)
+            proposer.append(self.proposer.breakdown(chunks))
+        return base, verified, proposer
 
-    def _overlapped_time(self, shape: BatchShape) -> StepTime:
-        """As ``_time``, the GPU work summed first, then overlapped with the engine's CPU time."""
-        k = self.num_tokens
-        b = shape.num_decode_seqs
-        base = self.target.breakdown(shape)
-        gpu = _gpu_s(base)
+    def _time(self, shape: BatchShape) -> StepTime:
+        base, verified, proposer = self._parts(shape)
         ops = dict(base.ops or {})
-        if b:
-            verify = BatchShape(
-                shape.prefill_new_tokens,
-                shape.prefill_cached_tokens,
-                (k + 1) * b,
-                shape.decode_context_tokens,
-                shape.num_sampled_tokens + k * b,
-            )
-            verified = self.target.breakdown(verify)
-            gpu = _gpu_s(verified)
+        if verified is not None:
             ops.update({name: op for name, op in (verified.ops or {}).items() if name != "cpu_overhead"})
-            for j in range(k):
-                gpu += _gpu_s(self.proposer.breakdown(BatchShape((), (), b, shape.decode_context_tokens + j * b, b)))
-        if shape.prefill_new_tokens:
-            chunks = BatchShape(
-                shape.prefill_new_tokens, shape.prefill_cached_tokens, 0, 0, len(shape.prefill_new_tokens)
-            )
-            gpu += _gpu_s(self.proposer.breakdown(chunks))
-        return StepTime(overlap_total(gpu, _cpu_s(base)), ops)
+        if self.cpu_overlap:  # the GPU work summed, then overlapped with the engine's CPU time
+            gpu = _gpu_s(verified if verified is not None else base)
+            for step in proposer:
+                gpu += _gpu_s(step)
+            return StepTime(overlap_total(gpu, _cpu_s(base)), ops)
+        total = base.total_s
+        if verified is not None:
+            total += _compute_s(verified) - _compute_s(base)
+        for step in proposer:
+            total += _compute_s(step)
+        return StepTime(total, ops)
 
     def step_time(self, shape: BatchShape) -> StepTime:
         time = self._memo.get(shape)
