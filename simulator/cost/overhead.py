@@ -68,8 +68,9 @@ large batches (43.7 us per sequence is V0's Python per-sequence work).
 scheduling, SGLang's and TensorRT-LLM's overlap schedulers: ``BatchTraits.overlaps_cpu``, the cost
 models' ``cpu_overlap``), a step takes the longer of its GPU time and this CPU time
 (``overlap_total``); for vLLM V0 and the generic policies it adds to the GPU time. Overlapped, the
-V0 figures' excess only shows where the CPU time exceeds the GPU's (small models at large batches). Set ``step_overhead_s``, ``per_seq_overhead_s`` and ``tp_step_overhead_s`` of
-the cost model to your engine's (``servesim validate`` fits step and per-sequence overhead
+V0 figures' excess only shows where the CPU time exceeds the GPU's (small models at large
+batches). Set ``step_overhead_s``, ``per_seq_overhead_s`` and ``tp_step_overhead_s`` of the
+cost model to your engine's (``servesim validate`` fits step and per-sequence overhead
 against a real run). All of it was measured on one host's CPU; a faster core runs it
 proportionally faster.
 

@@ -223,7 +223,7 @@ class SiliconCostModel:
                 self._moe = t.moe(f"moe/{dtype}/{dist}/{shape}/{tp // self.ep}/{self.ep}")
                 if self._moe is not None:
                     break
-        if m.is_moe and self.ep > 1:
+        if m.is_moe and self.ep > 1 and self.params.roofline.expert_all_to_all:
             shape = (m.hidden_size, m.num_experts_per_token, m.num_experts, self.ep)
             dispatch, combine = t.all_to_all("dispatch", *shape), t.all_to_all("combine", *shape)
             if dispatch is not None and combine is not None:

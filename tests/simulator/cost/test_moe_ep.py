@@ -39,9 +39,10 @@ def test_shared_experts_and_dense_layers_are_priced():
 
 
 def test_silicon_prices_mla_by_the_measured_module_and_ep_by_the_measured_all_to_all():
-    """DeepSeek-V3 on 8 x H200 (TP 8, EP 8): the MLA attention module (projections, attention, o_proj) and DeepEP's
-    dispatch and combine come from aiconfigurator's vLLM tables; nothing of a decode step falls back."""
-    c = SiliconCostModel(SiliconParams(), DSV3, H200, tp=8, ep=8)
+    """DeepSeek-V3 on 8 x H200 (TP 8, EP 8): the MLA attention module (projections, attention, o_proj) and, where
+    the deployment dispatches over EP (expert_all_to_all), DeepEP's dispatch and combine come from aiconfigurator's
+    vLLM tables; nothing of a decode step falls back."""
+    c = SiliconCostModel(SiliconParams(roofline=RooflineParams(expert_all_to_all=True)), DSV3, H200, tp=8, ep=8)
     sources = c.sources(DECODE)
     assert sources["attn_decode"] in ("measured", "interpolated")
     assert sources["qkv_proj"] == sources["o_proj"] == "in the measured MLA module (attn_prefill, attn_decode)"
@@ -65,9 +66,23 @@ def test_silicon_prices_mla_by_the_measured_module_and_ep_by_the_measured_all_to
     )
 
 
+def test_tensor_times_expert_parallelism_has_no_all_to_all():
+    """Without attention data parallelism every GPU holds the step's tokens: the experts' partial outputs are
+    combined by the tensor-parallel all-reduce (vLLM runs its all-to-all kernels only when dp > 1)."""
+    for cost in (
+        RooflineCostModel(RooflineParams(), QWEN, H200, tp=4, ep=4),
+        SiliconCostModel(SiliconParams(), QWEN, H200, tp=4, ep=4),
+    ):
+        ops = cost.breakdown(PREFILL).ops
+        assert "all_to_all" not in ops and "all_reduce" in ops
+
+
 def test_expert_parallelism_all_to_all_and_imbalance():
-    balanced = RooflineCostModel(RooflineParams(), QWEN, H200, tp=4, ep=4)
-    skewed = RooflineCostModel(RooflineParams(moe_token_distribution="power_law_1.2"), QWEN, H200, tp=4, ep=4)
+    all_to_all = RooflineParams(expert_all_to_all=True)
+    balanced = RooflineCostModel(all_to_all, QWEN, H200, tp=4, ep=4)
+    skewed = RooflineCostModel(
+        RooflineParams(moe_token_distribution="power_law_1.2", expert_all_to_all=True), QWEN, H200, tp=4, ep=4
+    )
     ops = balanced.breakdown(PREFILL).ops
     sent = 2048 / 4 * 8 * 2048 * 2 * 3 / 4
     assert ops["all_to_all"].bytes == pytest.approx(2 * 48 * sent)
