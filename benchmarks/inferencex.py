@@ -2,7 +2,7 @@
 
 Reads aiconfigurator-core's ``silicon_sample.csv`` from the installed package (no copy is kept),
 writes each sampled point as a servesim scenario (``benchmarks/inferencex_points.py`` says how:
-InferenceX's client, its engines' recipes, quantization fp8 and an FP8 KV cache for FP8 runs),
+InferenceX's client, the settings of the launch script InferenceX ran for the group where known),
 simulates them on a local process pool (or Ray) and reports, per source (``inferencex``,
 ``gap-analysis``) and per group (source, model, GPU, engine, precision), the number of points and
 the MAPE and bias (mean signed relative error, predicted / measured - 1) of mean TTFT and mean
@@ -34,6 +34,7 @@ from benchmarks.inferencex_points import (
     GROUP_FIELDS,
     PointRefused,
     read_points,
+    recipe_label,
     run_point,
     scenario_for,
     select_points,
@@ -45,7 +46,7 @@ POINT_COLUMNS = (
     ["id", *GROUP_FIELDS, "mode", "isl", "osl", "concurrency"]
     + [f"{kind}_{m}_ms" for m in METRICS for kind in ("measured", "pred")]
     + [f"rel_err_{m}" for m in METRICS]
-    + ["refused", "wall_s"]
+    + ["recipe", "refused", "wall_s"]
 )
 
 
@@ -87,6 +88,7 @@ def point_table(points: pd.DataFrame, results: dict[str, dict[str, Any]], refuse
         result = results.get(pid, {})
         row = {f: p[f] for f in ("id", *GROUP_FIELDS, "mode", "isl", "osl")}
         row["concurrency"] = result.get("concurrency", p.get("concurrency"))
+        row["recipe"] = recipe_label(p)
         row["refused"] = refused.get(pid, result.get("refused"))
         row["wall_s"] = result.get("wall_s")
         for m in METRICS:
@@ -128,8 +130,16 @@ def _markdown(df: pd.DataFrame) -> str:
     return "\n".join([header, rule, *body]) + "\n"
 
 
+def recipe_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Per InferenceX group: the launch script its agg points' settings come from, or ``recipe unknown``."""
+    own = table[(table["source"] == "inferencex") & (table["mode"] == "agg")]
+    if own.empty or "recipe" not in own:
+        return pd.DataFrame(columns=[*GROUP_FIELDS[1:], "recipe", "points"])
+    return own.groupby([*GROUP_FIELDS[1:], "recipe"]).size().rename("points").reset_index()
+
+
 def summary_markdown(table: pd.DataFrame, runtime_s: float, settings: str) -> str:
-    """The summary: errors per source and per group, and the refused points counted by reason."""
+    """The summary: errors per source, engine and group, the recipes found, the refused points by reason."""
     refused = table[table["refused"].notna()]
     by_reason = (
         refused.groupby(["source", "refused"])
@@ -138,6 +148,8 @@ def summary_markdown(table: pd.DataFrame, runtime_s: float, settings: str) -> st
         .reset_index()
         .sort_values(["source", "points"], ascending=[True, False])
     )
+    recipes = recipe_table(table)
+    unknown = int((recipes["recipe"] == "recipe unknown").sum()) if not recipes.empty else 0
     return "\n".join(
         [
             "# servesim against InferenceX's measured serving points",
@@ -149,9 +161,19 @@ def summary_markdown(table: pd.DataFrame, runtime_s: float, settings: str) -> st
             "## Per source",
             "",
             _markdown(error_table(table, ["source"])),
+            "## Per source and engine",
+            "",
+            _markdown(error_table(table, ["source", "engine"])),
             "## Per group",
             "",
             _markdown(error_table(table, list(GROUP_FIELDS))),
+            "## InferenceX's launch scripts (agg points of source inferencex)",
+            "",
+            f"Each group's settings come from the script named (SemiAnalysisAI/InferenceX, path@commit); "
+            f"{unknown} of {len(recipes)} groups have no recipe encoded (recipe unknown) and keep the generic "
+            "settings, as do the disaggregated and gap-analysis points.",
+            "",
+            _markdown(recipes),
             "## Refused points, by reason",
             "",
             _markdown(by_reason),

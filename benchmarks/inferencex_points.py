@@ -21,14 +21,18 @@ written with InferenceX's client all the same).
   (``MODEL_ALIASES``);
 - the GPU: the hardware preset whose ``silicon_tables`` is the point's ``system``;
 - parallelism: ``tp: tp_size``, ``pp: pp_size`` and ``ep: moe_ep_size`` when above 1;
-- quantization: from ``gemm_quant_mode`` (fp8, fp8_block, nvfp4; none for bf16) and an FP8 KV
-  cache for FP8 and FP4 runs (InferenceX's recipes pass ``--kv-cache-dtype fp8``);
-- the policy by engine: vLLM as InferenceX's recipe (``--max-num-seqs CONC
-  --max-num-batched-tokens 8192 --no-enable-prefix-caching``); SGLang with
-  ``max_running_requests: CONC`` (InferenceX's SGLang recipes pass ``--max-running-requests
-  $CONC``; their chunk sizes differ per recipe, so the policy's default is kept); TensorRT-LLM
-  with ``max_batch_size: CONC`` (its recipes pass ``--max_batch_size $CONC``; ``max_num_tokens``
-  differs per recipe, the policy's 8192 is kept); prefix caching off throughout;
+- quantization: from ``gemm_quant_mode`` (fp8, fp8_block, nvfp4; none for bf16);
+- the policy and KV cache of the launch script InferenceX ran for the point's (engine, model,
+  precision, GPU) (``RECIPES``, agg points of source ``inferencex``; each entry names the script of
+  SemiAnalysisAI/InferenceX and the commit read): the flags servesim's policies express (vLLM
+  ``max_num_seqs``, ``max_num_batched_tokens``, ``gpu_memory_utilization``; SGLang
+  ``max_running_requests``, ``chunked_prefill_size``, ``max_prefill_tokens``; TensorRT-LLM
+  ``max_num_tokens``, ``max_batch_size``, chunked context) and the KV dtype and block size, some
+  of them functions of ISL, CONC and TP as the script computes them. A point with no recipe (every
+  gap-analysis point, disaggregated points, groups whose script was not found) keeps the generic
+  settings: vLLM ``--max-num-seqs CONC --max-num-batched-tokens 8192``; SGLang
+  ``max_running_requests: CONC``; TensorRT-LLM ``max_batch_size: CONC``; an FP8 KV cache for FP8
+  and FP4 runs. Prefix caching is off throughout;
 - a disaggregated point: a prefill group and a decode group of their worker counts, TPs and EPs
   (servesim then refuses those whose policy cannot serve such groups: SGLang's and TensorRT-LLM's).
 
@@ -46,6 +50,8 @@ import importlib.resources
 import math
 import re
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -239,6 +245,310 @@ def _disaggregated_groups(row: pd.Series) -> list[dict[str, Any]]:
     return groups
 
 
+@dataclass(frozen=True)
+class Recipe:
+    """What one InferenceX launch script sets that servesim expresses.
+
+    ``policy(isl, osl, conc, tp)`` gives the policy fields besides ``kind`` (ISL and OSL the
+    nominal lengths, as the script sees them); ``kv_cache`` the KV-cache fields (``dtype`` fp8 where
+    the script passes ``--kv-cache-dtype fp8`` / ``kv_cache_config.dtype: fp8``, absent where it
+    leaves the engine's ``auto``). ``unexpressed`` names what the script sets that servesim does not
+    model or whose meaning differs from servesim's knob.
+    """
+
+    script: str  # path in SemiAnalysisAI/InferenceX
+    commit: str  # the commit read: the last one on main at or before the group's latest measurement
+    policy: Callable[[int, int, int, int], dict[str, Any]]
+    kv_cache: dict[str, Any] = field(default_factory=dict)
+    unexpressed: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.script}@{self.commit[:10]}"
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def _trt_dsr1_b200_tokens(isl: int, osl: int, conc: int, tp: int) -> dict[str, Any]:
+    # MAX_NUM_TOKENS=$(( ($CONC+$ISL+64+63)/64*64 ))
+    # MAX_NUM_TOKENS=$(( MAX_NUM_TOKENS > 8192 ? MAX_NUM_TOKENS : 8192 ))
+    return {"max_num_tokens": max(_round_up(conc + isl + 64, 64), 8192), "enable_chunked_prefill": False}
+
+
+def _trt_dsr1_h200_tokens(isl: int, osl: int, conc: int, tp: int) -> dict[str, Any]:
+    # MAX_NUM_TOKENS=$(( ($CONC+$ISL+64+63)/64*64 )) (no 8192 floor in the H200 script)
+    return {"max_num_tokens": _round_up(conc + isl + 64, 64), "enable_chunked_prefill": False}
+
+
+def _sglang_dsr1_fp8_blackwell(isl: int, osl: int, conc: int, tp: int) -> dict[str, Any]:
+    # TP 8: MAX_RUNNING_REQUESTS=128, CHUNKED_PREFILL_SIZE=32768, MAX_PREFILL_TOKENS=32768;
+    # TP 4 (8k/1k only): 32, 8192, 8192; any other TP exits (no recipe: the generic settings)
+    if tp == 4:
+        return {"max_running_requests": 32, "chunked_prefill_size": 8192, "max_prefill_tokens": 8192}
+    if tp == 8:
+        return {"max_running_requests": 128, "chunked_prefill_size": 32768, "max_prefill_tokens": 32768}
+    return {"max_running_requests": conc}
+
+
+def _sglang_dsr1_fp8_h200(isl: int, osl: int, conc: int, tp: int) -> dict[str, Any]:
+    # 1k/1k: --max-running-requests 512, else 256; --chunked-prefill-size 32768 --max-prefill-tokens 32768
+    running = 512 if (isl, osl) == (1024, 1024) else 256
+    return {"max_running_requests": running, "chunked_prefill_size": 32768, "max_prefill_tokens": 32768}
+
+
+def _sglang_dsr1_fp4_blackwell(isl: int, osl: int, conc: int, tp: int) -> dict[str, Any]:
+    # --max-running-requests 256 --chunked-prefill-size 16384 (max-prefill-tokens SGLang's 16384)
+    return {"max_running_requests": 256, "chunked_prefill_size": 16384}
+
+
+_FP8_KV = {"dtype": "fp8"}
+_DSR1_TRT_UNEXPRESSED = (
+    "kv free_gpu_memory_fraction 0.8 (0.7/0.75 in some cases; a share of the memory left after weights, not "
+    "servesim's gpu_memory_utilization); CUDA-graph and piecewise-graph settings; MoE backend; batch waiting"
+)
+_SGLANG_MEM = "--mem-fraction-static {} (weights plus KV pool; servesim's sglang policy has no such knob)"
+_70B_TRT = Recipe(
+    "",
+    "",
+    lambda isl, osl, conc, tp: {"max_num_tokens": 16384, "enable_chunked_prefill": False},
+    _FP8_KV,
+    "batch_wait_timeout_iters 20 and batch_wait_max_tokens_ratio 0.9 at 1k/1k below TP 8; CUDA graphs to 1024",
+)
+_C_70B = "9596d23d74e9e1e4f4bcdb27572c87cafb746a02"  # 2025-10-29, the day the Llama-3.1-70B points were measured
+_C_DSR1_TRT_FP4 = "ec912828040791e8ba9b1133a1de51ac63a6f513"  # 2026-02-06
+_C_DSR1_TRT_FP8 = "d7dbd045b23447f2fef1fb3fe44d392c33e32679"  # 2026-02-05
+_C_DSR1_TRT_H200 = "008b91a9dd78c335612d4a228397ffdd83c23cc4"  # 2026-01-14
+_C_SGLANG_0325 = "12ba0ae07289e3212840f8f59913ddee97b07f73"  # 2026-03-25
+_C_SGLANG_0417 = "dd9c285b31409ac34f35ccc25ba5ac3af234df13"  # 2026-04-17
+
+
+def _with(recipe: Recipe, script: str, commit: str) -> Recipe:
+    return Recipe(script, commit, recipe.policy, recipe.kv_cache, recipe.unexpressed)
+
+
+def _vllm(seqs: int | None, tokens: int | None) -> Callable[[int, int, int, int], dict[str, Any]]:
+    """vLLM's flags: ``seqs`` -1 for ``--max-num-seqs $CONC``, None where unset; ``tokens`` -1 for 2 x ISL."""
+
+    def policy(isl: int, osl: int, conc: int, tp: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if seqs is not None:
+            out["max_num_seqs"] = conc if seqs == -1 else seqs
+        if tokens is not None:
+            out["max_num_batched_tokens"] = 2 * isl if tokens == -1 else tokens
+        return out
+
+    return policy
+
+
+_DSR1_TRT_B200 = Recipe("", "", _trt_dsr1_b200_tokens, _FP8_KV, _DSR1_TRT_UNEXPRESSED)
+_DSR1_TRT_FP8_H200 = Recipe("", "", _trt_dsr1_h200_tokens, _FP8_KV, _DSR1_TRT_UNEXPRESSED)
+_SGL_FP4 = Recipe("", "", _sglang_dsr1_fp4_blackwell, _FP8_KV, _SGLANG_MEM.format(0.85))
+_SGL_FP8 = Recipe("", "", _sglang_dsr1_fp8_blackwell, _FP8_KV, _SGLANG_MEM.format("0.82 (0.95 at TP 4)"))
+_SGL_H200 = Recipe("", "", _sglang_dsr1_fp8_h200, {}, _SGLANG_MEM.format(0.82) + "; no --kv-cache-dtype (auto)")
+
+# (engine, model, precision, GPU) -> the launch script InferenceX ran, read in the public repository
+# SemiAnalysisAI/InferenceX at the commit named (the last on main at or before the group's latest
+# measurement; a group measured over months may have run earlier versions for its older points).
+# InferenceX has no DeepSeek-V3 script: the file's DeepSeek-V3 points are served with the DeepSeek-R1
+# scripts (dsr1_*; same architecture), read at the V3 group's own latest measurement.
+RECIPES: dict[tuple[str, str, str, str], Recipe] = {
+    # TensorRT-LLM, Llama-3.1-70B: trtllm-serve --max_num_tokens 16384, kv_cache_config dtype fp8,
+    # enable_block_reuse false; no --max_batch_size (TensorRT-LLM's 2048, the policy's default)
+    ("trtllm", "meta-llama/Llama-3.1-70B", "fp8", "b200_sxm"): _with(
+        _70B_TRT, "benchmarks/70b_fp8_b200_trt_slurm.sh", _C_70B
+    ),
+    ("trtllm", "meta-llama/Llama-3.1-70B", "fp4", "b200_sxm"): _with(
+        _70B_TRT, "benchmarks/70b_fp4_b200_trt_slurm.sh", _C_70B
+    ),
+    ("trtllm", "meta-llama/Llama-3.1-70B", "fp8", "h200_sxm"): _with(
+        _70B_TRT, "benchmarks/70b_fp8_h200_trt_slurm.sh", _C_70B
+    ),
+    # TensorRT-LLM, gpt-oss-120b: --max_num_tokens 20000 (MAX_NUM_TOKENS=20000), free_gpu_memory_fraction 0.85
+    ("trtllm", "openai/gpt-oss-120b", "fp4", "b200_sxm"): Recipe(
+        "benchmarks/gptoss_fp4_b200_trt.sh",
+        "d7dbd045b23447f2fef1fb3fe44d392c33e32679",  # 2026-02-05
+        lambda isl, osl, conc, tp: {"max_num_tokens": 20000, "max_batch_size": 512, "enable_chunked_prefill": False},
+        _FP8_KV,
+        "free_gpu_memory_fraction 0.85; CUDA graphs to CONC; MoE backend TRTLLM",
+    ),
+    ("trtllm", "openai/gpt-oss-120b", "fp4", "h200_sxm"): Recipe(
+        "benchmarks/gptoss_fp4_h200_trt_slurm.sh",
+        "f6a9d0b6adf1b0eb52c7b107b275f086bbb48100",  # 2025-12-15
+        lambda isl, osl, conc, tp: {"max_num_tokens": 20000, "max_batch_size": conc, "enable_chunked_prefill": False},
+        {},  # kv_cache_config dtype: auto
+        "free_gpu_memory_fraction 0.85; CUDA graphs to CONC; MoE backend TRITON",
+    ),
+    # TensorRT-LLM, DeepSeek-R1 and -V3: MAX_NUM_TOKENS from CONC and ISL, kv fp8, no --max_batch_size
+    ("trtllm", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm"): _with(
+        _DSR1_TRT_B200, "benchmarks/dsr1_fp4_b200_trt.sh", _C_DSR1_TRT_FP4
+    ),
+    ("trtllm", "deepseek-ai/DeepSeek-R1", "fp8", "b200_sxm"): _with(
+        _DSR1_TRT_B200, "benchmarks/dsr1_fp8_b200_trt.sh", _C_DSR1_TRT_FP8
+    ),
+    ("trtllm", "deepseek-ai/DeepSeek-R1", "fp8", "h200_sxm"): _with(
+        _DSR1_TRT_FP8_H200, "benchmarks/dsr1_fp8_h200_trt_slurm.sh", _C_DSR1_TRT_H200
+    ),
+    ("trtllm", "deepseek-ai/DeepSeek-V3", "fp4", "b200_sxm"): _with(
+        _DSR1_TRT_B200,
+        "benchmarks/dsr1_fp4_b200_trt.sh",
+        "daa8239f79629e08b6ef7c8f2661807f5dbcc50b",  # 2026-02-03
+    ),
+    ("trtllm", "deepseek-ai/DeepSeek-V3", "fp8", "b200_sxm"): _with(
+        _DSR1_TRT_B200,
+        "benchmarks/dsr1_fp8_b200_trt.sh",
+        "dcc0f53a889dee2f637735b90582e15b7997618d",  # 2026-01-29
+    ),
+    ("trtllm", "deepseek-ai/DeepSeek-V3", "fp8", "h200_sxm"): _with(
+        _DSR1_TRT_FP8_H200, "benchmarks/dsr1_fp8_h200_trt_slurm.sh", "f6a9d0b6adf1b0eb52c7b107b275f086bbb48100"
+    ),  # 2025-12-15
+    # SGLang, DeepSeek-R1 and -V3
+    ("sglang", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm"): _with(
+        _SGL_FP4, "benchmarks/single_node/dsr1_fp4_b200.sh", _C_SGLANG_0325
+    ),
+    ("sglang", "deepseek-ai/DeepSeek-R1", "fp8", "b200_sxm"): _with(
+        _SGL_FP8, "benchmarks/single_node/dsr1_fp8_b200.sh", _C_SGLANG_0325
+    ),
+    ("sglang", "deepseek-ai/DeepSeek-R1", "fp8", "h200_sxm"): _with(
+        _SGL_H200, "benchmarks/single_node/dsr1_fp8_h200.sh", _C_SGLANG_0325
+    ),
+    ("sglang", "deepseek-ai/DeepSeek-V3", "fp4", "b200_sxm"): _with(
+        _SGL_FP4, "benchmarks/single_node/dsr1_fp4_b200.sh", _C_SGLANG_0325
+    ),
+    ("sglang", "deepseek-ai/DeepSeek-V3", "fp8", "b200_sxm"): _with(
+        _SGL_FP8, "benchmarks/single_node/dsr1_fp8_b200.sh", _C_SGLANG_0325
+    ),
+    ("sglang", "deepseek-ai/DeepSeek-V3", "fp8", "h200_sxm"): _with(
+        _SGL_H200, "benchmarks/single_node/dsr1_fp8_h200.sh", _C_SGLANG_0325
+    ),
+    ("sglang", "deepseek-ai/DeepSeek-V3", "fp4", "b300_sxm"): _with(
+        _SGL_FP4, "benchmarks/single_node/dsr1_fp4_b300.sh", _C_SGLANG_0417
+    ),
+    ("sglang", "deepseek-ai/DeepSeek-V3", "fp8", "b300_sxm"): _with(
+        _SGL_FP8, "benchmarks/single_node/dsr1_fp8_b300.sh", _C_SGLANG_0417
+    ),
+    # SGLang, GLM-5
+    ("sglang", "zhipuai/GLM-5", "fp8", "b200_sxm"): Recipe(
+        "benchmarks/single_node/glm5_fp8_b200.sh",
+        "35d4bb3679f44e759921b47e72e68e890fd6b689",  # 2026-03-20
+        lambda isl, osl, conc, tp: {
+            "max_running_requests": conc,
+            "chunked_prefill_size": 32768,
+            "max_prefill_tokens": 32768,
+        },
+        _FP8_KV,
+        _SGLANG_MEM.format(0.85),
+    ),
+    ("sglang", "zhipuai/GLM-5", "fp4", "b200_sxm"): Recipe(
+        # first version on main (2026-04-02), four days after the points' 2026-03-29 run
+        "benchmarks/single_node/glm5_fp4_b200.sh",
+        "800f57aaf7c3e739fd7f5da938a6f1055565458e",
+        lambda isl, osl, conc, tp: {"max_running_requests": conc, "chunked_prefill_size": 131072},
+        {},  # no --kv-cache-dtype (auto)
+        _SGLANG_MEM.format(0.80),
+    ),
+    ("sglang", "zhipuai/GLM-5", "fp8", "h200_sxm"): Recipe(
+        # only --tp-size and --mem-fraction-static: SGLang's defaults for the rest
+        "benchmarks/single_node/glm5_fp8_h200.sh",
+        "ebb48d4bce45f1ee9e41ec0684dc2d1282fed798",  # 2026-03-19
+        lambda isl, osl, conc, tp: {},
+        {},  # no --kv-cache-dtype (auto)
+        _SGLANG_MEM.format(0.85),
+    ),
+    # vLLM, Llama-3.1-70B: max-num-batched-tokens 8192, kv-cache-dtype fp8, --gpu-memory-utilization 0.9
+    ("vllm", "meta-llama/Llama-3.1-70B", "fp8", "b200_sxm"): Recipe(
+        "benchmarks/70b_fp8_b200_docker.sh", _C_70B, _vllm(512, 8192), _FP8_KV | {"gpu_memory_utilization": 0.9}
+    ),
+    ("vllm", "meta-llama/Llama-3.1-70B", "fp4", "b200_sxm"): Recipe(
+        "benchmarks/70b_fp4_b200_docker.sh", _C_70B, _vllm(512, 8192), _FP8_KV | {"gpu_memory_utilization": 0.9}
+    ),
+    ("vllm", "meta-llama/Llama-3.1-70B", "fp8", "h100_sxm"): Recipe(
+        "benchmarks/70b_fp8_h100_slurm.sh", _C_70B, _vllm(-1, 8192), _FP8_KV | {"gpu_memory_utilization": 0.9}
+    ),
+    ("vllm", "meta-llama/Llama-3.1-70B", "fp8", "h200_sxm"): Recipe(
+        "benchmarks/70b_fp8_h200_slurm.sh", _C_70B, _vllm(-1, 8192), _FP8_KV | {"gpu_memory_utilization": 0.9}
+    ),
+    # vLLM, gpt-oss-120b
+    ("vllm", "openai/gpt-oss-120b", "fp4", "b200_sxm"): Recipe(
+        "benchmarks/single_node/gptoss_fp4_b200.sh",
+        "8944a358cce877d43064e35b1301c62c17f502f4",  # 2026-02-25
+        _vllm(512, 8192),
+        _FP8_KV | {"gpu_memory_utilization": 0.9},
+    ),
+    ("vllm", "openai/gpt-oss-120b", "fp4", "h100_sxm"): Recipe(
+        "benchmarks/single_node/gptoss_fp4_h100.sh",
+        "79a42e20a8559784641ca2279994c75c0608dc39",  # 2026-03-27
+        _vllm(-1, 8192),
+        {"gpu_memory_utilization": 0.9},  # no kv-cache-dtype (auto)
+    ),
+    ("vllm", "openai/gpt-oss-120b", "fp4", "h200_sxm"): Recipe(
+        "benchmarks/single_node/gptoss_fp4_h200.sh",
+        "79a42e20a8559784641ca2279994c75c0608dc39",  # 2026-03-27
+        _vllm(-1, 8192),
+        {"gpu_memory_utilization": 0.9},  # no kv-cache-dtype (auto)
+    ),
+    # vLLM, MiniMax-M2.5: Blackwell --max-num-batched-tokens $((ISL * 2)), no --max-num-seqs (vLLM's default)
+    ("vllm", "MiniMaxAI/MiniMax-M2.5", "fp4", "b200_sxm"): Recipe(
+        "benchmarks/single_node/minimaxm2.5_fp4_b200.sh",
+        "8c3eb5b86e065ad3db33e25de61019c08505e4fd",  # 2026-04-22
+        _vllm(None, -1),
+        _FP8_KV | {"gpu_memory_utilization": 0.9},
+    ),
+    ("vllm", "MiniMaxAI/MiniMax-M2.5", "fp4", "b300_sxm"): Recipe(
+        "benchmarks/single_node/minimaxm2.5_fp4_b300.sh",
+        "77b259a5e4343f568643463719554681fbf4f577",  # 2026-04-21
+        _vllm(None, -1),
+        _FP8_KV | {"gpu_memory_utilization": 0.9},
+    ),
+    ("vllm", "MiniMaxAI/MiniMax-M2.5", "fp8", "b200_sxm"): Recipe(
+        "benchmarks/single_node/minimaxm2.5_fp8_b200.sh",
+        "8c3eb5b86e065ad3db33e25de61019c08505e4fd",  # 2026-04-22
+        _vllm(None, -1),
+        _FP8_KV | {"gpu_memory_utilization": 0.9, "block_size": 32},
+    ),
+    ("vllm", "MiniMaxAI/MiniMax-M2.5", "fp8", "b300_sxm"): Recipe(
+        "benchmarks/single_node/minimaxm2.5_fp8_b300.sh",
+        "77b259a5e4343f568643463719554681fbf4f577",  # 2026-04-21
+        _vllm(None, -1),
+        _FP8_KV | {"gpu_memory_utilization": 0.9, "block_size": 32},
+    ),
+    ("vllm", "MiniMaxAI/MiniMax-M2.5", "fp8", "h200_sxm"): Recipe(
+        "benchmarks/single_node/minimaxm2.5_fp8_h200.sh",
+        "626932a110a2348591e314eddb782f7a0dee104c",  # 2026-03-28
+        _vllm(None, None),
+        {"gpu_memory_utilization": 0.95},  # no kv-cache-dtype (auto)
+    ),
+    ("vllm", "MiniMaxAI/MiniMax-M2.5", "fp8", "h100_sxm"): Recipe(
+        "benchmarks/single_node/minimaxm2.5_fp8_h100.sh",
+        "626932a110a2348591e314eddb782f7a0dee104c",  # 2026-03-28
+        _vllm(256, None),
+        {"gpu_memory_utilization": 0.9},  # no kv-cache-dtype (auto)
+    ),
+}
+
+
+def recipe_for(row: pd.Series) -> Recipe | None:
+    """The InferenceX launch script's settings for an agg point of source ``inferencex``; None otherwise."""
+    if source_of(str(row["silicon_data_source"])) != INFERENCEX or row["mode"] != "agg":
+        return None
+    precision = row.get("precision")
+    if precision is None or pd.isna(precision):
+        precision = row.get("gemm_quant_mode")
+        precision = "bf16" if precision is None or pd.isna(precision) else str(precision)
+    return RECIPES.get((str(row["backend"]), str(row["model_path"]), str(precision), str(row["system"])))
+
+
+def recipe_label(row: pd.Series) -> str:
+    """The script (path@commit) a point's settings come from, or why the generic settings were used."""
+    if source_of(str(row["silicon_data_source"])) != INFERENCEX:
+        return "generic (gap-analysis)"
+    if row["mode"] != "agg":
+        return "generic (disaggregated)"
+    recipe = recipe_for(row)
+    return recipe.label if recipe is not None else "recipe unknown"
+
+
 def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
     """The servesim scenario (a plain dict, as a user writes it) of measured point ``row``.
 
@@ -254,8 +564,6 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
     if quantization is not None:
         scenario["quantization"] = quantization
     kv_cache: dict[str, Any] = {"prefix_caching": False}
-    if quantization is not None:
-        kv_cache["dtype"] = "fp8"
     if row["mode"] == "disagg":
         scenario["groups"] = _disaggregated_groups(row)
         concurrency = concurrency_of(row)
@@ -265,7 +573,16 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
         scenario["parallelism"] = _parallelism(_int(row, "tp_size"), _int(row, "moe_ep_size"), _int(row, "pp_size"))
     else:
         raise PointRefused(f"serving mode {row['mode']} not modelled")
-    scenario["policy"] = policy_for(str(row["backend"]), concurrency)
+    recipe = recipe_for(row)
+    if recipe is None:
+        scenario["policy"] = policy_for(str(row["backend"]), concurrency)
+        if quantization is not None:
+            kv_cache["dtype"] = "fp8"
+    else:
+        tp = _int(row, "tp_size")
+        fields = recipe.policy(int(row["isl"]), int(row["osl"]), concurrency, tp)
+        scenario["policy"] = {"kind": str(row["backend"]), **fields}
+        kv_cache.update(recipe.kv_cache)
     scenario["kv_cache"] = kv_cache
     scenario["workload"] = workload_for(int(row["isl"]), int(row["osl"]), concurrency)
     return scenario

@@ -11,8 +11,10 @@ from benchmarks.inferencex import report_html, run_benchmark, summary_markdown
 from benchmarks.inferencex_points import (
     GAP_ANALYSIS,
     INFERENCEX,
+    RECIPES,
     PointRefused,
     read_points,
+    recipe_label,
     scenario_for,
     select_points,
     source_of,
@@ -52,8 +54,11 @@ def test_vllm_llama_70b_fp8_on_h200_is_written_as_inferencex_runs_it(points):
     assert scenario["hardware"] == "h200"
     assert scenario["parallelism"] == {"tp": int(row["tp_size"])}
     assert scenario["quantization"] == "fp8"
-    assert scenario["kv_cache"] == {"prefix_caching": False, "dtype": "fp8"}
+    # benchmarks/70b_fp8_h200_slurm.sh: kv-cache-dtype fp8, --gpu-memory-utilization 0.9, --max-num-seqs $CONC,
+    # max-num-batched-tokens 8192
+    assert scenario["kv_cache"] == {"prefix_caching": False, "dtype": "fp8", "gpu_memory_utilization": 0.9}
     assert scenario["policy"] == {"kind": "vllm", "max_num_seqs": conc, "max_num_batched_tokens": 8192}
+    assert recipe_label(row).startswith("benchmarks/70b_fp8_h200_slurm.sh@9596d23d74")
     workload = scenario["workload"]
     assert workload["kind"] == "closed_loop"
     assert (workload["concurrency"], workload["num_requests"]) == (conc, 10 * conc)
@@ -64,12 +69,86 @@ def test_vllm_llama_70b_fp8_on_h200_is_written_as_inferencex_runs_it(points):
     validate_scenario(scenario)  # servesim accepts it as written
 
 
-def test_sglang_and_trtllm_cap_their_batch_at_the_concurrency(points):
-    sglang = scenario_for(first(points, engine="sglang", mode="agg", attention_dp_size=1.0, gemm_quant_mode="fp8"))
+def own_agg(points: pd.DataFrame, engine: str, model: str, precision: str, system: str, **where) -> pd.Series:
+    """The first agg point of InferenceX's group (by id) that servesim can express (no attention DP)."""
+    rows = points
+    for column, value in dict(
+        source=INFERENCEX, mode="agg", engine=engine, model=model, precision=precision, system=system, **where
+    ).items():
+        rows = rows[rows[column] == value]
+    for _, row in rows.sort_values("id").iterrows():
+        try:
+            scenario_for(row)
+        except PointRefused:
+            continue
+        return row
+    raise AssertionError(f"no expressible point of {engine} / {model} / {precision} / {system} with {where}")
+
+
+def test_trtllm_deepseek_r1_takes_max_num_tokens_from_the_script(points):
+    # dsr1_fp8_b200_trt.sh: MAX_NUM_TOKENS = round_up(CONC + ISL + 64, 64), at least 8192; kv fp8; no
+    # --max_batch_size (TensorRT-LLM's default); chunked context not enabled
+    long = own_agg(points, "trtllm", "deepseek-ai/DeepSeek-R1", "fp8", "b200_sxm", isl=8192)
+    conc = int(long["batch_size"])
+    scenario = scenario_for(long)
+    expected = max(math.ceil((conc + 8192 + 64) / 64) * 64, 8192)
+    assert scenario["policy"] == {"kind": "trtllm", "max_num_tokens": expected, "enable_chunked_prefill": False}
+    assert scenario["kv_cache"] == {"prefix_caching": False, "dtype": "fp8"}
+    short = scenario_for(own_agg(points, "trtllm", "deepseek-ai/DeepSeek-R1", "fp8", "b200_sxm", isl=1024))
+    assert short["policy"]["max_num_tokens"] == 8192  # the floor
+    # the H200 script has no floor
+    h200 = own_agg(points, "trtllm", "deepseek-ai/DeepSeek-R1", "fp8", "h200_sxm", isl=1024)
+    assert scenario_for(h200)["policy"]["max_num_tokens"] == math.ceil((int(h200["batch_size"]) + 1024 + 64) / 64) * 64
+    validate_scenario(scenario)
+
+
+def test_sglang_glm5_and_vllm_gptoss_recipes(points):
+    # glm5_fp8_b200.sh: --max-running-requests $CONC --chunked-prefill-size 32768 --max-prefill-tokens 32768, kv fp8
+    glm = own_agg(points, "sglang", "zhipuai/GLM-5", "fp8", "b200_sxm")
+    scenario = scenario_for(glm)
+    conc = scenario["workload"]["concurrency"]
+    assert scenario["policy"] == {
+        "kind": "sglang",
+        "max_running_requests": conc,
+        "chunked_prefill_size": 32768,
+        "max_prefill_tokens": 32768,
+    }
+    assert scenario["kv_cache"] == {"prefix_caching": False, "dtype": "fp8"}
+    validate_scenario(scenario)
+    # gptoss_fp4_h200.sh: --max-num-seqs $CONC, max-num-batched-tokens 8192, --gpu-memory-utilization 0.9 and
+    # no --kv-cache-dtype (auto: the checkpoint's KV dtype, not the generic FP8)
+    oss = scenario_for(own_agg(points, "vllm", "openai/gpt-oss-120b", "fp4", "h200_sxm"))
+    conc = oss["workload"]["concurrency"]
+    assert oss["policy"] == {"kind": "vllm", "max_num_seqs": conc, "max_num_batched_tokens": 8192}
+    assert oss["kv_cache"] == {"prefix_caching": False, "gpu_memory_utilization": 0.9}
+    # minimaxm2.5_fp8_h200.sh: only --gpu-memory-utilization 0.95: vLLM's defaults for the batch
+    minimax = scenario_for(own_agg(points, "vllm", "MiniMaxAI/MiniMax-M2.5", "fp8", "h200_sxm"))
+    assert minimax["policy"] == {"kind": "vllm"}
+    assert minimax["kv_cache"] == {"prefix_caching": False, "gpu_memory_utilization": 0.95}
+    validate_scenario(minimax)
+
+
+def test_every_recipe_names_a_script_and_a_commit():
+    for key, recipe in RECIPES.items():
+        assert recipe.script.startswith("benchmarks/") and recipe.script.endswith(".sh"), key
+        assert len(recipe.commit) == 40 and int(recipe.commit, 16) >= 0, key
+
+
+def test_points_without_a_recipe_keep_the_generic_settings(points):
+    # gap-analysis points are NVIDIA's runs, not InferenceX's scripts
+    sglang_row = first(points, engine="sglang", mode="agg", attention_dp_size=1.0, gemm_quant_mode="fp8")
+    assert sglang_row["source"] == GAP_ANALYSIS and recipe_label(sglang_row) == "generic (gap-analysis)"
+    sglang = scenario_for(sglang_row)
     assert sglang["policy"] == {"kind": "sglang", "max_running_requests": sglang["workload"]["concurrency"]}
     trtllm = scenario_for(first(points, engine="trtllm", mode="agg", attention_dp_size=1.0, gemm_quant_mode="nvfp4"))
     assert trtllm["policy"] == {"kind": "trtllm", "max_batch_size": trtllm["workload"]["concurrency"]}
     assert trtllm["quantization"] == "nvfp4" and trtllm["kv_cache"]["dtype"] == "fp8"
+    # an InferenceX group with no recipe encoded (Qwen3.5 on SGLang): the generic settings, labelled unknown
+    qwen = own_agg(points, "sglang", "Qwen/Qwen3.5-397B-A17B", "fp8", "b200_sxm")
+    assert recipe_label(qwen) == "recipe unknown"
+    scenario = scenario_for(qwen)
+    assert scenario["policy"] == {"kind": "sglang", "max_running_requests": scenario["workload"]["concurrency"]}
+    assert scenario["kv_cache"] == {"prefix_caching": False, "dtype": "fp8"}
 
 
 def test_bf16_point_keeps_the_checkpoint_weights_and_kv_cache(points):
@@ -136,6 +215,11 @@ def test_end_to_end_two_points_through_the_benchmark_path(points, tmp_path):
     summary = summary_markdown(table, runtime_s, "test")
     assert "| inferencex | meta-llama/Llama-3.1-70B | h200_sxm | vllm | fp8 | 1 |" in summary
     assert "disaggregated point without worker counts | 1 |" in summary
+    assert (
+        "| meta-llama/Llama-3.1-70B | h200_sxm | vllm | fp8 | benchmarks/70b_fp8_h200_slurm.sh@9596d23d74 | 1 |"
+        in summary
+    )
+    assert "| inferencex | vllm | 1 |" in summary  # per source and engine
     report_html(table, tmp_path / "report.html")
     html = (tmp_path / "report.html").read_text()
     assert "plotly" in html and 'src="https://cdn' not in html  # plotly.js embedded: opens offline
