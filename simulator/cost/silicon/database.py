@@ -9,10 +9,11 @@ A *table set* is one GPU's folder laid out as NVIDIA aiconfigurator's silicon da
   for the GPUs it measures (:func:`systems`);
 - a folder written by ``servesim calibrate`` on the user's own device (:func:`folder_set`).
 
-:func:`select` picks, per family, the tables of one framework and version: the version asked for, or the
-newest the GEMM tables have for that framework; each other family takes its newest version not newer
-than that one (the backward fill aiconfigurator itself uses, ``systems/query_versions.yaml``), and a
-family the framework never measured on this GPU takes another framework's (vLLM's first), named so.
+:func:`select` picks the framework and version a deployment reads: the version asked for, or the newest
+the GEMM tables have for that framework. ``Selection.table`` then finds each table file at the newest
+version not newer than that one (the backward fill aiconfigurator itself uses,
+``systems/query_versions.yaml``); a table the framework never measured on this GPU is another
+framework's (vLLM's first), named so in its description.
 """
 
 from __future__ import annotations
