@@ -32,6 +32,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
+def add_intervals(result) -> list:
+    """The run's prediction intervals (servesim's measured error against InferenceX's runs, for the engine the
+    policy models; ``simulator.metrics.intervals``), added to its summary as ``<metric>_interval`` [low, high]
+    and ``interval_level``."""
+    import policies
+    from simulator.metrics.intervals import summary_intervals
+
+    policy = result.config.get("policy") or {}
+    kind = policy.get("kind") if isinstance(policy, dict) else None
+    engine = policies.batching.traits_of(kind).engine if kind in policies.BATCH_POLICIES else "vllm"
+    intervals = summary_intervals(result.summary, engine)
+    for iv in intervals:
+        result.summary[f"{iv.metric}_interval"] = [iv.low, iv.high]
+    if intervals:
+        result.summary["interval_level"] = intervals[0].level
+    return intervals
+
+
 def main(args: argparse.Namespace) -> int:
     check_report_args(args)
     cfg, base_dir = scenario_from_args(args)  # a bad scenario is refused before the simulator is imported
@@ -45,6 +63,7 @@ def main(args: argparse.Namespace) -> int:
     with output_folder(args.out, "run", args.overwrite) as out:  # refused before the simulation; undone if it fails
         with display.progress_bar("simulating", enabled=not args.quiet) as progress:
             result = sim.run(progress=progress)
+        intervals = add_intervals(result)
         result.write(out, args.format)
         if not args.no_report:
             import reports  # plotly is imported only when a report is written
@@ -60,6 +79,8 @@ def main(args: argparse.Namespace) -> int:
         return 0
     title = describe_deployment(result.config)
     display.stdout.print(display.summary_table(result.summary, title))
+    for line in display.interval_lines(intervals):
+        display.stdout.print(line)
     display.stdout.print(f"run folder: {out}")
     if not args.no_report:
         display.stdout.print(f"report: {out / 'report.html'}")

@@ -223,3 +223,41 @@ def test_end_to_end_two_points_through_the_benchmark_path(points, tmp_path):
     report_html(table, tmp_path / "report.html")
     html = (tmp_path / "report.html").read_text()
     assert "plotly" in html and 'src="https://cdn' not in html  # plotly.js embedded: opens offline
+
+
+def test_intervals_calibrate_on_half_and_report_coverage_on_the_other(tmp_path):
+    """benchmarks/inferencex_intervals.py on a made-up points table: bounds per engine with enough points, the
+    pooled ones otherwise, and each metric's held-out coverage in the file."""
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    from benchmarks import inferencex_intervals
+
+    rng = np.random.default_rng(0)
+    n = 120
+    engines = np.array(["vllm"] * 80 + ["sglang"] * 40)
+    pred = rng.uniform(5, 500, size=n)
+    table = pd.DataFrame(
+        {
+            "source": ["inferencex"] * (n - 5) + ["gap-analysis"] * 5,
+            "engine": engines,
+            "refused": [None] * n,
+            "pred_ttft_ms": pred,
+            "measured_ttft_ms": pred * np.exp(rng.normal(0.3, 0.4, size=n)),
+            "pred_tpot_ms": pred / 20,
+            "measured_tpot_ms": pred / 20 * np.exp(rng.normal(0.0, 0.1, size=n)),
+        }
+    )
+    points = tmp_path / "points.csv"
+    table.to_csv(points, index=False)
+    out = tmp_path / "error.json"
+    assert inferencex_intervals.main([str(points), "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["meta"]["calibration_points"] + data["meta"]["held_out_points"] == n - 5  # gap-analysis left out
+    for metric in ("mean_ttft_ms", "mean_tpot_ms"):
+        assert "pooled" in data["bounds"][metric] and "vllm" in data["bounds"][metric]
+        assert 0.6 < data["meta"]["coverage_held_out"][metric]["pooled"] <= 1.0
+    ttft, tpot = data["bounds"]["mean_ttft_ms"]["pooled"], data["bounds"]["mean_tpot_ms"]["pooled"]
+    assert ttft["hi"] - ttft["lo"] > 2 * (tpot["hi"] - tpot["lo"])  # the noisier metric gets the wider interval
