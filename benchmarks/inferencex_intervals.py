@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     meta = {
         "points": "InferenceX",
+        "cost_model": "silicon",  # the benchmark's scenarios leave the default cost model
         "servesim_commit": _commit(),
         "aiconfigurator_core": importlib.metadata.version("aiconfigurator-core"),
         "calibration_points": len(calibration),

@@ -262,6 +262,26 @@ def load_curve_table(plan: dict[str, Any]) -> Table:
     return t
 
 
+def chosen_interval_lines(plan: dict) -> list[str]:
+    """The chosen candidate's operating-point mean TTFT and TPOT with their prediction intervals (plan.json's
+    ``operating_point.prediction_intervals``)."""
+    chosen = next((c for c in plan.get("candidates", []) if c.get("chosen")), None)
+    point = (chosen or {}).get("operating_point") or {}
+    intervals = point.get("prediction_intervals") or {}
+    names = {"mean_ttft_ms": "mean TTFT", "mean_tpot_ms": "mean TPOT"}
+    lines = []
+    for metric, name in names.items():
+        value = (point.get(metric) or {}).get("value")
+        if metric in intervals and value:
+            low, high = intervals[metric]
+            ratios = f"{low / value:.2f}-{high / value:.2f}x"
+            lines.append(
+                f"operating point: {name} {value:,.1f} ms, {intervals['level']:.0%} interval {low:,.1f}-{high:,.1f} ms "
+                f"(measured runs were {ratios} servesim's prediction: {intervals['basis']})"
+            )
+    return lines
+
+
 def main(args: argparse.Namespace) -> int:
     from simulator.config.scenario import read_scenario_dict
     from simulator.planning.slo import scenario_slo
@@ -314,6 +334,8 @@ def main(args: argparse.Namespace) -> int:
         display.stdout.print(load_curve_table(result.plan))
     chosen = result.plan["chosen"]
     display.stdout.print(f"chosen: {chosen}" if chosen else "chosen: none (no candidate meets the SLOs)")
+    for line in chosen_interval_lines(result.plan):
+        display.stdout.print(line)
     for note in result.plan["notes"]:
         display.stdout.print(f"note: {note}")
     display.stdout.print(f"plan folder: {out}")

@@ -42,7 +42,10 @@ def add_intervals(result) -> list:
     policy = result.config.get("policy") or {}
     kind = policy.get("kind") if isinstance(policy, dict) else None
     engine = policies.batching.traits_of(kind).engine if kind in policies.BATCH_POLICIES else "vllm"
-    intervals = summary_intervals(result.summary, engine)
+    groups = result.config.get("resolved_groups") or [{}]
+    cost_model = (groups[0].get("cost_model") or {}).get("kind", "silicon")
+    tables = (groups[0].get("cost_model") or {}).get("tables")
+    intervals = summary_intervals(result.summary, engine, cost_model if tables is None else "silicon-folder")
     for iv in intervals:
         result.summary[f"{iv.metric}_interval"] = [iv.low, iv.high]
     if intervals:

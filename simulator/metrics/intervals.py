@@ -13,9 +13,10 @@ coverage actually reached (kept in the file beside the bounds).
 The ratios hold everything that separates a prediction from a measurement: the cost model's error, the
 mechanisms servesim does not model, and the run-to-run variation of the simulation and of the real engine
 (each point is one run of each). An engine with fewer than ``MIN_STRATUM`` calibration points uses the
-pooled bounds. ``prediction_error.json`` (written by ``python -m benchmarks.inferencex --write-intervals``)
-names the servesim commit and the dependency version it was computed at: bounds from an older model
-describe that model's error.
+pooled bounds. The bounds are those of the ``silicon`` cost model on the dependency's tables (what the
+benchmark runs); runs on other cost models get none. ``prediction_error.json`` (written by
+``python -m benchmarks.inferencex_intervals``) names the servesim commit and the dependency version it was
+computed at: bounds from an older model describe that model's error.
 """
 
 from __future__ import annotations
@@ -133,10 +134,12 @@ def shipped_prediction_error() -> PredictionError | None:
     return PredictionError(float(data["level"]), data["bounds"], data.get("meta", {}))
 
 
-def summary_intervals(summary: dict[str, Any], engine: str) -> list[Interval]:
-    """The intervals of a run's summary metrics that have bounds (none without the shipped file)."""
+def summary_intervals(summary: dict[str, Any], engine: str, cost_model: str = "silicon") -> list[Interval]:
+    """The intervals of a run's summary metrics that have bounds: none without the shipped file, or for a cost model
+    other than the one the bounds measured (``silicon`` on the dependency's tables; another model's error is not
+    known)."""
     error = shipped_prediction_error()
-    if error is None:
+    if error is None or cost_model != error.meta.get("cost_model", "silicon"):
         return []
     out = []
     for metric in METRICS:

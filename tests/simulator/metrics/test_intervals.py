@@ -77,3 +77,15 @@ def test_run_shows_and_records_the_intervals(tmp_path, capsys):
     error = shipped_prediction_error()
     b = error.bounds["mean_tpot_ms"]["vllm"]
     assert low == pytest.approx(summary["mean_tpot_ms"] * math.exp(b["lo"]))
+
+
+def test_other_cost_models_get_no_interval(tmp_path):
+    """The bounds measured the silicon model's error; a roofline run's error is not known."""
+    from servesim.cli import main
+
+    scenario = tmp_path / "roofline.yaml"
+    scenario.write_text("cost_model: {kind: roofline}\nworkload: {num_requests: 20}\n")
+    out = tmp_path / "run"
+    assert main(["run", str(scenario), "--no-report", "--quiet", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert "mean_tpot_ms_interval" not in summary and "interval_level" not in summary
