@@ -89,3 +89,22 @@ def test_other_cost_models_get_no_interval(tmp_path):
     assert main(["run", str(scenario), "--no-report", "--quiet", "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert "mean_tpot_ms_interval" not in summary and "interval_level" not in summary
+
+
+def test_a_plans_operating_point_gets_the_engines_intervals():
+    from types import SimpleNamespace
+
+    from simulator.planning.plan import _prediction_intervals
+    from simulator.planning.stats import Interval
+
+    operating = {"mean_ttft_ms": Interval(100.0), "mean_tpot_ms": Interval(20.0), "p99_tpot_ms": Interval(30.0)}
+    error = shipped_prediction_error()
+    for policy, engine in (("sglang", "sglang"), ("vllm_v0", "vllm")):
+        candidate = SimpleNamespace(resolved={}, config={"policy": {"kind": policy}})
+        got = _prediction_intervals(candidate, operating)
+        stratum = engine if engine in error.bounds["mean_tpot_ms"] else "pooled"
+        b = error.bounds["mean_tpot_ms"][stratum]
+        assert got["mean_tpot_ms"] == pytest.approx([20.0 * math.exp(b["lo"]), 20.0 * math.exp(b["hi"])])
+        assert got["basis"].startswith(stratum) and "p99_tpot_ms" not in got
+    roofline = SimpleNamespace(resolved={}, config={"policy": "vllm", "cost_model": "roofline"})
+    assert _prediction_intervals(roofline, operating) == {}
