@@ -43,6 +43,7 @@ send is left out.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -286,44 +287,29 @@ class AiconfiguratorCostModel:
             detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise _refuse(f"cannot price {model.name} on {system} with {self.framework}: {detail}") from exc
         self._memo: dict[BatchShape, StepTime] = {}
-        self._shared: dict[tuple[int, int], float] = {}
-        self._chunk: dict[tuple[int, int], float] = {}
-        self._decode_attn: dict[tuple[int, int], float] = {}
-        self._decode_only: dict[tuple[int, int], float] = {}
+        # the estimator's passes, memoised per instance and bounded (decode contexts grow every step)
+        self._shared_s = functools.lru_cache(maxsize=self.MEMO_SIZE)(self._shared_pass_s)
+        self._chunk_s = functools.lru_cache(maxsize=self.MEMO_SIZE)(self._chunk_pass_s)
+        self._decode_attn_s = functools.lru_cache(maxsize=self.MEMO_SIZE)(self._decode_attn_pass_s)
+        self._decode_only_s = functools.lru_cache(maxsize=self.MEMO_SIZE)(self._decode_only_pass_s)
 
-    # -- the estimator's passes, memoised (seconds) -------------------------------------
+    # -- the estimator's passes (seconds) -------------------------------------------------
 
-    def _shared_s(self, prompt_tokens: int, decode_seqs: int) -> float:
-        key = (prompt_tokens, decode_seqs)
-        s = self._shared.get(key)
-        if s is None:
-            s = self.engine.mixed_step_breakdown(prompt_tokens, decode_seqs, prompt_tokens, 1, 0)[1] * MS
-            self._shared[key] = s
-        return s
+    def _shared_pass_s(self, prompt_tokens: int, decode_seqs: int) -> float:
+        """The step's ops but attention, for ``prompt_tokens`` prompt tokens beside ``decode_seqs`` decodes."""
+        return self.engine.mixed_step_breakdown(prompt_tokens, decode_seqs, prompt_tokens, 1, 0)[1] * MS
 
-    def _chunk_s(self, new: int, cached: int) -> float:
-        key = (new, cached)
-        s = self._chunk.get(key)
-        if s is None:
-            s = self.engine.mixed_step_breakdown(cached + new, 0, cached + new, 1, cached)[2] * MS
-            self._chunk[key] = s
-        return s
+    def _chunk_pass_s(self, new: int, cached: int) -> float:
+        """One chunk's attention: ``new`` tokens on ``cached`` ones."""
+        return self.engine.mixed_step_breakdown(cached + new, 0, cached + new, 1, cached)[2] * MS
 
-    def _decode_attn_s(self, seqs: int, context: int) -> float:
-        key = (seqs, context)
-        s = self._decode_attn.get(key)
-        if s is None:
-            s = self.engine.mixed_step_breakdown(0, seqs, context, 1, 0)[3] * MS
-            self._decode_attn[key] = s
-        return s
+    def _decode_attn_pass_s(self, seqs: int, context: int) -> float:
+        """Decode attention of ``seqs`` sequences at mean context ``context``."""
+        return self.engine.mixed_step_breakdown(0, seqs, context, 1, 0)[3] * MS
 
-    def _decode_only_s(self, seqs: int, context: int) -> float:
-        key = (seqs, context)
-        s = self._decode_only.get(key)
-        if s is None:
-            s = self.engine.decode_step_latency(seqs, context, 1) * MS
-            self._decode_only[key] = s
-        return s
+    def _decode_only_pass_s(self, seqs: int, context: int) -> float:
+        """A decode-only step, the estimator's own."""
+        return self.engine.decode_step_latency(seqs, context, 1) * MS
 
     @staticmethod
     def _mean_context(shape: BatchShape) -> int:

@@ -46,10 +46,17 @@ def cache(tmp_path, monkeypatch) -> Path:
     (tmp_path / "empty").mkdir()
     monkeypatch.setenv("SERVESIM_DATA_DIR", str(tmp_path / "empty"))
     monkeypatch.delenv("SERVESIM_OFFLINE", raising=False)
-    monkeypatch.setattr(catalog, "RAW_FILES_URL", "http://127.0.0.1:9")  # nothing listens: refused, never out
+    monkeypatch.setattr(catalog, "RAW_FILES_URL", f"http://127.0.0.1:{closed_port()}")  # refused, never out
     folder = tmp_path / "cache" / "traces"
     assert local_cache_dir() == folder
     return folder
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on: bound by the system, then released."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def local_cache_dir() -> Path:
@@ -106,15 +113,12 @@ def test_offline_refusal_is_one_line_naming_the_url_and_the_folder(cache, capsys
 
 
 def test_network_failure_is_one_line_naming_the_url_and_the_folder(cache, capsys):
-    # RAW_FILES_URL points at 127.0.0.1:9, where nothing listens: the connection is refused
-    with socket.socket() as probe:
-        if probe.connect_ex(("127.0.0.1", 9)) == 0:
-            pytest.skip("something listens on 127.0.0.1:9")
+    # RAW_FILES_URL points at a local port just freed, where nothing listens: the connection is refused
     code, out, err = _cli(capsys, "workload", "fetch", "agent-rounds")
     assert code == 2 and out == ""
     assert len(err.splitlines()) == 1, err
     assert "trace 'agent-rounds' is not on this machine and downloading it failed (ConnectionError)" in err
-    assert f"fetch http://127.0.0.1:9/uw-syfi/TraceLab/{catalog.TRACELAB_COMMIT}/example_sessions/" in err
+    assert f"fetch {catalog.RAW_FILES_URL}/uw-syfi/TraceLab/{catalog.TRACELAB_COMMIT}/example_sessions/" in err
     assert f"put it in {cache}/" in err and not cache.joinpath("round_trace.jsonl").exists()
 
 

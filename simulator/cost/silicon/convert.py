@@ -190,6 +190,12 @@ def _gemm(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> N
         meta[f"gemm/{key}"] = f"{table.describe()}, {kernel}" + (f", {dtype_used}" if dtype_used != dtype else "")
 
 
+def _batch_length_grid(out: dict[str, np.ndarray], key: str, part: pd.DataFrame, length: str) -> None:
+    """``key/batch``, ``key/len`` and ``key/ms``: one layer's times on the batch x ``length`` grid of ``part``."""
+    (batch, lengths), grid = grid_from(part, ["batch_size", length])
+    out[f"{key}/batch"], out[f"{key}/len"], out[f"{key}/ms"] = batch, lengths, grid.astype(np.float32)
+
+
 def _attention(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:
     for filename, phase, length in (
         ("context_attention_perf.parquet", "prefill", "isl"),
@@ -217,9 +223,8 @@ def _attention(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str])
                 continue
             kernels.add(str(kernel))
             # large batch x long sequence was not run (memory): left NaN; the model anchors the roofline there
-            (batch, lengths), grid = grid_from(part, ["batch_size", length])
             key = f"{phase}/{KV_DTYPES[kv_dtype]}/{heads}/{kv_heads}/{dim}"
-            out[f"{key}/batch"], out[f"{key}/len"], out[f"{key}/ms"] = batch, lengths, grid.astype(np.float32)
+            _batch_length_grid(out, key, part, length)
             meta[key] = f"{table.describe()}, {kernel}"
         meta[phase] = f"{table.describe()}, {', '.join(sorted(kernels))}"
 
@@ -243,9 +248,8 @@ def _mla(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> No
             # module, before any roofline
             part, used = by_preference(part, MLA_KERNELS.get(table.framework, ()), ["batch_size", length])
             kernels.update(used)
-            (batch, lengths), grid = grid_from(part, ["batch_size", length])
             key = f"{phase}/{KV_DTYPES[kv_dtype]}/{GEMM_DTYPES[gemm_dtype]}/{heads}"
-            out[f"{key}/batch"], out[f"{key}/len"], out[f"{key}/ms"] = batch, lengths, grid.astype(np.float32)
+            _batch_length_grid(out, key, part, length)
             meta[key] = f"{table.describe()}, {used[0]}" + (f" (gaps: {', '.join(used[1:])})" if used[1:] else "")
         meta[phase] = f"{table.describe()}, {', '.join(sorted(kernels))}"
 

@@ -138,7 +138,7 @@ def test_presets_dump_as_before():
 
 
 def test_the_cli_refuses_an_unknown_id_in_one_line(tmp_path, capsys):
-    run_refused(
+    stderr = run_refused(
         tmp_path,
         None,
         "--model",
@@ -146,6 +146,7 @@ def test_the_cli_refuses_an_unknown_id_in_one_line(tmp_path, capsys):
         needles=("servesim run: error: unknown model 'nobody/no-such-model'", "Hugging Face cache", "model_configs"),
         capsys=capsys,
     )
+    assert stderr.count("\n") == 1 and "Traceback" not in stderr  # run_refused checked exit 2 and no output folder
 
 
 def test_a_hybrid_mamba_model_is_refused_not_misread():
@@ -184,4 +185,5 @@ def test_run_by_id_with_expert_parallelism(tmp_path, capsys):
     ],
 )
 def test_the_cli_refuses_a_bad_ep_in_one_line(tmp_path, capsys, flags, needle):
-    run_refused(tmp_path, None, "--model", "Qwen/Qwen3-30B-A3B", *flags, needles=(needle,), capsys=capsys)
+    stderr = run_refused(tmp_path, None, "--model", "Qwen/Qwen3-30B-A3B", *flags, needles=(needle,), capsys=capsys)
+    assert stderr.count("\n") == 1 and needle in stderr  # run_refused checked exit 2 and no output folder
