@@ -160,8 +160,58 @@ def grid_from(frame: pd.DataFrame, axes: list[str]) -> tuple[list[np.ndarray], n
     return values, grid
 
 
+# The columns each table must have for what is read from it (a folder's tables are checked, not trusted).
+_COMMON = ("kernel_source", "latency")
+REQUIRED_COLUMNS = {
+    "gemm_perf.parquet": (*_COMMON, "gemm_dtype", "m", "n", "k"),
+    "context_attention_perf.parquet": (
+        *_COMMON,
+        "kv_cache_dtype",
+        "num_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "batch_size",
+        "isl",
+    ),
+    "generation_attention_perf.parquet": (
+        *_COMMON,
+        "kv_cache_dtype",
+        "num_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "batch_size",
+        "step",
+    ),
+    "mla_context_module_perf.parquet": (*_COMMON, "kv_cache_dtype", "num_heads", "batch_size", "isl"),
+    "mla_generation_module_perf.parquet": (*_COMMON, "kv_cache_dtype", "num_heads", "batch_size", "step"),
+    "custom_allreduce_perf.parquet": ("latency", "num_gpus", "message_size"),
+    "nccl_perf.parquet": ("latency", "op_name", "nccl_dtype", "num_gpus", "message_size"),
+    "moe_perf.parquet": (
+        "latency",
+        "moe_dtype",
+        "distribution",
+        "hidden_size",
+        "inter_size",
+        "topk",
+        "num_experts",
+        "moe_tp_size",
+        "moe_ep_size",
+        "num_tokens",
+    ),
+    "moe_a2a_perf.parquet": ("latency", "phase", "hidden_size", "topk", "num_experts", "ep_size", "num_tokens"),
+}
+
+
 def _read(table: Table | None) -> pd.DataFrame | None:
-    return None if table is None else pd.read_parquet(table.path)
+    """The table's rows; ValueError naming the file and the columns it lacks (ArrowInvalid, a ValueError, for a file
+    that is not parquet)."""
+    if table is None:
+        return None
+    frame = pd.read_parquet(table.path)
+    missing = [c for c in REQUIRED_COLUMNS.get(table.path.name, ()) if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{table.path}: no column {', '.join(missing)} (not a measured table in the database layout)")
+    return frame
 
 
 def _gemm(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:
@@ -238,7 +288,9 @@ def _mla(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> No
         frame = _read(table)
         if frame is None:
             continue
-        gemm_col = "gemm_type" if "gemm_type" in frame else "mla_dtype"
+        gemm_col = next((c for c in ("gemm_type", "mla_dtype") if c in frame), None)
+        if gemm_col is None:
+            raise ValueError(f"{table.path}: no column gemm_type or mla_dtype (the MLA module's GEMM dtype)")
         kernels: set[str] = set()
         for (kv_dtype, gemm_dtype, heads), part in frame.groupby(["kv_cache_dtype", gemm_col, "num_heads"]):
             part = part[part.latency > 0]

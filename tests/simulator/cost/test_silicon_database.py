@@ -133,6 +133,18 @@ def test_a_folder_in_the_database_layout_is_read_by_the_same_code(tmp_path):
         silicon(tables=str(tmp_path / "absent" / "x"))
 
 
+def test_a_folder_table_without_the_columns_read_is_one_line_naming_it(tmp_path):
+    import pandas as pd
+
+    path = tmp_path / "tables" / "gemm" / "torch" / "2.0" / "gemm_perf.parquet"
+    path.parent.mkdir(parents=True)
+    pd.DataFrame({"m": [1], "latency": [0.1]}).to_parquet(path)
+    with pytest.raises(ValueError) as err:
+        silicon(tables=str(tmp_path / "tables"))
+    text = str(err.value)
+    assert f"{path}: no column kernel_source, gemm_dtype, n, k" in text and "\n" not in text
+
+
 def test_without_the_dependency_the_error_says_what_to_install(monkeypatch):
     monkeypatch.setattr(database, "dependency_root", lambda: None)
     with pytest.raises(ValueError, match=r"measured tables need the aiconfigurator-core package"):
