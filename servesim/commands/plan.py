@@ -264,22 +264,18 @@ def load_curve_table(plan: dict[str, Any]) -> Table:
 
 def chosen_interval_lines(plan: dict) -> list[str]:
     """The chosen candidate's operating-point mean TTFT and TPOT with their prediction intervals (plan.json's
-    ``operating_point.prediction_intervals``)."""
+    ``operating_point.prediction_intervals``), as ``servesim run`` prints a run's."""
+    from simulator.metrics.intervals import METRICS, Interval
+
     chosen = next((c for c in plan.get("candidates", []) if c.get("chosen")), None)
     point = (chosen or {}).get("operating_point") or {}
-    intervals = point.get("prediction_intervals") or {}
-    names = {"mean_ttft_ms": "mean TTFT", "mean_tpot_ms": "mean TPOT"}
-    lines = []
-    for metric, name in names.items():
-        value = (point.get(metric) or {}).get("value")
-        if metric in intervals and value:
-            low, high = intervals[metric]
-            ratios = f"{low / value:.2f}-{high / value:.2f}x"
-            lines.append(
-                f"operating point: {name} {value:,.1f} ms, {intervals['level']:.0%} interval {low:,.1f}-{high:,.1f} ms "
-                f"(measured runs were {ratios} servesim's prediction: {intervals['basis']})"
-            )
-    return lines
+    given = point.get("prediction_intervals") or {}
+    intervals = [
+        Interval(metric, point[metric]["value"], *given[metric], given["level"], given["basis"])
+        for metric in METRICS
+        if metric in given and (point.get(metric) or {}).get("value")
+    ]
+    return [f"operating point: {line}" for line in display.interval_lines(intervals)]
 
 
 def main(args: argparse.Namespace) -> int:

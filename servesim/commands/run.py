@@ -36,16 +36,10 @@ def add_intervals(result) -> list:
     """The run's prediction intervals (servesim's measured error against InferenceX's runs, for the engine the
     policy models; ``simulator.metrics.intervals``), added to its summary as ``<metric>_interval`` [low, high]
     and ``interval_level``."""
-    import policies
-    from simulator.metrics.intervals import summary_intervals
+    from simulator.metrics.intervals import deployment_intervals
 
-    policy = result.config.get("policy") or {}
-    kind = policy.get("kind") if isinstance(policy, dict) else None
-    engine = policies.batching.traits_of(kind).engine if kind in policies.BATCH_POLICIES else "vllm"
-    groups = result.config.get("resolved_groups") or [{}]
-    cost_model = (groups[0].get("cost_model") or {}).get("kind", "silicon")
-    tables = (groups[0].get("cost_model") or {}).get("tables")
-    intervals = summary_intervals(result.summary, engine, cost_model if tables is None else "silicon-folder")
+    group = (result.config.get("resolved_groups") or [{}])[0]
+    intervals = deployment_intervals(result.summary, result.config.get("policy"), group.get("cost_model"))
     for iv in intervals:
         result.summary[f"{iv.metric}_interval"] = [iv.low, iv.high]
     if intervals:

@@ -134,6 +134,19 @@ def shipped_prediction_error() -> PredictionError | None:
     return PredictionError(float(data["level"]), data["bounds"], data.get("meta", {}))
 
 
+def deployment_intervals(values: dict[str, Any], policy: Any, cost_model: Any) -> list[Interval]:
+    """The intervals of ``values`` (summary metrics) for a deployment as a scenario writes it: ``policy`` and
+    ``cost_model`` each a ``{kind: ...}`` mapping, a bare name, or None for the default. The engine the policy models
+    picks the bounds; a calibrated folder of tables counts as another cost model."""
+    from policies.batching import BATCH_POLICIES, traits_of
+
+    kind = (policy.get("kind") if isinstance(policy, dict) else policy) or "vllm"
+    engine = traits_of(kind).engine if kind in BATCH_POLICIES else "vllm"
+    cost = {"kind": cost_model} if isinstance(cost_model, str) else (cost_model or {})
+    cost_kind = cost.get("kind", "silicon") if cost.get("tables") is None else "silicon-folder"
+    return summary_intervals(values, engine, cost_kind)
+
+
 def summary_intervals(summary: dict[str, Any], engine: str, cost_model: str = "silicon") -> list[Interval]:
     """The intervals of a run's summary metrics that have bounds: none without the shipped file, or for a cost model
     other than the one the bounds measured (``silicon`` on the dependency's tables; another model's error is not

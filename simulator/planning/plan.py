@@ -33,10 +33,9 @@ from typing import Any
 
 import pandas as pd
 
-from policies.batching import BATCH_POLICIES, traits_of
 from simulator.config.scenario import validate_scenario
 from simulator.config.schema import ScenarioConfig
-from simulator.metrics.intervals import summary_intervals
+from simulator.metrics.intervals import deployment_intervals
 from simulator.metrics.results import json_safe
 from simulator.planning.bound import CapacityBound, capacity_bound
 from simulator.planning.candidates import CandidateSet
@@ -673,14 +672,9 @@ def _candidate_json(o: CandidateOutcome) -> dict[str, Any]:
 def _prediction_intervals(candidate: Candidate, operating: dict[str, Interval]) -> dict[str, Any]:
     """The operating point's mean TTFT and TPOT with the intervals servesim's measured error gives them
     (``simulator.metrics.intervals``: the engine of the candidate's policy); empty without the shipped bounds."""
-    policy = candidate.resolved.get("policy") or candidate.config.get("policy") or {}
-    kind = policy.get("kind") if isinstance(policy, dict) else policy
-    engine = traits_of(kind).engine if kind in BATCH_POLICIES else "vllm"
     values = {name: operating[name].value for name in ("mean_ttft_ms", "mean_tpot_ms") if name in operating}
-    cost = candidate.config.get("cost_model") or {"kind": "silicon"}  # the scenario's, as written
-    cost = {"kind": cost} if isinstance(cost, str) else cost
-    kind = cost.get("kind", "silicon") if cost.get("tables") is None else "silicon-folder"
-    intervals = summary_intervals(values, engine, kind)
+    policy = candidate.resolved.get("policy") or candidate.config.get("policy")
+    intervals = deployment_intervals(values, policy, candidate.config.get("cost_model"))
     out: dict[str, Any] = {iv.metric: [iv.low, iv.high] for iv in intervals}
     if intervals:
         out |= {"level": intervals[0].level, "basis": intervals[0].basis}

@@ -108,3 +108,19 @@ def test_a_plans_operating_point_gets_the_engines_intervals():
         assert got["basis"].startswith(stratum) and "p99_tpot_ms" not in got
     roofline = SimpleNamespace(resolved={}, config={"policy": "vllm", "cost_model": "roofline"})
     assert _prediction_intervals(roofline, operating) == {}
+
+
+def test_plan_prints_the_chosen_candidates_intervals_as_run_does():
+    from servesim.commands.plan import chosen_interval_lines
+
+    point = {
+        "mean_ttft_ms": {"value": 100.0},
+        "mean_tpot_ms": {"value": 10.0},
+        "prediction_intervals": {"mean_tpot_ms": [9.0, 16.0], "level": 0.8, "basis": "vllm, 45 InferenceX points"},
+    }
+    plan = {"candidates": [{"chosen": False}, {"chosen": True, "operating_point": point}]}
+    assert chosen_interval_lines(plan) == [
+        "operating point: mean TPOT 10.0 ms, 80% interval 9.0-16.0 ms (measured runs were 0.90-1.60x servesim's "
+        "prediction: vllm, 45 InferenceX points)"
+    ]
+    assert chosen_interval_lines({"candidates": [{"chosen": True, "operating_point": None}]}) == []
