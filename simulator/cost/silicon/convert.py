@@ -18,6 +18,15 @@ What is kept, per table (all times float32 milliseconds on rectilinear grids, Na
 - ``a2a/<dispatch|combine>/<hidden>/<topk>/<experts>/<ep>``: the expert-parallel all-to-all (DeepEP) by tokens.
 
 A GEMM grid point the collector did not run (only at the largest n x k) is filled from its neighbours along m.
+
+**Host-bound GEMM tables.** A GEMM kernel timed outside a CUDA graph through its Python wrapper measures the host's
+dispatch wherever that is longer than the kernel: its smallest problems then all take the same time, far above any
+kernel's launch floor. Every other GEMM table of the dependency takes 6-13 us on its smallest shapes (one kernel
+launch); vLLM 0.24.0's block-FP8 tables take 60-500 us there on every GPU, flat over m (h200_sxm DeepGEMM: 85 us from
+m = 32 to 4096 at n x k = 1024 x 3072, where SGLang's collector times the same DeepGEMM ``fp8_gemm_nt`` kernel at
+7-15 us). A decode step replays a CUDA graph, which pays the kernels only, so such a table (median over its
+smallest-work 5 % of rows above ``HOST_BOUND_FLOOR_MS``) is not read: the same dtype is read from the other engines'
+tables of the same GPU (SGLang's DeepGEMM, then TensorRT-LLM's), named in the source.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from simulator.cost.silicon.database import Selection, Table
+from simulator.cost.silicon.database import Selection, Table, newest
 
 # The attention kernel each engine runs by default, most preferred first; the first one the table has is read.
 # vLLM: FlashAttention 3 on Hopper, FlashInfer's TRT-LLM kernels on Blackwell, FlashAttention 2 on Ampere and Ada
@@ -89,7 +98,21 @@ KV_DTYPES = {"bfloat16": "bf16", "fp8": "fp8"}
 # A table with no bfloat16 rows (a device calibrated in float16, or float32 on a CPU) serves the 16-bit lookups
 # from these, in order, named in the table's source.
 UNQUANTIZED_FALLBACKS = ("float16", "float32")
-MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4", "w4a16_mxfp4": "mxfp4"}
+MOE_DTYPES = {
+    "bfloat16": "bf16",
+    "fp8": "fp8",
+    "fp8_block": "fp8_block",
+    "nvfp4": "nvfp4",
+    "w4a16_mxfp4": "mxfp4",
+    "w4a8_mxfp4_mxfp8": "mxfp4_mxfp8",  # MXFP4 experts with the activations quantized to MXFP8 (Blackwell)
+}
+# A GEMM table whose smallest problems take longer than this times the host, not the kernel (module docstring): one
+# kernel launch takes 6-13 us in every GEMM table of aiconfigurator-core 0.12 measured through a CUDA graph or
+# events on the kernel alone; the host-bound tables take 60 us and more.
+HOST_BOUND_FLOOR_MS = 0.040
+# The engines whose tables stand in for a host-bound one, in order (SGLang's block-FP8 GEMM is DeepGEMM's
+# fp8_gemm_nt, the kernel vLLM calls for block FP8 by default).
+STAND_IN_FRAMEWORKS = ("sglang", "trtllm", "vllm")
 
 
 def preferred_kernel(frame: pd.DataFrame, preferences: tuple[str, ...]) -> str | None:
@@ -214,22 +237,57 @@ def _read(table: Table | None) -> pd.DataFrame | None:
     return frame
 
 
+def host_bound_floor_ms(part: pd.DataFrame) -> float | None:
+    """The median time of the smallest-work 5 % of a GEMM table's rows when it exceeds ``HOST_BOUND_FLOOR_MS`` (the
+    table times the host: module docstring), else None."""
+    work = 2.0 * part.m.to_numpy(np.float64) * part.n.to_numpy(np.float64) * part.k.to_numpy(np.float64)
+    floor = float(np.median(part.latency.to_numpy(np.float64)[work <= np.quantile(work, 0.05)]))
+    return floor if floor > HOST_BOUND_FLOOR_MS else None
+
+
+def _gemm_rows(table: Table, frame: pd.DataFrame, dtype: str) -> tuple[pd.DataFrame, list[str]]:
+    """One measurement per (m, n, k) of ``dtype`` in ``frame`` (``table``'s rows), by the engine's kernel preference."""
+    part = frame[frame.gemm_dtype == dtype]
+    if dtype == "bfloat16" and part.empty:  # a device measured at another 16-bit (or 32-bit) dtype
+        for other in UNQUANTIZED_FALLBACKS:
+            part = frame[frame.gemm_dtype == other]
+            if not part.empty:
+                break
+    return by_preference(part, GEMM_KERNELS.get(table.framework, {}).get(dtype, ()), ["m", "n", "k"])
+
+
+def _stand_in(sel: Selection, dtype: str) -> tuple[Table, pd.DataFrame, list[str]] | None:
+    """Another engine's measurement of ``dtype`` on the same GPU that times its kernels, for a host-bound table."""
+    gemm = sel.tables.versions().get("gemm", {})
+    for framework in STAND_IN_FRAMEWORKS:
+        if framework == sel.base or framework not in gemm:
+            continue
+        table = Selection(sel.tables, framework, newest(gemm[framework]), framework).table("gemm", "gemm_perf.parquet")
+        frame = _read(table)
+        if table is None or frame is None:
+            continue
+        part, kernels = _gemm_rows(table, frame, dtype)
+        if len(part) >= 8 and host_bound_floor_ms(part) is None:
+            return table, part, kernels
+    return None
+
+
 def _gemm(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:
     table = sel.table("gemm", "gemm_perf.parquet")
     frame = _read(table)
     if frame is None:
         return
-    prefs = GEMM_KERNELS.get(table.framework, {})
     for dtype, key in GEMM_DTYPES.items():
-        part = frame[frame.gemm_dtype == dtype]
-        if dtype == "bfloat16" and part.empty:  # a device measured at another 16-bit (or 32-bit) dtype
-            for other in UNQUANTIZED_FALLBACKS:
-                part = frame[frame.gemm_dtype == other]
-                if not part.empty:
-                    break
-        part, kernels = by_preference(part, prefs.get(dtype, ()), ["m", "n", "k"])
+        part, kernels = _gemm_rows(table, frame, dtype)
         if len(part) < 8:
             continue
+        source, note = table, ""
+        floor = host_bound_floor_ms(part)
+        if floor is not None:
+            stand_in = _stand_in(sel, dtype)
+            if stand_in is not None:
+                note = f" ({table.describe()} {kernels[0]} host-bound: {floor * 1e3:.0f} us on its smallest shapes)"
+                source, part, kernels = stand_in
         kernel = kernels[0] + (f" (gaps: {', '.join(kernels[1:])})" if kernels[1:] else "")
         (m, n, k), grid = grid_from(part, ["m", "n", "k"])
         filled = fill_missing(grid, m, np.outer(n, k))
@@ -237,7 +295,9 @@ def _gemm(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> N
         out[f"gemm/{key}/ms"] = grid.astype(np.float32)
         out[f"gemm/{key}/filled"] = filled
         dtype_used = str(part.gemm_dtype.iloc[0])
-        meta[f"gemm/{key}"] = f"{table.describe()}, {kernel}" + (f", {dtype_used}" if dtype_used != dtype else "")
+        meta[f"gemm/{key}"] = (
+            f"{source.describe()}, {kernel}" + (f", {dtype_used}" if dtype_used != dtype else "") + note
+        )
 
 
 def _batch_length_grid(out: dict[str, np.ndarray], key: str, part: pd.DataFrame, length: str) -> None:
@@ -333,13 +393,29 @@ def _all_reduce(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]
             )
 
 
+def _moe_tables(sel: Selection, table: Table) -> list[Table]:
+    """The MoE tables read, in order: the engine's (``table``), its older versions, then the other engines' newest
+    on the same GPU (SGLang, TensorRT-LLM, vLLM), each shape taken from the first that measured it."""
+    out = [table, *sel.older_tables("moe", "moe_perf.parquet")]
+    moe = sel.tables.versions().get("moe", {})
+    for framework in STAND_IN_FRAMEWORKS:
+        if framework != table.framework and framework in moe:
+            other = Selection(sel.tables, framework, newest(moe[framework]), framework).table("moe", "moe_perf.parquet")
+            if other is not None and other.framework == framework:
+                out.append(other)
+    return out
+
+
 def _moe(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:
+    """The fused MoE layer by token count per (dtype, distribution, shape, moe_tp, moe_ep), the fastest kernel.
+
+    A shape the engine's table at the version read lacks is read from its older versions (the same engine's
+    kernel; e.g. h200's vLLM 0.24.0 table dropped MiniMax-M2.5's shape that 0.19.0 measured), then from the other
+    engines' tables of the same GPU (e.g. the W4A8 MXFP4 experts vLLM runs with VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1
+    are FlashInfer's TRT-LLM kernel, which SGLang's collector measured and vLLM's did not), before any roofline."""
     table = sel.table("moe", "moe_perf.parquet")
-    frame = _read(table)
-    if frame is None:
+    if table is None:
         return
-    meta["moe"] = f"{table.describe()}, fastest kernel per shape"
-    frame = frame[(frame.latency > 0) & frame.moe_dtype.isin(list(MOE_DTYPES))]
     cols = [
         "moe_dtype",
         "distribution",
@@ -350,13 +426,26 @@ def _moe(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> No
         "moe_tp_size",
         "moe_ep_size",
     ]
-    for keys, part in frame.groupby(cols):
-        part = part.groupby("num_tokens").latency.min().sort_index()
-        if len(part) < 2:
-            continue
-        dtype, dist, *rest = keys
-        key = "/".join(["moe", MOE_DTYPES[dtype], dist, *map(str, rest)])
-        out[key] = np.stack([part.index.to_numpy(np.float64), part.to_numpy(np.float64)]).astype(np.float32)
+    borrowed: dict[str, int] = {}
+    for source in _moe_tables(sel, table):  # a shape is read from the first table that has it
+        frame = _read(source)
+        assert frame is not None
+        frame = frame[(frame.latency > 0) & frame.moe_dtype.isin(list(MOE_DTYPES))]
+        for keys, part in frame.groupby(cols):
+            part = part.groupby("num_tokens").latency.min().sort_index()
+            if len(part) < 2:
+                continue
+            dtype, dist, *rest = keys
+            key = "/".join(["moe", MOE_DTYPES[dtype], dist, *map(str, rest)])
+            if key in out:
+                continue
+            out[key] = np.stack([part.index.to_numpy(np.float64), part.to_numpy(np.float64)]).astype(np.float32)
+            if source is not table:
+                label = f"{source.framework} {source.version}"
+                borrowed[label] = borrowed.get(label, 0) + 1
+    meta["moe"] = f"{table.describe()}, fastest kernel per shape"
+    if borrowed:
+        meta["moe"] += "; shapes it lacks from " + ", ".join(f"{k} ({n})" for k, n in borrowed.items())
 
 
 def _all_to_all(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:

@@ -138,6 +138,19 @@ class Selection:
             return Table(folder / chosen / filename, fw, chosen, note)
         return None
 
+    def older_tables(self, family: str, filename: str) -> list[Table]:
+        """The ``base`` framework's other versions of ``filename`` older than the one :meth:`table` reads, newest
+        first: where a shape was not measured at that version, an older version's measurement of it is the same
+        engine's kernel (read per shape, e.g. MoE shapes the collector dropped from a later run)."""
+        chosen = self.table(family, filename)
+        if chosen is None or chosen.framework != self.base:
+            return []
+        folder = self.tables.root / family / self.base
+        versions = [p.parent.name for p in folder.glob(f"*/{filename}")]
+        older = sorted((v for v in versions if _version_key(v) < _version_key(chosen.version)), key=_version_key)
+        note = f"shape not measured at {chosen.version}"
+        return [Table(folder / v / filename, self.base, v, note) for v in older[::-1]]
+
     def library(self, filename: str = "nccl_perf.parquet", library: str = "nccl") -> Table | None:
         """The newest ``comm/<library>/<version>/<filename>`` (NCCL's tables are the library's, not an engine's)."""
         found = [p.parent.name for p in (self.tables.root / "comm" / library).glob(f"*/{filename}")]

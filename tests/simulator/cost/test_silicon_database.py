@@ -88,7 +88,9 @@ def test_nvfp4_gemms_are_measured_only_where_the_gpu_has_fp4_tensor_cores():
 
 def test_block_fp8_reads_the_block_scaled_kernels():
     model = silicon(deployed_model(LLAMA_8B, "fp8_block"), "h200")
-    assert "DeepGemmFp8BlockScaledMMKernel" in model.tables_of(PREFILL)["o_proj"]
+    # vLLM's own block-FP8 table times the host (next test): DeepGEMM as SGLang's collector timed it stands in
+    assert "sglang_deepgemm_gemm_nt_f8f8bf16" in model.tables_of(PREFILL)["o_proj"]
+    assert "DeepGemmFp8BlockScaledMMKernel host-bound" in model.tables_of(PREFILL)["o_proj"]
     per_tensor = silicon(deployed_model(LLAMA_8B, "fp8"), "h200")
     assert "CutlassFP8ScaledMMLinearKernel" in per_tensor.tables_of(PREFILL)["o_proj"]
 
@@ -149,3 +151,31 @@ def test_without_the_dependency_the_error_says_what_to_install(monkeypatch):
     monkeypatch.setattr(database, "dependency_root", lambda: None)
     with pytest.raises(ValueError, match=r"measured tables need the aiconfigurator-core package"):
         database.table_set("h200_sxm")
+
+
+def test_a_gemm_table_that_times_the_host_is_replaced_by_one_that_times_the_kernel():
+    """vLLM 0.24.0's block-FP8 GEMMs take 85-180 us on h200 from m = 1 to 4096 at n x k = 1024 x 3072 (the Python
+    wrapper timed outside a CUDA graph); SGLang's collector times the same DeepGEMM kernel at 7-15 us there. A
+    CUDA-graph decode step pays the kernel: every GEMM table read has a floor of one launch, not of the host."""
+    from simulator.cost.silicon import convert
+
+    for system in ("h200_sxm", "b200_sxm", "h100_sxm"):
+        arrays, meta = convert.convert(database.select(database.table_set(system), "vllm"))
+        assert "host-bound" in meta["gemm/fp8_block"] and meta["gemm/fp8_block"].startswith("sglang ")
+        for key in ("bf16", "fp8", "fp8_block"):
+            smallest = np.nanmin(arrays[f"gemm/{key}/ms"])
+            assert smallest < convert.HOST_BOUND_FLOOR_MS, (system, key, smallest)
+    # one decode step of a block-FP8 model at batch 4: the projections cost microseconds, not 60 us each
+    model = silicon(deployed_model(LLAMA_8B, "fp8_block"), "h200")
+    o_proj = model.breakdown(BatchShape(num_decode_seqs=4, decode_context_tokens=4000, num_sampled_tokens=4))
+    assert o_proj.ops["o_proj"].seconds / LLAMA_8B.num_layers < 20e-6
+
+
+def test_a_moe_shape_missing_from_the_newest_table_is_read_from_an_older_version_of_the_same_engine():
+    """h200's vLLM 0.24.0 MoE table has no MiniMax-M2.5 shape (hidden 3072, 1536 per expert, 256 experts, top 8);
+    0.19.0 measured it: the roofline is not used where the engine's own kernel was measured."""
+    model = deployed_model(resolve_model("MiniMaxAI/MiniMax-M2.5"), None)
+    step = silicon(model, "h200", tp=8)
+    decode = BatchShape(num_decode_seqs=4, decode_context_tokens=4 * 1500, num_sampled_tokens=4)
+    assert step.sources(decode)["mlp_gate_up"] == "measured"
+    assert "shapes it lacks from vllm 0.19.0" in step.tables_of(decode)["mlp_gate_up"]
