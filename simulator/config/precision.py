@@ -11,17 +11,20 @@ class Quantization:
     """One weight format a deployment can serve: the bytes each linear-layer weight takes, and the tensor-core
     precision its GEMMs run at (None: weight-only, the GEMMs at the 16-bit rate after dequantizing)."""
 
-    __slots__ = ("description", "tensor_cores", "weight_bytes")
+    __slots__ = ("description", "experts_only", "tensor_cores", "weight_bytes")
 
-    def __init__(self, weight_bytes: float, tensor_cores: str | None, description: str) -> None:
+    def __init__(self, weight_bytes: float, tensor_cores: str | None, description: str, experts_only: bool = False):
         self.weight_bytes = weight_bytes
         self.tensor_cores = tensor_cores
         self.description = description
+        # True: only the routed experts are stored in this format; attention, dense and shared-expert linears stay
+        # 16-bit (a checkpoint's quantization_config.modules_to_not_convert)
+        self.experts_only = experts_only
 
 
 # The quantizations servesim models (``quantization:`` and ``--quantization``); the embedding and LM head stay 16-bit
 # in each (vLLM quantizes the decoder's linear layers only).
-QuantizationName = Literal["fp8", "fp8_block", "nvfp4", "mxfp4"]
+QuantizationName = Literal["fp8", "fp8_block", "nvfp4", "mxfp4", "mxfp4_mxfp8"]
 QUANTIZATIONS: dict[str, Quantization] = {
     "fp8": Quantization(
         1.0,
@@ -43,7 +46,16 @@ QUANTIZATIONS: dict[str, Quantization] = {
         "NVFP4 weights and activations on FP4 tensor cores (Blackwell); elsewhere weight-only "
         "(vLLM's FP4 Marlin kernels)",
     ),
-    # 4-bit E2M1 values and one E8M0 scale per 32: 4.25 bits a weight (OCP Microscaling spec v1.0); vLLM runs
-    # gpt-oss's MXFP4 experts weight-only (W4A16: aiconfigurator's w4a16_mxfp4 MoE tables)
-    "mxfp4": Quantization(0.53125, None, "MXFP4 weights, 16-bit activations (gpt-oss; W4A16)"),
+    # 4-bit E2M1 values and one E8M0 scale per 32: 4.25 bits a weight (OCP Microscaling spec v1.0). gpt-oss stores
+    # its routed experts only in MXFP4: its config.json's quantization_config keeps self_attn, the router, the
+    # embedding and the LM head in bf16 (modules_to_not_convert). vLLM runs the experts weight-only (W4A16) by
+    # default; TensorRT-LLM and SGLang on Blackwell with MXFP8 activations (simulator/cost/silicon/model.py)
+    "mxfp4": Quantization(
+        0.53125, None, "MXFP4 routed experts, bf16 attention (gpt-oss; W4A16 or W4A8 by engine)", experts_only=True
+    ),
+    # the same checkpoint with the experts' activations quantized to MXFP8 on Blackwell: vLLM's
+    # VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 (FlashInfer's TRT-LLM W4A8 MoE), TensorRT-LLM's TRTLLM MoE backend
+    "mxfp4_mxfp8": Quantization(
+        0.53125, None, "MXFP4 routed experts, MXFP8 activations (W4A8, Blackwell), bf16 attention", experts_only=True
+    ),
 }

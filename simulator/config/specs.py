@@ -290,12 +290,23 @@ class ModelSpec(BaseModel):
         """Bytes per weight of the embedding and LM head: 16-bit under fp8 quantization, else ``weight_bytes``."""
         return UNQUANTIZED_WEIGHT_BYTES if self.quantization is not None else self.weight_bytes
 
+    @property
+    def dense_weight_bytes(self) -> float:
+        """Bytes per weight of the linears besides the routed experts (attention, dense and shared-expert MLPs):
+        ``weight_bytes``, or 16-bit where the quantization covers the routed experts only (gpt-oss's MXFP4)."""
+        if self.quantization is not None and QUANTIZATIONS[self.quantization].experts_only:
+            return UNQUANTIZED_WEIGHT_BYTES
+        return self.weight_bytes
+
     def weight_bytes_total(self) -> float:
-        """Bytes of all weights; quantized, the embedding and LM head count at ``embedding_weight_bytes``."""
+        """Bytes of all weights; quantized, the embedding and LM head count at ``embedding_weight_bytes`` and
+        the linears besides the routed experts at ``dense_weight_bytes``."""
         if self.quantization is None:
             return self.num_params() * self.weight_bytes
         embedding = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
-        return (self.num_params() - embedding) * self.weight_bytes + embedding * self.embedding_weight_bytes
+        experts = self.routed_expert_params() if self.is_moe else 0
+        rest = self.num_params() - embedding - experts
+        return experts * self.weight_bytes + rest * self.dense_weight_bytes + embedding * self.embedding_weight_bytes
 
     def expert_weight_bytes_per_gpu(self, tp: int, pp: int = 1, ep: int = 1) -> float:
         """Bytes of routed-expert weights on each GPU: ``E / ep`` experts, each split over ``tp / ep`` GPUs,

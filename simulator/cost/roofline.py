@@ -283,7 +283,7 @@ class RooflineCostModel:
 
     def _ops(self, shape: BatchShape) -> dict[str, OpCost]:
         m, p = self.model, self.params
-        a, w, kvb = p.activation_bytes, m.weight_bytes, m.kv_cache_bytes
+        a, w, kvb = p.activation_bytes, m.dense_weight_bytes, m.kv_cache_bytes  # attention's linears
         h, q, kv, L = m.hidden_size, self._q, self._kv, m.num_layers
         T = self.linear_rows(shape)
         S = shape.num_sampled_tokens
@@ -384,7 +384,7 @@ class RooflineCostModel:
     def _dense_mlp(self, T: int, inter: float, layers: int) -> dict[str, OpCost]:
         """A dense (gated) MLP of per-GPU inner width ``inter`` on ``T`` tokens, over ``layers`` layers."""
         m, p = self.model, self.params
-        a, w, h = p.activation_bytes, m.weight_bytes, m.hidden_size
+        a, w, h = p.activation_bytes, m.dense_weight_bytes, m.hidden_size
         up = 2 if m.gated_mlp else 1
         return {
             "mlp_gate_up": self._op(
@@ -450,7 +450,7 @@ class RooflineCostModel:
         (h x (kv_lora + rope)), replicated on every tp rank (vLLM's DeepseekV2MLAAttention builds them as
         ReplicatedLinear), and q_b (or q) split by heads; plus the rotary embedding of q and k."""
         m, p = self.model, self.params
-        a, w, h = p.activation_bytes, m.weight_bytes, m.hidden_size
+        a, w, h = p.activation_bytes, m.dense_weight_bytes, m.hidden_size
         assert m.qk_nope_head_dim is not None and m.qk_rope_head_dim is not None
         qk = self._heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
         latent = m.mla_latent_size
@@ -465,7 +465,7 @@ class RooflineCostModel:
         """MLA prefill as vLLM runs it (the uncompressed form): kv_b up-projects every key's latent to
         per-head K_nope and V, then attention with (nope + rope)-wide query-key and v-wide value heads."""
         m, p = self.model, self.params
-        a, w, kvb = p.activation_bytes, m.weight_bytes, m.kv_cache_bytes
+        a, w, kvb = p.activation_bytes, m.dense_weight_bytes, m.kv_cache_bytes
         assert m.kv_lora_rank is not None and m.qk_nope_head_dim is not None
         assert m.qk_rope_head_dim is not None and m.v_head_dim is not None
         heads, r, latent = self._heads, m.kv_lora_rank, m.mla_latent_size
@@ -493,7 +493,7 @@ class RooflineCostModel:
         query, so each head scores the cached latent directly and W_UV applies after; every key's latent
         and rotary key (kv_lora + rope elements) is read once per step for all heads (MQA over the latent)."""
         m, p = self.model, self.params
-        a, w, kvb = p.activation_bytes, m.weight_bytes, m.kv_cache_bytes
+        a, w, kvb = p.activation_bytes, m.dense_weight_bytes, m.kv_cache_bytes
         assert m.kv_lora_rank is not None and m.qk_nope_head_dim is not None and m.v_head_dim is not None
         heads, r, latent = self._heads, m.kv_lora_rank, m.mla_latent_size
         n, ctx = num_seqs, context_tokens

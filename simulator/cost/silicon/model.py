@@ -33,6 +33,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from simulator.config.precision import QUANTIZATIONS
 from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost.overhead import overlap_total
 from simulator.cost.roofline import RooflineCostModel, RooflineParams, _total, gemm_peak_flops_per_s
@@ -63,6 +64,17 @@ GEMM_TABLES: dict[str | None, tuple[str, ...]] = {
     "fp8_block": ("fp8_block", "fp8"),
     "nvfp4": ("nvfp4",),
     "mxfp4": ("mxfp4",),
+    "mxfp4_mxfp8": ("mxfp4_mxfp8", "mxfp4"),
+}
+# The MoE tables an engine's MXFP4 experts (gpt-oss) read, most preferred first. On Blackwell TensorRT-LLM's TRTLLM
+# MoE backend and SGLang's flashinfer_mxfp4 runner quantize the activations to MXFP8 (W4A8; TensorRT-LLM's gpt-oss
+# deployment guide, SGLang's ``--flashinfer-mxfp4-moe-precision`` default), vLLM's default FlashInfer TRT-LLM MXFP4
+# kernel keeps them in bf16 (W4A16: ``vllm_gptossmxfp4moe_flashinfer_trtllm_mxfp4_bf16`` in its table); Hopper
+# measured W4A16 only.
+MXFP4_MOE_TABLES = {
+    "vllm": ("mxfp4", "mxfp4_mxfp8"),
+    "sglang": ("mxfp4_mxfp8", "mxfp4"),
+    "trtllm": ("mxfp4_mxfp8", "mxfp4"),
 }
 # The MLA module tables' GEMM dtype per quantization (DeepSeek's FP8 checkpoints are block-scaled).
 MLA_GEMM_DTYPES = {"fp8": "fp8_block", "fp8_block": "fp8_block", "nvfp4": "nvfp4"}
@@ -175,6 +187,8 @@ class SiliconCostModel:
         bf16 = t.gemm("bf16")
         linear, note = bf16, ""
         quant = m.quantization
+        if quant is not None and QUANTIZATIONS[quant].experts_only:  # the linears outside the experts are bf16
+            quant = None
         for dtype in GEMM_TABLES[quant]:
             if t.gemm(dtype) is not None:
                 linear, self._gemm_dtype = t.gemm(dtype), dtype
@@ -199,7 +213,7 @@ class SiliconCostModel:
         bf16_rate = self.hardware.flops_per_s * self.params.roofline.gemm_flops_efficiency
         if linear is not None:
             for op, (n, k) in shapes.items():
-                self._gemm[op] = _Gemm(linear, n, k, m.weight_bytes, self._gemm_rate, note)
+                self._gemm[op] = _Gemm(linear, n, k, m.dense_weight_bytes, self._gemm_rate, note)
         if bf16 is not None:  # vLLM leaves the LM head unquantized: bf16 kernels and weights
             self._gemm["lm_head"] = _Gemm(bf16, m.vocab_size / tp, m.hidden_size, 2.0, bf16_rate, "")
         kv_dtype = "fp8" if m.kv_cache_bytes == 1 else "bf16"
@@ -219,7 +233,10 @@ class SiliconCostModel:
             dist = self.params.roofline.moe_token_distribution
             # the table's moe_tp x moe_ep layout: the routed experts over ep groups of tp/ep GPUs
             shape = f"{m.hidden_size}/{m.intermediate_size}/{m.num_experts_per_token}/{m.num_experts}"
-            for dtype in GEMM_TABLES[m.quantization]:  # the format's own kernels (FP8: per-tensor, else block-wise)
+            dtypes = GEMM_TABLES[m.quantization]  # the format's own kernels (FP8: per-tensor, else block-wise)
+            if m.quantization == "mxfp4":
+                dtypes = MXFP4_MOE_TABLES.get(t.selection.framework, dtypes)
+            for dtype in dtypes:
                 self._moe = t.moe(f"moe/{dtype}/{dist}/{shape}/{tp // self.ep}/{self.ep}")
                 if self._moe is not None:
                     break
@@ -547,7 +564,7 @@ class SiliconCostModel:
     def _mla_o_proj_s(self, T: int) -> float:
         r, m, p = self.roofline, self.model, self.params.roofline
         o, h = r._o, m.hidden_size
-        flops, nbytes = 2 * T * o * h, m.weight_bytes * o * h + p.activation_bytes * T * (o + h)
+        flops, nbytes = 2 * T * o * h, m.dense_weight_bytes * o * h + p.activation_bytes * T * (o + h)
         return max(flops / self._gemm_rate, nbytes / self._bw) + p.kernel_launch_s
 
     def _mla_decode_roofline(self, b: float, ctx_per_seq: float) -> float:

@@ -298,3 +298,44 @@ def test_cli_bad_value_is_one_line_and_exit_2(tmp_path, flag, value):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and flag in lines[0] and repr(value) in lines[0], proc.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_mxfp4_quantizes_the_routed_experts_only():
+    """gpt-oss's config keeps self_attn, the router, the embedding and the LM head in bf16
+    (quantization_config.modules_to_not_convert): only the routed experts are 4.25-bit."""
+    from simulator.config.presets import resolve_model
+
+    gptoss = resolve_model("openai/gpt-oss-120b")
+    assert gptoss.quantization == "mxfp4" and gptoss.dense_weight_bytes == 2.0
+    experts = gptoss.routed_expert_params()
+    embedding = gptoss.vocab_size * gptoss.hidden_size * 2
+    rest = gptoss.num_params() - experts - embedding
+    assert gptoss.weight_bytes_total() == experts * 0.53125 + rest * 2.0 + embedding * 2.0
+    # the attention projections read bf16 weights in a decode step: the same bytes as the unquantized model's
+    bf16 = ModelSpec.model_validate(gptoss.model_dump() | {"quantization": None, "weight_bytes": 2.0})
+    decode = BatchShape(num_decode_seqs=4, decode_context_tokens=4000, num_sampled_tokens=4)
+    ops = RooflineCostModel(RooflineParams(), gptoss, HW["h200"], 1).breakdown(decode).ops
+    ref = RooflineCostModel(RooflineParams(), bf16, HW["h200"], 1).breakdown(decode).ops
+    assert ops["qkv_proj"].bytes == ref["qkv_proj"].bytes and ops["o_proj"].bytes == ref["o_proj"].bytes
+    assert ops["mlp_gate_up"].bytes < 0.3 * ref["mlp_gate_up"].bytes
+    # fp8 covers every linear: its dense bytes are the format's
+    assert FP8.dense_weight_bytes == 1.0
+
+
+def test_each_engine_reads_its_own_mxfp4_moe_kernel_on_blackwell():
+    """TensorRT-LLM's TRTLLM MoE backend runs gpt-oss's experts W4A8 (MXFP8 activations) on Blackwell, vLLM's
+    default FlashInfer kernel W4A16; vLLM with VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 is quantization mxfp4_mxfp8."""
+    from simulator.config.presets import resolve_model
+    from simulator.cost.silicon import SiliconCostModel, SiliconParams
+
+    gptoss = resolve_model("openai/gpt-oss-120b")
+    decode = BatchShape(num_decode_seqs=64, decode_context_tokens=64 * 1500, num_sampled_tokens=64)
+
+    def moe_s(framework, model=gptoss):
+        cost = SiliconCostModel(SiliconParams(framework=framework), model, HW["b200"], 1)
+        return cost.breakdown(decode).ops["mlp_gate_up"].seconds, cost.tables_of(decode)["mlp_gate_up"]
+
+    trtllm, _ = moe_s("trtllm")
+    vllm_w4a16, _ = moe_s("vllm")
+    vllm_w4a8, _ = moe_s("vllm", deployed_model(gptoss, "mxfp4_mxfp8"))
+    assert vllm_w4a8 < vllm_w4a16 and trtllm < vllm_w4a16
