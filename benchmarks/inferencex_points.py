@@ -21,7 +21,11 @@ written with InferenceX's client all the same).
   (``MODEL_ALIASES``);
 - the GPU: the hardware preset whose ``silicon_tables`` is the point's ``system``;
 - parallelism: ``tp: tp_size``, ``pp: pp_size`` and ``ep: moe_ep_size`` when above 1;
-- quantization: from ``gemm_quant_mode`` (fp8, fp8_block, nvfp4; none for bf16);
+- quantization: the served checkpoint's own where its family is the point's precision (the model's published FP8
+  release is 128x128 block FP8 for DeepSeek-R1/V3, MiniMax-M2.5 and Qwen3-*-FP8, and gpt-oss-120b is published in
+  MXFP4: InferenceX serves those checkpoints as published, ``vllm serve $MODEL`` with no ``--quantization``), else
+  ``gemm_quant_mode`` (fp8, fp8_block, nvfp4; none for bf16), which is aiconfigurator's modelling choice and names
+  no checkpoint;
 - the policy and KV cache of the launch script InferenceX ran for the point's (engine, model,
   precision, GPU) (``RECIPES``, agg points of source ``inferencex``; each entry names the script of
   SemiAnalysisAI/InferenceX and the commit read): the flags servesim's policies express (vLLM
@@ -186,14 +190,33 @@ def _check_attention_dp(size: float | None, batch_size: float | None = None, con
         raise PointRefused("attention data parallelism size not recorded and batch_size differs from concurrency")
 
 
+# A quantization's family: a point's precision (fp8, fp4) names the family, the checkpoint the format.
+QUANTIZATION_FAMILY = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "mxfp4": "fp4"}
+
+
+def _checkpoint_quantization(model: str) -> str | None:
+    """The quantization the checkpoint ``model`` declares in its config (None for bf16 or an unreadable config)."""
+    from simulator.config.presets import resolve_model
+
+    try:
+        return resolve_model(MODEL_ALIASES.get(model, model)).quantization
+    except ValueError:
+        return None
+
+
 def _quantization(row: pd.Series) -> str | None:
+    """The scenario's ``quantization``: None where the served checkpoint's own format is the point's precision."""
     mode = row.get("gemm_quant_mode")
     mode = "none" if mode is None or pd.isna(mode) else str(mode)
     if mode == "int4_wo":
         raise PointRefused("int4 weight-only not modelled")
     if mode not in QUANTIZATION_BY_GEMM_MODE:
         raise PointRefused(f"GEMM quantization {mode} not modelled")
-    return QUANTIZATION_BY_GEMM_MODE[mode]
+    wanted = QUANTIZATION_BY_GEMM_MODE[mode]
+    own = _checkpoint_quantization(str(row["model_path"]))
+    if wanted is not None and own is not None and QUANTIZATION_FAMILY.get(own) == QUANTIZATION_FAMILY.get(wanted):
+        return None
+    return wanted
 
 
 def policy_for(engine: str, concurrency: int) -> dict[str, Any]:
@@ -261,6 +284,7 @@ class Recipe:
     policy: Callable[[int, int, int, int], dict[str, Any]]
     kv_cache: dict[str, Any] = field(default_factory=dict)
     unexpressed: str = ""
+    quantization: str | None = None  # an engine setting that picks the weights' kernels (None: the point's)
 
     @property
     def label(self) -> str:
@@ -325,7 +349,7 @@ _C_SGLANG_0417 = "dd9c285b31409ac34f35ccc25ba5ac3af234df13"  # 2026-04-17
 
 
 def _with(recipe: Recipe, script: str, commit: str) -> Recipe:
-    return Recipe(script, commit, recipe.policy, recipe.kv_cache, recipe.unexpressed)
+    return Recipe(script, commit, recipe.policy, recipe.kv_cache, recipe.unexpressed, recipe.quantization)
 
 
 def _vllm(seqs: int | None, tokens: int | None) -> Callable[[int, int, int, int], dict[str, Any]]:
@@ -475,18 +499,25 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         "8944a358cce877d43064e35b1301c62c17f502f4",  # 2026-02-25
         _vllm(512, 8192),
         _FP8_KV | {"gpu_memory_utilization": 0.9},
+        "fuse_allreduce_rms compilation pass; max-cudagraph-capture-size 2048",
+        # export VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1: the experts run W4A8 (FlashInfer's TRT-LLM MoE)
+        quantization="mxfp4_mxfp8",
     ),
     ("vllm", "openai/gpt-oss-120b", "fp4", "h100_sxm"): Recipe(
         "benchmarks/single_node/gptoss_fp4_h100.sh",
         "79a42e20a8559784641ca2279994c75c0608dc39",  # 2026-03-27
         _vllm(-1, 8192),
         {"gpu_memory_utilization": 0.9},  # no kv-cache-dtype (auto)
+        "VLLM_MXFP4_USE_MARLIN=1: Marlin's W4A16 MoE kernel (the tables measured vLLM's Triton MXFP4 kernel); "
+        "max-cudagraph-capture-size 2048",
     ),
     ("vllm", "openai/gpt-oss-120b", "fp4", "h200_sxm"): Recipe(
         "benchmarks/single_node/gptoss_fp4_h200.sh",
         "79a42e20a8559784641ca2279994c75c0608dc39",  # 2026-03-27
         _vllm(-1, 8192),
         {"gpu_memory_utilization": 0.9},  # no kv-cache-dtype (auto)
+        "VLLM_MXFP4_USE_MARLIN=1: Marlin's W4A16 MoE kernel (the tables measured vLLM's Triton MXFP4 kernel); "
+        "max-cudagraph-capture-size 2048",
     ),
     # vLLM, MiniMax-M2.5: Blackwell --max-num-batched-tokens $((ISL * 2)), no --max-num-seqs (vLLM's default)
     ("vllm", "MiniMaxAI/MiniMax-M2.5", "fp4", "b200_sxm"): Recipe(
@@ -576,13 +607,15 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
     recipe = recipe_for(row)
     if recipe is None:
         scenario["policy"] = policy_for(str(row["backend"]), concurrency)
-        if quantization is not None:
+        if str(row.get("precision")) != "bf16":  # an FP8 KV cache for FP8 and FP4 runs
             kv_cache["dtype"] = "fp8"
     else:
         tp = _int(row, "tp_size")
         fields = recipe.policy(int(row["isl"]), int(row["osl"]), concurrency, tp)
         scenario["policy"] = {"kind": str(row["backend"]), **fields}
         kv_cache.update(recipe.kv_cache)
+        if recipe.quantization is not None:
+            scenario["quantization"] = recipe.quantization
     scenario["kv_cache"] = kv_cache
     scenario["workload"] = workload_for(int(row["isl"]), int(row["osl"]), concurrency)
     return scenario

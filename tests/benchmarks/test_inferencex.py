@@ -19,6 +19,7 @@ from benchmarks.inferencex_points import (
     select_points,
     source_of,
 )
+from simulator.config.presets import resolve_model
 from simulator.config.scenario import validate_scenario
 
 
@@ -155,6 +156,22 @@ def test_bf16_point_keeps_the_checkpoint_weights_and_kv_cache(points):
     scenario = scenario_for(first(points, mode="agg", precision="bf16", attention_dp_size=1.0))
     assert "quantization" not in scenario
     assert scenario["kv_cache"] == {"prefix_caching": False}
+
+
+def test_a_checkpoint_published_quantized_is_served_as_published(points):
+    """InferenceX serves ``vllm serve $MODEL`` with no --quantization: gpt-oss-120b's fp4 runs are its own MXFP4
+    checkpoint (the file says nvfp4, aiconfigurator's modelling choice), MiniMax-M2.5's fp8 runs its own block-FP8
+    release; a precision the checkpoint is not published in (DeepSeek-R1 at fp4: NVIDIA's NVFP4 release) is set."""
+    gptoss = first(points, model="openai/gpt-oss-120b", precision="fp4", mode="agg", attention_dp_size=1.0)
+    assert gptoss["gemm_quant_mode"] == "nvfp4"
+    assert "quantization" not in scenario_for(gptoss)
+    assert resolve_model(scenario_for(gptoss)["model"]).quantization == "mxfp4"
+    minimax = first(points, model="MiniMaxAI/MiniMax-M2.5", precision="fp8", mode="agg")
+    scenario = scenario_for(minimax)
+    assert "quantization" not in scenario and resolve_model(scenario["model"]).quantization == "fp8_block"
+    assert scenario["kv_cache"].get("dtype") == "fp8"
+    deepseek = first(points, model="deepseek-ai/DeepSeek-R1", precision="fp4", mode="agg", attention_dp_size=1.0)
+    assert scenario_for(deepseek)["quantization"] == "nvfp4"
 
 
 def test_attention_dp_point_is_refused(points):
