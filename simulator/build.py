@@ -13,11 +13,12 @@ from typing import Any
 import simpy
 
 import policies
+from policies.batching.sglang import sglang_chunked_prefill_size
 from simulator.cluster.replica import Replica
 from simulator.cluster.simulation import KvTransfer, Simulation
 from simulator.config.precision import KV_CACHE_DTYPE_BYTES, QUANTIZATIONS
 from simulator.config.presets import resolve_hardware, resolve_model
-from simulator.config.schema import MAX_KV_BLOCKS, ReplicaGroupConfig, ScenarioConfig
+from simulator.config.schema import MAX_KV_BLOCKS, KvCacheConfig, ReplicaGroupConfig, ScenarioConfig
 from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost import COST_MODELS
 from simulator.cost.link import Link
@@ -28,7 +29,7 @@ from simulator.engine.loop import Engine
 from simulator.engine.speculation import Speculation, acceptance_probabilities
 from simulator.kv.blocks import BlockManager
 from simulator.kv.host import HostPool
-from simulator.kv.memory import MemoryPlan, plan_memory
+from simulator.kv.memory import MemoryPlan, plan_memory, plan_sglang_memory, plan_trtllm_memory
 from simulator.kv.prefix_cache import PrefixCache
 from simulator.metrics.recorder import MetricsRecorder
 from workloads import RequestStream, generate
@@ -122,6 +123,8 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
     proposer = _proposer(cfg, model, base_dir, quantization, kv.dtype)
     if proposer is not None and par.pp > 1:
         raise ValueError("speculative decoding is modelled without pipeline parallelism: set parallelism.pp to 1")
+    # hardware-dependent policy defaults (vllm's None budget and max_num_seqs) for this GPU
+    policy = policies.batching.resolve_for_hardware(g.policy or cfg.policy, hardware.memory_bytes, hardware.name)
     memory = None
     if kv.num_blocks is None:
         # with a profile: the measured device memory, weights and (unless set) activation and runtime reserve
@@ -129,14 +132,14 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
         reserve = kv.reserve_bytes
         if measured is not None and reserve is None:
             reserve = measured.reserve_bytes
-        memory = plan_memory(
+        memory = _plan_memory(
+            policy,
+            kv,
             model,
             hardware,
             par.tp,
-            kv.block_size,
-            kv.gpu_memory_utilization,
-            reserve,
             par.pp,
+            reserve,
             weight_bytes=measured.weight_bytes if measured is not None else None,
             memory_bytes=measured.device_memory_bytes if measured is not None else None,
             extra_weight_bytes=_proposer_weight_bytes(cfg, proposer),
@@ -151,8 +154,6 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
         )
     if num_blocks < par.pp:
         raise ValueError(f"group {name}: {num_blocks} KV blocks cannot be shared by {par.pp} pipeline engines")
-    # hardware-dependent policy defaults (vllm's None budget and max_num_seqs) for this GPU
-    policy = policies.batching.resolve_for_hardware(g.policy or cfg.policy, hardware.memory_bytes, hardware.name)
     cost_model = resolve_cost_model(g.cost_model or cfg.cost_model, policy.kind)
     return GroupSetup(
         name,
@@ -170,6 +171,52 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
         proposer,
         cost_model,
     )
+
+
+def _plan_memory(
+    policy: Any,
+    kv: KvCacheConfig,
+    model: ModelSpec,
+    hardware: HardwareSpec,
+    tp: int,
+    pp: int,
+    reserve_bytes: float | None,
+    **measured: Any,
+) -> MemoryPlan:
+    """The KV capacity the policy's engine gives (its traits' ``engine``): SGLang's from ``mem_fraction_static``
+    and its chunked prefill size, TensorRT-LLM's from ``free_gpu_memory_fraction`` and its ``max_num_tokens``,
+    the others vLLM's from ``gpu_memory_utilization``. ``measured``: the profile's figures and the proposer's."""
+    engine = policies.batching.traits_of(policy.kind).engine
+
+    def present(*names: str) -> dict[str, Any]:  # the settings the policy has; the memory functions default the rest
+        return {n: getattr(policy, n) for n in names if hasattr(policy, n)}
+
+    if engine == "sglang":
+        chunk = getattr(policy, "chunked_prefill_size", None)
+        return plan_sglang_memory(
+            model,
+            hardware,
+            tp,
+            kv.block_size,
+            pp,
+            chunked_prefill_size=sglang_chunked_prefill_size(hardware.memory_bytes) if chunk is None else chunk,
+            mem_fraction_static=kv.mem_fraction_static,
+            **present("max_prefill_tokens", "max_running_requests"),
+            **measured,
+        )
+    if engine == "trtllm":
+        return plan_trtllm_memory(
+            model,
+            hardware,
+            tp,
+            kv.block_size,
+            kv.free_gpu_memory_fraction,
+            reserve_bytes,
+            pp,
+            **present("max_num_tokens"),
+            **measured,
+        )
+    return plan_memory(model, hardware, tp, kv.block_size, kv.gpu_memory_utilization, reserve_bytes, pp, **measured)
 
 
 def _cpu_overlap(params: Any) -> bool:

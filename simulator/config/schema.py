@@ -99,12 +99,34 @@ class KvCacheConfig(_Frozen):
         "bfloat16/float16 store 2 bytes, fp8 1 byte (twice the tokens in the same memory).",
     )
     gpu_memory_utilization: float = Field(
-        0.9, gt=0, le=1, description="Fraction of device memory the engine may use (vLLM's flag)."
+        0.9,
+        gt=0,
+        le=1,
+        description="Fraction of device memory the engine may use for weights, activations and KV (vLLM's "
+        "--gpu-memory-utilization; read by the vLLM-like policies, not by sglang or trtllm).",
+    )
+    mem_fraction_static: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="SGLang's --mem-fraction-static: fraction of device memory for weights plus KV (the rest "
+        "holds activations and CUDA graphs); None: SGLang's default from the GPU's memory, chunked_prefill_size, "
+        "tp x pp and the CUDA graphs (0.83 on H100, 0.90 on H200, 0.85 on B200 at its defaults). Read by the "
+        "sglang policy only.",
+    )
+    free_gpu_memory_fraction: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="TensorRT-LLM's kv_cache_config free_gpu_memory_fraction (trtllm-serve "
+        "--kv_cache_free_gpu_memory_fraction): fraction of the memory left free after the weights and a "
+        "profiling step that the KV cache takes; None: TensorRT-LLM's 0.9. Read by the trtllm policy only.",
     )
     reserve_bytes: HostBytes | None = Field(
         None,
-        description="Per-GPU memory for activations and runtime besides weights and KV; None "
-        "estimates it from the model (calibration measures it).",
+        description="Per-GPU memory for activations and runtime besides weights and KV (vLLM and TensorRT-LLM "
+        "subtract it; SGLang's mem_fraction_static leaves it out instead); None estimates it from the model "
+        "(calibration measures it).",
     )
     num_blocks: int | None = Field(
         None,
@@ -123,6 +145,34 @@ class KvCacheConfig(_Frozen):
         description="With prefix caching: host memory per GPU for a second tier that keeps evicted "
         "prefix blocks and reloads them over the host link.",
     )
+
+
+# The memory flag each engine's KV capacity reads (simulator/kv/memory.py); the other policies are vLLM-like.
+_ENGINE_MEMORY_FLAG = {"sglang": "mem_fraction_static", "trtllm": "free_gpu_memory_fraction"}
+_FLAG_OWNER = {"mem_fraction_static": ("sglang", "SGLang"), "free_gpu_memory_fraction": ("trtllm", "TensorRT-LLM")}
+
+
+def kv_memory_flag_problem(kv: KvCacheConfig, policy_kind: str) -> str | None:
+    """One line when ``kv`` sets a memory setting the policy's engine does not read, else None.
+
+    ``gpu_memory_utilization`` counts as set for SGLang or TensorRT-LLM when it differs from its default (a
+    config written back in full carries the default); ``reserve_bytes`` is refused for SGLang, whose
+    ``mem_fraction_static`` leaves the activations out of its pool instead.
+    """
+    engine = policies.batching.traits_of(policy_kind).engine
+    reads = _ENGINE_MEMORY_FLAG.get(engine, "gpu_memory_utilization")
+    for flag, (owner, name) in _FLAG_OWNER.items():
+        if getattr(kv, flag) is not None and engine != owner:
+            return f"kv_cache.{flag} is {name}'s flag; policy {policy_kind} reads {reads}"
+    default = KvCacheConfig.model_fields["gpu_memory_utilization"].default
+    if reads != "gpu_memory_utilization" and kv.gpu_memory_utilization != default:
+        return f"kv_cache.gpu_memory_utilization is vLLM's flag; policy {policy_kind} reads {reads}"
+    if engine == "sglang" and kv.reserve_bytes is not None:
+        return (
+            f"kv_cache.reserve_bytes is not read by policy {policy_kind}: SGLang's KV cache is memory x "
+            "mem_fraction_static less the weights; set kv_cache.mem_fraction_static"
+        )
+    return None
 
 
 class SloConfig(_Frozen):
@@ -414,6 +464,15 @@ class ScenarioConfig(_Frozen):
             reuses = policies.BATCH_POLICIES.entry(kind).traits.prefix_caching
             if (g.kv_cache or self.kv_cache).prefix_caching and not reuses:
                 raise ValueError(f"policy {kind} does not reuse cached prefixes; turn kv_cache.prefix_caching off")
+        return self
+
+    @model_validator(mode="after")
+    def _check_kv_memory_flags(self) -> ScenarioConfig:
+        for g in self.replica_groups():
+            kind = (g.policy or self.policy).kind
+            problem = kv_memory_flag_problem(g.kv_cache or self.kv_cache, kind)
+            if problem is not None:
+                raise ValueError(problem)
         return self
 
     def replica_groups(self) -> list[ReplicaGroupConfig]:

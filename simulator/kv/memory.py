@@ -1,4 +1,10 @@
-"""How many KV blocks a replica's GPUs leave after weights and the runtime reserve."""
+"""How many KV blocks a replica's GPUs leave after weights and the runtime, sized the way each engine sizes it.
+
+The engines take different fractions of different figures: vLLM a fraction of device memory less weights and
+the profiled reserve (``plan_memory``), SGLang a fraction of device memory for weights plus KV
+(``plan_sglang_memory``), TensorRT-LLM a fraction of what weights and a profiling step leave free
+(``plan_trtllm_memory``). Each function names the engine source it follows; all return a ``MemoryPlan``.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +12,44 @@ from dataclasses import dataclass
 
 from simulator.config.specs import HardwareSpec, ModelSpec
 
+GIB = 2**30
+MIB = 2**20
+
+TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9
+"""TensorRT-LLM's default ``free_gpu_memory_fraction`` (``tensorrt_llm/llmapi/llm_args.py`` ``KvCacheConfig``,
+"Default is 90%"; ``trtllm-serve --kv_cache_free_gpu_memory_fraction`` defaults to 0.9 too)."""
+
+# SGLang's default --mem-fraction-static, as sglang 0.5.23 computes it (python/sglang/srt/arg_groups/memory_hook.py,
+# handle_gpu_memory_settings and reserve_for_graph_mb; server_args.py _handle_gpu_memory_settings before the
+# arg_groups split, same terms). All figures in MiB, as SGLang reads the GPU's memory (nvidia-smi memory.total).
+SGLANG_RESERVE_BASE_MIB = 512
+"""``reserved_mem = 512``: "constant meta data (e.g., from attention backend)"."""
+SGLANG_ACTIVATION_MIB_PER_TOKEN = 1.5
+"""``activation_tokens * 1.5``: activation slack per token of the largest prefill step."""
+SGLANG_MIN_ACTIVATION_TOKENS = 2048
+"""``max(chunked_prefill_size, 2048)``: the activation term counts at least this many tokens."""
+SGLANG_PARALLEL_MIB = 1024 / 8
+"""``tp_size * pp_size / 8 * 1024``: "adjustments for large parallel size", per GPU of the replica."""
+SGLANG_DECODE_GRAPH_MIB_PER_BS = 2
+"""``decode max_bs * 2``: decode CUDA graphs, per request of the largest captured batch."""
+SGLANG_PREFILL_GRAPH_MIB_PER_SIZE = 8
+"""``len(prefill bs) * 8``: prefill (breakable) CUDA graphs, per captured token count, without MLA."""
+SGLANG_MLA_PREFILL_GRAPH_MIB = 1.5 * 1024
+"""``1.5 * 1024``: prefill CUDA graphs under an MLA attention backend ("much higher than expected")."""
+SGLANG_PP_PREFILL_GRAPH_MAX_TOKENS = 8192
+"""``_DEFAULT_PP_PREFILL_CUDA_GRAPH_MAX_TOKENS``: with pp > 1 prefill graphs are captured up to this many tokens."""
+SGLANG_FLOOR_ABOVE_MIB = 60 * 1024
+SGLANG_RESERVE_FLOOR_MIB = 10 * 1024
+"""``if gpu_mem > 60 * 1024: reserved_mem = max(reserved_mem, 10 * 1024)``: at least 10 GiB on large GPUs."""
+
 
 @dataclass(frozen=True, slots=True)
 class MemoryPlan:
-    """Per-GPU memory budget of one replica and the KV blocks it leaves."""
+    """Per-GPU memory budget of one replica and the KV blocks it leaves.
+
+    For every engine ``kv_bytes = usable_bytes - weight_bytes - reserve_bytes``: ``usable_bytes`` is what the
+    engine lets itself hold (weights, the reserve it counts and the KV cache).
+    """
 
     usable_bytes: float
     weight_bytes: float
@@ -31,6 +71,56 @@ def default_reserve_bytes(model: ModelSpec, tp: int, max_batched_tokens: int = 8
     return float(2**30 + act + logits)
 
 
+@dataclass(frozen=True, slots=True)
+class _PerGpu:
+    """What every engine starts from: one GPU's memory, its share of the weights, one KV block's bytes."""
+
+    model: ModelSpec
+    hardware: HardwareSpec
+    tp: int
+    pp: int
+    block_size: int
+    device_bytes: float
+    weight_bytes: float
+    block_bytes: float
+
+
+def _per_gpu(
+    model: ModelSpec,
+    hardware: HardwareSpec,
+    tp: int,
+    pp: int,
+    block_size: int,
+    weight_bytes: float | None,
+    memory_bytes: float | None,
+    extra_weight_bytes: float,
+    extra_kv_bytes_per_token: float,
+) -> _PerGpu:
+    device = hardware.memory_bytes if memory_bytes is None else memory_bytes
+    weights = (model.weight_bytes_total() if weight_bytes is None else weight_bytes) / (tp * pp)
+    weights += extra_weight_bytes / tp  # a speculative proposer's, split over the tp GPUs
+    block_bytes = (model.kv_bytes_per_token_per_gpu(tp, pp) + extra_kv_bytes_per_token) * block_size
+    return _PerGpu(model, hardware, tp, pp, block_size, device, weights, block_bytes)
+
+
+def _plan(g: _PerGpu, usable: float, reserve: float, kv_bytes: float, budget: str, block_hint: str) -> MemoryPlan:
+    """The plan, or ValueError naming the figures (``budget``) when not one KV block fits."""
+    num_blocks = int(kv_bytes // g.block_bytes) if kv_bytes > 0 else 0
+    if num_blocks < 1:
+        where = f"{g.model.name} on {g.hardware.name} with tp={g.tp}, pp={g.pp}"
+        if kv_bytes <= 0:
+            raise ValueError(
+                f"{g.model.name} does not fit on {g.hardware.name} with tp={g.tp}, pp={g.pp}: {budget}, which leaves "
+                "nothing for the KV cache; use a larger tp or pp, or a device with more memory"
+            )
+        raise ValueError(
+            f"{where}: one KV block of {g.block_size:,} tokens takes {g.block_bytes / GIB:,.3g} GiB per GPU, more "
+            f"than the {kv_bytes / GIB:,.3g} GiB left for the KV cache ({budget}); use a smaller "
+            f"kv_cache.block_size{block_hint}"
+        )
+    return MemoryPlan(usable, g.weight_bytes, reserve, kv_bytes, g.block_bytes, num_blocks)
+
+
 def plan_memory(
     model: ModelSpec,
     hardware: HardwareSpec,
@@ -44,7 +134,14 @@ def plan_memory(
     extra_weight_bytes: float = 0.0,
     extra_kv_bytes_per_token: float = 0.0,
 ) -> MemoryPlan:
-    """KV blocks per replica: (memory x utilization - weights/(tp pp) - reserve) / bytes per block, per GPU.
+    """vLLM's KV blocks per replica: (memory x gpu_memory_utilization - weights/(tp pp) - reserve) / bytes per block.
+
+    vLLM V1's ``Worker.determine_available_memory`` (``vllm/v1/worker/gpu_worker.py``): the memory requested,
+    ``total x gpu_memory_utilization``, less what a profiling step of ``max_num_batched_tokens`` consumed
+    (weights, the activation peak, memory outside torch); the reserve is servesim's estimate of the last two
+    (``default_reserve_bytes``) unless given. The default utilization is ``kv_cache.gpu_memory_utilization``'s
+    0.9, vLLM's up to 0.19; vLLM 0.20 to 0.33 default to 0.92 and also subtract a CUDA-graph memory estimate
+    (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` on), vLLM 0.34 sizes the cache after graph capture.
 
     Every GPU holds its share of the weights and the KV of its layers for every token, so
     the block count is the same on all of them (the fullest pipeline stage decides).
@@ -55,29 +152,166 @@ def plan_memory(
     (per GPU) are a speculative proposer's weights and KV. Raises ValueError with the figures
     when the weights do not leave room for one block.
     """
-    device_bytes = hardware.memory_bytes if memory_bytes is None else memory_bytes
-    usable = device_bytes * gpu_memory_utilization
-    weights = (model.weight_bytes_total() if weight_bytes is None else weight_bytes) / (tp * pp)
-    weights += extra_weight_bytes / tp  # a speculative proposer's, split over the tp GPUs
+    g = _per_gpu(
+        model, hardware, tp, pp, block_size, weight_bytes, memory_bytes, extra_weight_bytes, extra_kv_bytes_per_token
+    )
+    usable = g.device_bytes * gpu_memory_utilization
     reserve = default_reserve_bytes(model, tp) if reserve_bytes is None else reserve_bytes
-    block_bytes = (model.kv_bytes_per_token_per_gpu(tp, pp) + extra_kv_bytes_per_token) * block_size
-    kv_bytes = usable - weights - reserve
-    num_blocks = int(kv_bytes // block_bytes) if kv_bytes > 0 else 0
-    if num_blocks < 1:
-        gib = 2**30
-        where = f"{model.name} on {hardware.name} with tp={tp}, pp={pp}"
-        budget = (
-            f"weights take {weights / gib:,.1f} GiB per GPU and the reserve {reserve / gib:,.1f} GiB, of "
-            f"{usable / gib:,.1f} GiB usable (memory x gpu_memory_utilization)"
+    budget = (
+        f"weights take {g.weight_bytes / GIB:,.1f} GiB per GPU and the reserve {reserve / GIB:,.1f} GiB, of "
+        f"{usable / GIB:,.1f} GiB usable (memory x gpu_memory_utilization)"
+    )
+    return _plan(g, usable, reserve, usable - g.weight_bytes - reserve, budget, " (vLLM's default is 16)")
+
+
+def sglang_decode_graph_max_bs(gpu_memory_mib: float, tp: int) -> int:
+    """SGLang's default ``cuda_graph_config[decode].max_bs`` for a GPU (``handle_gpu_memory_settings``' tiers)."""
+    if gpu_memory_mib < 20 * 1024:  # T4, 4080
+        return 8
+    if gpu_memory_mib < 35 * 1024:  # A10, 4090, 5090
+        return 48 if tp < 4 else 160
+    if gpu_memory_mib < 60 * 1024:  # A100-40GB, L40
+        return 32 if tp < 4 else 160
+    if gpu_memory_mib < 160 * 1024:  # H100, A100-80GB, H20, H200
+        return 256 if tp < 4 else 512
+    return 512  # B200, MI300
+
+
+def sglang_prefill_graph_count(max_tokens: int) -> int:
+    """How many prefill token counts SGLang captures up to ``max_tokens`` (``generate_prefill_cuda_graph_batch_sizes``:
+    4-32 by 4, 48-256 by 16, 288-512 by 32, 576-1024 by 64, 1280-4096 by 256, then by 512)."""
+    steps = ((4, 32, 4), (48, 256, 16), (288, 512, 32), (576, 1024, 64), (1280, 4096, 256), (4608, max_tokens, 512))
+    return sum(len(range(lo, min(hi, max_tokens) + 1, step)) for lo, hi, step in steps)
+
+
+def sglang_mem_fraction_static(
+    gpu_memory_bytes: float,
+    chunked_prefill_size: int,
+    tp: int,
+    pp: int = 1,
+    *,
+    max_prefill_tokens: int = 16384,
+    max_running_requests: int | None = None,
+    mla: bool = False,
+) -> float:
+    """SGLang's default ``--mem-fraction-static``: ``round((gpu_mem - reserved_mem) / gpu_mem, 3)``, in MiB.
+
+    sglang 0.5.23 ``handle_gpu_memory_settings`` (``python/sglang/srt/arg_groups/memory_hook.py``), for a
+    replica serving both phases without DP attention or DeepEP: ``reserved_mem`` = 512 + 1.5 x max(the
+    chunked prefill size, or max_prefill_tokens without chunking, 2048) + tp x pp / 8 x 1024 + the CUDA
+    graphs (``reserve_for_graph_mb``: 2 per request of the decode graphs' max batch, capped by
+    ``max_running_requests``; 8 per captured prefill size up to the chunk, or 1.5 GiB under MLA), at least
+    10 GiB on GPUs of more than 60 GiB. SGLang turns prefill graphs off in some deployments (DP attention,
+    DeepSeek-V3 on the trtllm_mla backend, multimodal models), leaving out their term; not modelled here.
+    """
+    gpu_mib = gpu_memory_bytes / MIB
+    activation_tokens = max(chunked_prefill_size if chunked_prefill_size > 0 else max_prefill_tokens, 2048)
+    max_bs = sglang_decode_graph_max_bs(gpu_mib, tp)
+    if max_running_requests is not None:
+        max_bs = min(max_bs, max_running_requests)
+    if mla:
+        prefill_graphs = SGLANG_MLA_PREFILL_GRAPH_MIB
+    else:
+        prefill_max = chunked_prefill_size if pp == 1 else min(chunked_prefill_size, SGLANG_PP_PREFILL_GRAPH_MAX_TOKENS)
+        prefill_graphs = sglang_prefill_graph_count(prefill_max) * SGLANG_PREFILL_GRAPH_MIB_PER_SIZE
+    reserved = (
+        SGLANG_RESERVE_BASE_MIB
+        + max(activation_tokens, SGLANG_MIN_ACTIVATION_TOKENS) * SGLANG_ACTIVATION_MIB_PER_TOKEN
+        + tp * pp * SGLANG_PARALLEL_MIB
+        + max_bs * SGLANG_DECODE_GRAPH_MIB_PER_BS
+        + prefill_graphs
+    )
+    if gpu_mib > SGLANG_FLOOR_ABOVE_MIB:
+        reserved = max(reserved, SGLANG_RESERVE_FLOOR_MIB)
+    return round((gpu_mib - reserved) / gpu_mib, 3)
+
+
+def plan_sglang_memory(
+    model: ModelSpec,
+    hardware: HardwareSpec,
+    tp: int,
+    block_size: int,
+    pp: int = 1,
+    *,
+    chunked_prefill_size: int,
+    mem_fraction_static: float | None = None,
+    max_prefill_tokens: int = 16384,
+    max_running_requests: int | None = None,
+    weight_bytes: float | None = None,
+    memory_bytes: float | None = None,
+    extra_weight_bytes: float = 0.0,
+    extra_kv_bytes_per_token: float = 0.0,
+) -> MemoryPlan:
+    """SGLang's KV blocks per replica: (memory x mem_fraction_static - weights/(tp pp)) / bytes per block.
+
+    SGLang's static pool (weights and KV) is ``mem_fraction_static`` of the memory free before the weights
+    load; the KV cache is what the loaded weights leave of it (``KVCacheConfigurator._profile_available_bytes``,
+    ``python/sglang/srt/mem_cache/kv_cache_configurator.py``: free memory after loading less
+    ``pre_model_load_memory x (1 - mem_fraction_static)``). The memory free before loading is taken as the
+    device's (the CUDA context and NCCL buffers SGLang measures around are not modelled); activations and CUDA
+    graphs live in the rest, so no reserve is subtracted. ``mem_fraction_static`` None: SGLang's default
+    (``sglang_mem_fraction_static``; ``max_prefill_tokens`` defaults to SGLang's 16384, ``ServerArgs``).
+    Arguments otherwise as ``plan_memory``'s; ValueError with the figures when not one block fits.
+    """
+    g = _per_gpu(
+        model, hardware, tp, pp, block_size, weight_bytes, memory_bytes, extra_weight_bytes, extra_kv_bytes_per_token
+    )
+    fraction = mem_fraction_static
+    if fraction is None:
+        fraction = sglang_mem_fraction_static(
+            g.device_bytes,
+            chunked_prefill_size,
+            tp,
+            pp,
+            max_prefill_tokens=max_prefill_tokens,
+            max_running_requests=max_running_requests,
+            mla=model.is_mla,
         )
-        if kv_bytes <= 0:
-            raise ValueError(
-                f"{model.name} does not fit on {hardware.name} with tp={tp}, pp={pp}: {budget}, which leaves "
-                "nothing for the KV cache; use a larger tp or pp, or a device with more memory"
-            )
-        raise ValueError(
-            f"{where}: one KV block of {block_size:,} tokens takes {block_bytes / gib:,.3g} GiB per GPU, more than "
-            f"the {kv_bytes / gib:,.3g} GiB left for the KV cache ({budget}); use a smaller kv_cache.block_size "
-            "(vLLM's default is 16)"
-        )
-    return MemoryPlan(usable, weights, reserve, kv_bytes, block_bytes, num_blocks)
+    usable = g.device_bytes * fraction
+    budget = (
+        f"weights take {g.weight_bytes / GIB:,.1f} GiB per GPU of the {usable / GIB:,.1f} GiB static pool "
+        f"(memory x mem_fraction_static {fraction:g})"
+    )
+    return _plan(g, usable, 0.0, usable - g.weight_bytes, budget, "")
+
+
+def plan_trtllm_memory(
+    model: ModelSpec,
+    hardware: HardwareSpec,
+    tp: int,
+    block_size: int,
+    free_gpu_memory_fraction: float | None = None,
+    reserve_bytes: float | None = None,
+    pp: int = 1,
+    *,
+    max_num_tokens: int = 8192,
+    weight_bytes: float | None = None,
+    memory_bytes: float | None = None,
+    extra_weight_bytes: float = 0.0,
+    extra_kv_bytes_per_token: float = 0.0,
+) -> MemoryPlan:
+    """TensorRT-LLM's KV blocks per replica: free_gpu_memory_fraction x (memory - weights/(tp pp) - reserve).
+
+    The PyTorch backend's ``KvCacheCreator._cal_max_memory`` (``tensorrt_llm/_torch/pyexecutor/_util.py``,
+    read at NVIDIA/TensorRT-LLM 0004396): ``(total - peak + estimation KV) x fraction``, the peak measured over
+    a profiling run of dummy requests filling ``max_num_tokens`` (weights, activations, memory outside torch:
+    NCCL, CUDA graphs). The reserve is servesim's estimate of the activations and runtime for a
+    ``max_num_tokens`` step (``default_reserve_bytes``; 8192 is TensorRT-LLM's default, ``BaseLlmArgs``) unless
+    given. ``free_gpu_memory_fraction`` None: TensorRT-LLM's 0.9. Arguments otherwise as ``plan_memory``'s;
+    ValueError with the figures when not one block fits.
+    """
+    g = _per_gpu(
+        model, hardware, tp, pp, block_size, weight_bytes, memory_bytes, extra_weight_bytes, extra_kv_bytes_per_token
+    )
+    fraction = TRTLLM_FREE_GPU_MEMORY_FRACTION if free_gpu_memory_fraction is None else free_gpu_memory_fraction
+    reserve = default_reserve_bytes(model, tp, max_num_tokens) if reserve_bytes is None else reserve_bytes
+    free = g.device_bytes - g.weight_bytes - reserve
+    kv_bytes = free * fraction
+    budget = (
+        f"weights take {g.weight_bytes / GIB:,.1f} GiB per GPU and the reserve {reserve / GIB:,.1f} GiB of "
+        f"{g.device_bytes / GIB:,.1f} GiB, leaving {free / GIB:,.1f} GiB free (KV: free_gpu_memory_fraction "
+        f"{fraction:g} of it)"
+    )
+    return _plan(
+        g, g.weight_bytes + reserve + kv_bytes, reserve, kv_bytes, budget, " (TensorRT-LLM's tokens_per_block is 32)"
+    )
