@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from simulator.cost.silicon.database import Selection, Table, newest
+from simulator.cost.silicon.database import Selection, Table, newest, version_key
 
 # The attention kernel each engine runs by default, most preferred first; the first one the table has is read.
 # vLLM: FlashAttention 3 on Hopper, FlashInfer's TRT-LLM kernels on Blackwell, FlashAttention 2 on Ampere and Ada
@@ -393,26 +393,29 @@ def _all_reduce(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]
             )
 
 
-def _moe_tables(sel: Selection, table: Table) -> list[Table]:
-    """The MoE tables read, in order: the engine's (``table``), its older versions, then the other engines' newest
-    on the same GPU (SGLang, TensorRT-LLM, vLLM), each shape taken from the first that measured it."""
-    out = [table, *sel.older_tables("moe", "moe_perf.parquet")]
-    moe = sel.tables.versions().get("moe", {})
+def _moe_tables(sel: Selection, table: Table) -> tuple[list[Table], list[Table]]:
+    """The engine's MoE tables (``table``, then its older versions) and the other engines' on the same GPU (SGLang,
+    TensorRT-LLM, vLLM; each newest first)."""
+    own = [table, *sel.older_tables("moe", "moe_perf.parquet")]
+    others = []
+    folder = sel.tables.root / "moe"
     for framework in STAND_IN_FRAMEWORKS:
-        if framework != table.framework and framework in moe:
-            other = Selection(sel.tables, framework, newest(moe[framework]), framework).table("moe", "moe_perf.parquet")
-            if other is not None and other.framework == framework:
-                out.append(other)
-    return out
+        if framework == table.framework:
+            continue
+        versions = sorted((p.parent.name for p in (folder / framework).glob("*/moe_perf.parquet")), key=version_key)
+        others += [Table(folder / framework / v / "moe_perf.parquet", framework, v) for v in versions[::-1]]
+    return own, others
 
 
 def _moe(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:
-    """The fused MoE layer by token count per (dtype, distribution, shape, moe_tp, moe_ep), the fastest kernel.
+    """The fused MoE layer by token count per (dtype, distribution, shape, moe_tp, moe_ep), the fastest kernel:
+    ``moe/...`` from the engine's own tables, ``moe_other/...`` from the other engines'.
 
     A shape the engine's table at the version read lacks is read from its older versions (the same engine's
-    kernel; e.g. h200's vLLM 0.24.0 table dropped MiniMax-M2.5's shape that 0.19.0 measured), then from the other
-    engines' tables of the same GPU (e.g. the W4A8 MXFP4 experts vLLM runs with VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1
-    are FlashInfer's TRT-LLM kernel, which SGLang's collector measured and vLLM's did not), before any roofline."""
+    kernel; e.g. h200's vLLM 0.24.0 table dropped MiniMax-M2.5's shape that 0.19.0 measured). The silicon model
+    reads the other engines' measurements (``moe_other``) only where no dtype it accepts was measured by the engine
+    itself (e.g. the W4A8 MXFP4 experts vLLM runs with VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 are FlashInfer's TRT-LLM
+    kernel, which SGLang's collector measured and vLLM's did not), before any roofline."""
     table = sel.table("moe", "moe_perf.parquet")
     if table is None:
         return
@@ -426,23 +429,25 @@ def _moe(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> No
         "moe_tp_size",
         "moe_ep_size",
     ]
+    own, others = _moe_tables(sel, table) if table.framework == sel.base else ([table], [])
     borrowed: dict[str, int] = {}
-    for source in _moe_tables(sel, table):  # a shape is read from the first table that has it
-        frame = _read(source)
-        assert frame is not None
-        frame = frame[(frame.latency > 0) & frame.moe_dtype.isin(list(MOE_DTYPES))]
-        for keys, part in frame.groupby(cols):
-            part = part.groupby("num_tokens").latency.min().sort_index()
-            if len(part) < 2:
-                continue
-            dtype, dist, *rest = keys
-            key = "/".join(["moe", MOE_DTYPES[dtype], dist, *map(str, rest)])
-            if key in out:
-                continue
-            out[key] = np.stack([part.index.to_numpy(np.float64), part.to_numpy(np.float64)]).astype(np.float32)
-            if source is not table:
-                label = f"{source.framework} {source.version}"
-                borrowed[label] = borrowed.get(label, 0) + 1
+    for prefix, sources in (("moe", own), ("moe_other", others)):
+        for source in sources:  # a shape is read from the first table that has it
+            frame = _read(source)
+            assert frame is not None
+            frame = frame[(frame.latency > 0) & frame.moe_dtype.isin(list(MOE_DTYPES))]
+            for keys, part in frame.groupby(cols):
+                part = part.groupby("num_tokens").latency.min().sort_index()
+                if len(part) < 2:
+                    continue
+                dtype, dist, *rest = keys
+                key = "/".join([prefix, MOE_DTYPES[dtype], dist, *map(str, rest)])
+                if key in out:
+                    continue
+                out[key] = np.stack([part.index.to_numpy(np.float64), part.to_numpy(np.float64)]).astype(np.float32)
+                if source is not table:
+                    label = f"{source.framework} {source.version}"
+                    borrowed[label] = borrowed.get(label, 0) + 1
     meta["moe"] = f"{table.describe()}, fastest kernel per shape"
     if borrowed:
         meta["moe"] += "; shapes it lacks from " + ", ".join(f"{k} ({n})" for k, n in borrowed.items())

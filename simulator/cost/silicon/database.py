@@ -39,6 +39,11 @@ def _version_key(version: str) -> tuple[int, Version | str]:
         return (0, version)
 
 
+def version_key(version: str) -> tuple[int, Version | str]:
+    """Sort key of a table version: releases by PEP 440 order, any other name before them."""
+    return _version_key(version)
+
+
 def newest(versions: list[str] | tuple[str, ...]) -> str:
     return max(versions, key=_version_key)
 

@@ -64,7 +64,7 @@ GEMM_TABLES: dict[str | None, tuple[str, ...]] = {
     "fp8_block": ("fp8_block", "fp8"),
     "nvfp4": ("nvfp4",),
     "mxfp4": ("mxfp4",),
-    "mxfp4_mxfp8": ("mxfp4_mxfp8", "mxfp4"),
+    "mxfp4_mxfp8": ("mxfp4_mxfp8",),  # W4A8 is the setting: another engine's W4A8 before the W4A16 kernel
 }
 # The MoE tables an engine's MXFP4 experts (gpt-oss) read, most preferred first. On Blackwell TensorRT-LLM's TRTLLM
 # MoE backend and SGLang's flashinfer_mxfp4 runner quantize the activations to MXFP8 (W4A8; TensorRT-LLM's gpt-oss
@@ -236,8 +236,12 @@ class SiliconCostModel:
             dtypes = GEMM_TABLES[m.quantization]  # the format's own kernels (FP8: per-tensor, else block-wise)
             if m.quantization == "mxfp4":
                 dtypes = MXFP4_MOE_TABLES.get(t.selection.framework, dtypes)
-            for dtype in dtypes:
-                self._moe = t.moe(f"moe/{dtype}/{dist}/{shape}/{tp // self.ep}/{self.ep}")
+            # the engine's own measurement of any dtype it accepts first, then another engine's of the same kernel
+            for prefix in ("moe", "moe_other"):
+                for dtype in dtypes:
+                    self._moe = t.moe(f"{prefix}/{dtype}/{dist}/{shape}/{tp // self.ep}/{self.ep}")
+                    if self._moe is not None:
+                        break
                 if self._moe is not None:
                     break
         if m.is_moe and self.ep > 1 and self.params.roofline.expert_all_to_all:
