@@ -31,8 +31,10 @@ written with InferenceX's client all the same).
   SemiAnalysisAI/InferenceX and the commit read): the flags servesim's policies express (vLLM
   ``max_num_seqs``, ``max_num_batched_tokens``, ``gpu_memory_utilization``; SGLang
   ``max_running_requests``, ``chunked_prefill_size``, ``max_prefill_tokens``; TensorRT-LLM
-  ``max_num_tokens``, ``max_batch_size``, chunked context) and the KV dtype and block size, some
-  of them functions of ISL, CONC and TP as the script computes them. A point with no recipe (every
+  ``max_num_tokens``, ``max_batch_size``, chunked context), the KV dtype, block size and memory share
+  (SGLang ``--mem-fraction-static``, TensorRT-LLM ``free_gpu_memory_fraction``), settings that pick
+  the kernels (vLLM's ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8``) and expert parallelism, some of them
+  functions of ISL, CONC and TP as the script computes them. A point with no recipe (every
   gap-analysis point, disaggregated points, groups whose script was not found) keeps the generic
   settings: vLLM ``--max-num-seqs CONC --max-num-batched-tokens 8192``; SGLang
   ``max_running_requests: CONC``; TensorRT-LLM ``max_batch_size: CONC``; an FP8 KV cache for FP8
@@ -285,6 +287,8 @@ class Recipe:
     kv_cache: dict[str, Any] = field(default_factory=dict)
     unexpressed: str = ""
     quantization: str | None = None  # an engine setting that picks the weights' kernels (None: the point's)
+    expert_parallel: bool = False  # --enable-expert-parallel whatever the point's recorded EP: ep = tp
+    kv_cache_for_tp: Callable[[int], dict[str, Any]] | None = None  # KV-cache fields the script sets by TP
 
     @property
     def label(self) -> str:
@@ -329,10 +333,10 @@ def _sglang_dsr1_fp4_blackwell(isl: int, osl: int, conc: int, tp: int) -> dict[s
 
 _FP8_KV = {"dtype": "fp8"}
 _DSR1_TRT_UNEXPRESSED = (
-    "kv free_gpu_memory_fraction 0.8 (0.7/0.75 in some cases; a share of the memory left after weights, not "
-    "servesim's gpu_memory_utilization); CUDA-graph and piecewise-graph settings; MoE backend; batch waiting"
+    "kv free_gpu_memory_fraction 0.7 or 0.75 in some cases (0.8 taken); CUDA-graph and piecewise-graph settings; "
+    "MoE backend; batch waiting"
 )
-_SGLANG_MEM = "--mem-fraction-static {} (weights plus KV pool; servesim's sglang policy has no such knob)"
+_DSR1_TRT_KV = _FP8_KV | {"free_gpu_memory_fraction": 0.8}
 _70B_TRT = Recipe(
     "",
     "",
@@ -349,7 +353,16 @@ _C_SGLANG_0417 = "dd9c285b31409ac34f35ccc25ba5ac3af234df13"  # 2026-04-17
 
 
 def _with(recipe: Recipe, script: str, commit: str) -> Recipe:
-    return Recipe(script, commit, recipe.policy, recipe.kv_cache, recipe.unexpressed, recipe.quantization)
+    return Recipe(
+        script,
+        commit,
+        recipe.policy,
+        recipe.kv_cache,
+        recipe.unexpressed,
+        recipe.quantization,
+        recipe.expert_parallel,
+        recipe.kv_cache_for_tp,
+    )
 
 
 def _vllm(seqs: int | None, tokens: int | None) -> Callable[[int, int, int, int], dict[str, Any]]:
@@ -366,11 +379,18 @@ def _vllm(seqs: int | None, tokens: int | None) -> Callable[[int, int, int, int]
     return policy
 
 
-_DSR1_TRT_B200 = Recipe("", "", _trt_dsr1_b200_tokens, _FP8_KV, _DSR1_TRT_UNEXPRESSED)
-_DSR1_TRT_FP8_H200 = Recipe("", "", _trt_dsr1_h200_tokens, _FP8_KV, _DSR1_TRT_UNEXPRESSED)
-_SGL_FP4 = Recipe("", "", _sglang_dsr1_fp4_blackwell, _FP8_KV, _SGLANG_MEM.format(0.85))
-_SGL_FP8 = Recipe("", "", _sglang_dsr1_fp8_blackwell, _FP8_KV, _SGLANG_MEM.format("0.82 (0.95 at TP 4)"))
-_SGL_H200 = Recipe("", "", _sglang_dsr1_fp8_h200, {}, _SGLANG_MEM.format(0.82) + "; no --kv-cache-dtype (auto)")
+_DSR1_TRT_B200 = Recipe("", "", _trt_dsr1_b200_tokens, _DSR1_TRT_KV, _DSR1_TRT_UNEXPRESSED)
+_DSR1_TRT_FP8_H200 = Recipe("", "", _trt_dsr1_h200_tokens, _DSR1_TRT_KV, _DSR1_TRT_UNEXPRESSED)
+# --mem-fraction-static 0.85; 0.82, or 0.95 at TP 4; 0.82 and no --kv-cache-dtype (auto) on H200
+_SGL_FP4 = Recipe("", "", _sglang_dsr1_fp4_blackwell, _FP8_KV | {"mem_fraction_static": 0.85})
+_SGL_FP8 = Recipe(
+    "",
+    "",
+    _sglang_dsr1_fp8_blackwell,
+    _FP8_KV,
+    kv_cache_for_tp=lambda tp: {"mem_fraction_static": 0.95 if tp == 4 else 0.82},
+)
+_SGL_H200 = Recipe("", "", _sglang_dsr1_fp8_h200, {"mem_fraction_static": 0.82})
 
 # (engine, model, precision, GPU) -> the launch script InferenceX ran, read in the public repository
 # SemiAnalysisAI/InferenceX at the commit named (the last on main at or before the group's latest
@@ -394,15 +414,15 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         "benchmarks/gptoss_fp4_b200_trt.sh",
         "d7dbd045b23447f2fef1fb3fe44d392c33e32679",  # 2026-02-05
         lambda isl, osl, conc, tp: {"max_num_tokens": 20000, "max_batch_size": 512, "enable_chunked_prefill": False},
-        _FP8_KV,
-        "free_gpu_memory_fraction 0.85; CUDA graphs to CONC; MoE backend TRTLLM",
+        _FP8_KV | {"free_gpu_memory_fraction": 0.85},
+        "CUDA graphs to CONC; MoE backend TRTLLM",
     ),
     ("trtllm", "openai/gpt-oss-120b", "fp4", "h200_sxm"): Recipe(
         "benchmarks/gptoss_fp4_h200_trt_slurm.sh",
         "f6a9d0b6adf1b0eb52c7b107b275f086bbb48100",  # 2025-12-15
         lambda isl, osl, conc, tp: {"max_num_tokens": 20000, "max_batch_size": conc, "enable_chunked_prefill": False},
-        {},  # kv_cache_config dtype: auto
-        "free_gpu_memory_fraction 0.85; CUDA graphs to CONC; MoE backend TRITON",
+        {"free_gpu_memory_fraction": 0.85},  # kv_cache_config dtype: auto
+        "CUDA graphs to CONC; MoE backend TRITON",
     ),
     # TensorRT-LLM, DeepSeek-R1 and -V3: MAX_NUM_TOKENS from CONC and ISL, kv fp8, no --max_batch_size
     ("trtllm", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm"): _with(
@@ -461,24 +481,21 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
             "chunked_prefill_size": 32768,
             "max_prefill_tokens": 32768,
         },
-        _FP8_KV,
-        _SGLANG_MEM.format(0.85),
+        _FP8_KV | {"mem_fraction_static": 0.85},
     ),
     ("sglang", "zhipuai/GLM-5", "fp4", "b200_sxm"): Recipe(
         # first version on main (2026-04-02), four days after the points' 2026-03-29 run
         "benchmarks/single_node/glm5_fp4_b200.sh",
         "800f57aaf7c3e739fd7f5da938a6f1055565458e",
         lambda isl, osl, conc, tp: {"max_running_requests": conc, "chunked_prefill_size": 131072},
-        {},  # no --kv-cache-dtype (auto)
-        _SGLANG_MEM.format(0.80),
+        {"mem_fraction_static": 0.80},  # no --kv-cache-dtype (auto)
     ),
     ("sglang", "zhipuai/GLM-5", "fp8", "h200_sxm"): Recipe(
         # only --tp-size and --mem-fraction-static: SGLang's defaults for the rest
         "benchmarks/single_node/glm5_fp8_h200.sh",
         "ebb48d4bce45f1ee9e41ec0684dc2d1282fed798",  # 2026-03-19
         lambda isl, osl, conc, tp: {},
-        {},  # no --kv-cache-dtype (auto)
-        _SGLANG_MEM.format(0.85),
+        {"mem_fraction_static": 0.85},  # no --kv-cache-dtype (auto)
     ),
     # vLLM, Llama-3.1-70B: max-num-batched-tokens 8192, kv-cache-dtype fp8, --gpu-memory-utilization 0.9
     ("vllm", "meta-llama/Llama-3.1-70B", "fp8", "b200_sxm"): Recipe(
@@ -549,6 +566,9 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         "626932a110a2348591e314eddb782f7a0dee104c",  # 2026-03-28
         _vllm(None, None),
         {"gpu_memory_utilization": 0.95},  # no kv-cache-dtype (auto)
+        # `if [ "$EP_SIZE" -ge 1 ]; then EP=" --enable-expert-parallel"`: on for every point (the H100, B200 and
+        # B300 scripts test -gt 1), so the experts run EP = TP whatever EP_SIZE the point records
+        expert_parallel=True,
     ),
     ("vllm", "MiniMaxAI/MiniMax-M2.5", "fp8", "h100_sxm"): Recipe(
         "benchmarks/single_node/minimaxm2.5_fp8_h100.sh",
@@ -614,8 +634,12 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
         fields = recipe.policy(int(row["isl"]), int(row["osl"]), concurrency, tp)
         scenario["policy"] = {"kind": str(row["backend"]), **fields}
         kv_cache.update(recipe.kv_cache)
+        if recipe.kv_cache_for_tp is not None:
+            kv_cache.update(recipe.kv_cache_for_tp(tp))
         if recipe.quantization is not None:
             scenario["quantization"] = recipe.quantization
+        if recipe.expert_parallel and row["mode"] == "agg":
+            scenario["parallelism"]["ep"] = scenario["parallelism"]["tp"]
     scenario["kv_cache"] = kv_cache
     scenario["workload"] = workload_for(int(row["isl"]), int(row["osl"]), concurrency)
     return scenario

@@ -88,13 +88,14 @@ def own_agg(points: pd.DataFrame, engine: str, model: str, precision: str, syste
 
 def test_trtllm_deepseek_r1_takes_max_num_tokens_from_the_script(points):
     # dsr1_fp8_b200_trt.sh: MAX_NUM_TOKENS = round_up(CONC + ISL + 64, 64), at least 8192; kv fp8; no
-    # --max_batch_size (TensorRT-LLM's default); chunked context not enabled
+    # --max_batch_size (TensorRT-LLM's default); chunked context not enabled; kv_cache_config
+    # free_gpu_memory_fraction 0.8
     long = own_agg(points, "trtllm", "deepseek-ai/DeepSeek-R1", "fp8", "b200_sxm", isl=8192)
     conc = int(long["batch_size"])
     scenario = scenario_for(long)
     expected = max(math.ceil((conc + 8192 + 64) / 64) * 64, 8192)
     assert scenario["policy"] == {"kind": "trtllm", "max_num_tokens": expected, "enable_chunked_prefill": False}
-    assert scenario["kv_cache"] == {"prefix_caching": False, "dtype": "fp8"}
+    assert scenario["kv_cache"] == {"prefix_caching": False, "dtype": "fp8", "free_gpu_memory_fraction": 0.8}
     short = scenario_for(own_agg(points, "trtllm", "deepseek-ai/DeepSeek-R1", "fp8", "b200_sxm", isl=1024))
     assert short["policy"]["max_num_tokens"] == 8192  # the floor
     # the H200 script has no floor
@@ -104,7 +105,8 @@ def test_trtllm_deepseek_r1_takes_max_num_tokens_from_the_script(points):
 
 
 def test_sglang_glm5_and_vllm_gptoss_recipes(points):
-    # glm5_fp8_b200.sh: --max-running-requests $CONC --chunked-prefill-size 32768 --max-prefill-tokens 32768, kv fp8
+    # glm5_fp8_b200.sh: --max-running-requests $CONC --chunked-prefill-size 32768 --max-prefill-tokens 32768, kv fp8,
+    # --mem-fraction-static 0.85
     glm = own_agg(points, "sglang", "zhipuai/GLM-5", "fp8", "b200_sxm")
     scenario = scenario_for(glm)
     conc = scenario["workload"]["concurrency"]
@@ -114,17 +116,23 @@ def test_sglang_glm5_and_vllm_gptoss_recipes(points):
         "chunked_prefill_size": 32768,
         "max_prefill_tokens": 32768,
     }
-    assert scenario["kv_cache"] == {"prefix_caching": False, "dtype": "fp8"}
+    assert scenario["kv_cache"] == {"prefix_caching": False, "dtype": "fp8", "mem_fraction_static": 0.85}
     validate_scenario(scenario)
+    # dsr1_fp8_b200.sh: --mem-fraction-static 0.82, 0.95 at TP 4
+    for tp, fraction in ((4, 0.95), (8, 0.82)):
+        dsr1 = scenario_for(own_agg(points, "sglang", "deepseek-ai/DeepSeek-R1", "fp8", "b200_sxm", tp_size=tp))
+        assert dsr1["kv_cache"]["mem_fraction_static"] == fraction
     # gptoss_fp4_h200.sh: --max-num-seqs $CONC, max-num-batched-tokens 8192, --gpu-memory-utilization 0.9 and
     # no --kv-cache-dtype (auto: the checkpoint's KV dtype, not the generic FP8)
     oss = scenario_for(own_agg(points, "vllm", "openai/gpt-oss-120b", "fp4", "h200_sxm"))
     conc = oss["workload"]["concurrency"]
     assert oss["policy"] == {"kind": "vllm", "max_num_seqs": conc, "max_num_batched_tokens": 8192}
     assert oss["kv_cache"] == {"prefix_caching": False, "gpu_memory_utilization": 0.9}
-    # minimaxm2.5_fp8_h200.sh: only --gpu-memory-utilization 0.95: vLLM's defaults for the batch
+    # minimaxm2.5_fp8_h200.sh: only --gpu-memory-utilization 0.95: vLLM's defaults for the batch; its
+    # `[ "$EP_SIZE" -ge 1 ]` passes --enable-expert-parallel for every point: EP = TP
     minimax = scenario_for(own_agg(points, "vllm", "MiniMaxAI/MiniMax-M2.5", "fp8", "h200_sxm"))
     assert minimax["policy"] == {"kind": "vllm"}
+    assert minimax["parallelism"]["ep"] == minimax["parallelism"]["tp"]
     assert minimax["kv_cache"] == {"prefix_caching": False, "gpu_memory_utilization": 0.95}
     validate_scenario(minimax)
 
