@@ -339,6 +339,7 @@ def _make_replica(
                 check_invariants=check_invariants,
                 speculation=_speculation(cfg, replica_id, e),
                 fast_forward=fast_forward,
+                plans_ahead=_cpu_overlap(setup.cost_model),
             )
         )
     return Replica(replica_id, setup.name, g.role, engines, env)

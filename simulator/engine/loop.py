@@ -72,6 +72,7 @@ class Engine:
         check_invariants: bool = False,
         fast_forward: bool = True,
         speculation: Speculation | None = None,
+        plans_ahead: bool = False,
     ) -> None:
         self.env = env
         self.policy = policy
@@ -107,6 +108,16 @@ class Engine:
             self.fast_forward.num_used_blocks_now if self.fast_forward is not None else lambda: kv.num_used_blocks
         )
         self._wake: simpy.Event | None = None
+        # Scheduling one step ahead (vLLM V1's async scheduling: vllm/v1/engine/core.py step_with_batch_queue
+        # schedules step N+1 and queues it behind step N before blocking on N's result; SGLang's
+        # event_loop_overlap and TensorRT-LLM's _executor_loop_overlap likewise), the engine plans step N+1 when
+        # step N is launched, so a request that arrives while a step runs is first planned into the step after
+        # the next: it waits here (the engine's input queue) until the next plan is made, and joins the queue
+        # the plan after it reads. The same setting that hides the engine's CPU time behind the GPU's (the cost
+        # model's ``cpu_overlap``, from ``BatchTraits.overlaps_cpu``).
+        self._plans_ahead = plans_ahead
+        self._busy = False  # a step (or a fast-forward window) is running on the GPU
+        self._inbox: list[Request] = []
         self.hooks: EngineHooks | None = None
         self.process: simpy.Process | None = None
 
@@ -144,7 +155,7 @@ class Engine:
 
     @property
     def num_outstanding(self) -> int:
-        return self.executor.num_outstanding
+        return self.executor.num_outstanding + len(self._inbox)
 
     @property
     def kv_capacity_tokens(self) -> int:
@@ -166,11 +177,25 @@ class Engine:
     # -- requests reaching the engine ----------------------------------------------------
 
     def enqueue(self, req: Request) -> None:
-        """Accept a new request into the queue, or reject it if it can never run here."""
+        """Accept a new request into the queue, or reject it if it can never run here. An engine that plans one
+        step ahead holds a request arriving mid-step until its next plan is made (``_plans_ahead``)."""
+        if self._plans_ahead and self._busy:
+            self._inbox.append(req)
+            self._wakeup()  # a fast-forward window ends at the step in progress
+            return
+        self._accept(req)
+
+    def _accept(self, req: Request) -> None:
         if self.executor.enqueue(req, self.env.now):
             self._wakeup()
         else:
             self._hooks.request_done(req)
+
+    def _flush_inbox(self) -> None:
+        """The requests that arrived while the last step ran join the queue the next plan reads."""
+        inbox, self._inbox = self._inbox, []
+        for req in inbox:
+            self._accept(req)
 
     def offer_transfer(self, req: Request) -> None:
         """A prefilled request wants to send its KV here: lease blocks now, or queue until there are."""
@@ -199,13 +224,21 @@ class Engine:
         while True:
             ex.kv.new_plan()
             # a window records no preemptions or swap time: one carried from a preempt-only plan goes by the plain path
-            if ff is not None and ex._running and not carried.num_preempted and not carried.num_swaps:
+            if (
+                ff is not None
+                and ex._running
+                and not carried.num_preempted
+                and not carried.num_swaps
+                and not self._inbox
+            ):
                 assert self._steady is not None
                 if self._steady(ex):
                     window = ff.plan()
                     if window is not None:
                         self._wake = wake = env.event()
+                        self._busy = True
                         k = yield from ff.wait(window, wake)
+                        self._busy = False
                         self._wake = None
                         finished = ff.advance(window, k)
                         if finished:
@@ -220,10 +253,14 @@ class Engine:
             ex.carry_out(plan, env.now, carried)
             for req, _ in plan.reject:
                 self._hooks.request_done(req)
+            flushed = bool(self._inbox)
+            if flushed:  # after the plan: they arrived while the step before it ran
+                self._flush_inbox()
             self._sample_levels()
-            if not plan.scheduled and (plan.preempt or plan.reject):
+            if not plan.scheduled and (plan.preempt or plan.reject or flushed):
                 # The plan only made room or removed requests: blocks were freed, so let incoming KV
-                # transfers claim them and plan again at once rather than sleep.
+                # transfers claim them and plan again at once rather than sleep (likewise for requests that
+                # reached an engine with nothing to run).
                 self._reserve_incoming()
                 continue
             if not plan.scheduled:
@@ -234,10 +271,12 @@ class Engine:
             step = self.cost_model.step_time(shape)
             link = self.host_link
             transfer_s = link.time_s(carried.swap_bytes, carried.num_swaps) if carried.num_swaps and link else 0.0
+            self._busy = True
             if self.stages is None:
                 yield env.timeout(step.total_s + transfer_s)
             else:
                 yield from self._run_pipeline(shape, step.stage_s or (step.total_s,), transfer_s)
+            self._busy = False
             duration = env.now - start
             left = ex.apply(plan, env.now)
             if left:

@@ -1,0 +1,40 @@
+"""An engine that schedules one step ahead (vLLM V1's async scheduling, SGLang's and TensorRT-LLM's overlap
+schedulers) plans step N+1 when step N is launched: a request arriving while step N runs is first planned into
+step N+2 (vllm/v1/engine/core.py, step_with_batch_queue). Constant 1 s steps; the vLLM V1 policy."""
+
+import pytest
+
+from simulator.build import build
+from tests.conftest import make_config, make_stream
+
+
+def first_scheduled(arrivals, prompts, outputs, plans_ahead: bool, fast_forward: bool = False) -> list[float]:
+    cfg = make_config(policy={"kind": "vllm"})
+    sim = build(cfg, stream=make_stream(arrivals, prompts, outputs), fast_forward=fast_forward, check_invariants=True)
+    for engine in sim.engines:
+        engine._plans_ahead = plans_ahead  # the cost model's cpu_overlap sets it; a constant model has none
+    result = sim.run()
+    return result.requests.sort_values("request_id").first_scheduled_s.tolist()
+
+
+@pytest.mark.parametrize("fast_forward", [False, True])
+def test_a_request_arriving_mid_step_is_planned_into_the_step_after_the_next(fast_forward):
+    # request 0 runs steps from t = 0; request 1 arrives at 1.5, while the step 1 -> 2 runs
+    arrivals, prompts, outputs = [0.0, 1.5], [10, 10], [8, 3]
+    assert first_scheduled(arrivals, prompts, outputs, plans_ahead=False, fast_forward=fast_forward) == [0.0, 2.0]
+    # the step starting at 2 was planned when the step before it was launched, at 1: request 1 joins at 3
+    assert first_scheduled(arrivals, prompts, outputs, plans_ahead=True, fast_forward=fast_forward) == [0.0, 3.0]
+
+
+def test_a_request_reaching_an_idle_engine_is_planned_at_once():
+    # request 0 is done (prefill, then two decode steps) by t = 3; request 1 arrives at 5 to an idle engine
+    assert first_scheduled([0.0, 5.0], [10, 10], [3, 3], plans_ahead=True) == [0.0, 5.0]
+
+
+def test_the_engines_cpu_overlap_setting_turns_it_on():
+    cfg = make_config(policy={"kind": "vllm"}, cost_model={"kind": "roofline"})
+    assert all(e._plans_ahead for e in build(cfg, stream=make_stream([0.0], [10], [2])).engines)
+    cfg = make_config(policy={"kind": "vllm"}, cost_model={"kind": "roofline", "cpu_overlap": False})
+    assert not any(e._plans_ahead for e in build(cfg, stream=make_stream([0.0], [10], [2])).engines)
+    cfg = make_config(policy={"kind": "vllm_v0"}, cost_model={"kind": "roofline"})  # V0 schedules synchronously
+    assert not any(e._plans_ahead for e in build(cfg, stream=make_stream([0.0], [10], [2])).engines)
