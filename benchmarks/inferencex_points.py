@@ -311,12 +311,22 @@ def _trt_dsr1_h200_tokens(isl: int, osl: int, conc: int, tp: int) -> dict[str, A
 
 
 def _sglang_dsr1_fp8_blackwell(isl: int, osl: int, conc: int, tp: int) -> dict[str, Any]:
-    # TP 8: MAX_RUNNING_REQUESTS=128, CHUNKED_PREFILL_SIZE=32768, MAX_PREFILL_TOKENS=32768;
-    # TP 4 (8k/1k only): 32, 8192, 8192; any other TP exits (no recipe: the generic settings)
+    # TP 8: MAX_RUNNING_REQUESTS=128, CHUNKED_PREFILL_SIZE=32768, MAX_PREFILL_TOKENS=32768, SCHEDULER_RECV_INTERVAL 30
+    # at CONC >= 16, else 10; TP 4 (8k/1k only): 32, 8192, 8192, 10; any other TP exits (no recipe: the generic ones)
     if tp == 4:
-        return {"max_running_requests": 32, "chunked_prefill_size": 8192, "max_prefill_tokens": 8192}
+        return {
+            "max_running_requests": 32,
+            "chunked_prefill_size": 8192,
+            "max_prefill_tokens": 8192,
+            "scheduler_recv_interval": 10,
+        }
     if tp == 8:
-        return {"max_running_requests": 128, "chunked_prefill_size": 32768, "max_prefill_tokens": 32768}
+        return {
+            "max_running_requests": 128,
+            "chunked_prefill_size": 32768,
+            "max_prefill_tokens": 32768,
+            "scheduler_recv_interval": 30 if conc >= 16 else 10,
+        }
     return {"max_running_requests": conc}
 
 
@@ -327,8 +337,13 @@ def _sglang_dsr1_fp8_h200(isl: int, osl: int, conc: int, tp: int) -> dict[str, A
 
 
 def _sglang_dsr1_fp4_blackwell(isl: int, osl: int, conc: int, tp: int) -> dict[str, Any]:
-    # --max-running-requests 256 --chunked-prefill-size 16384 (max-prefill-tokens SGLang's 16384)
-    return {"max_running_requests": 256, "chunked_prefill_size": 16384}
+    # --max-running-requests 256 --chunked-prefill-size 16384 (max-prefill-tokens SGLang's 16384),
+    # --scheduler-recv-interval 30 at CONC >= 16, else 10
+    return {
+        "max_running_requests": 256,
+        "chunked_prefill_size": 16384,
+        "scheduler_recv_interval": 30 if conc >= 16 else 10,
+    }
 
 
 _FP8_KV = {"dtype": "fp8"}

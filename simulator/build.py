@@ -340,6 +340,7 @@ def _make_replica(
                 speculation=_speculation(cfg, replica_id, e),
                 fast_forward=fast_forward,
                 plans_ahead=_cpu_overlap(setup.cost_model),
+                recv_interval=getattr(policy_params, "scheduler_recv_interval", 1),
             )
         )
     return Replica(replica_id, setup.name, g.role, engines, env)

@@ -120,6 +120,13 @@ class SglangParams(BaseModel):
     new_token_ratio_decay_steps: int = Field(
         600, ge=1, description="SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS: decode steps from the start to the floor."
     )
+    scheduler_recv_interval: int = Field(
+        1,
+        ge=1,
+        le=10_000,
+        description="--scheduler-recv-interval: the scheduler takes new requests in after this many decode steps "
+        "(a step with a prefill counts in full: python/sglang/srt/managers/scheduler_recv_skipper.py); 1: every step.",
+    )
 
     def resolve_for_hardware(self, device_memory_bytes: float, device_name: str) -> SglangParams:
         """These parameters with a ``None`` chunk size replaced by SGLang's default for the GPU."""

@@ -32,6 +32,10 @@ from simulator.request import Request, State
 
 __all__ = ["Engine", "EngineHooks", "Role"]
 
+# SGLang's scheduler_recv_skipper.py weights: a decode step adds 1 to the counter, any other step 1000 (_DEFAULT_WEIGHT)
+RECV_WEIGHT_DECODE = 1
+RECV_WEIGHT_PREFILL = 1000
+
 
 class EngineHooks(Protocol):
     """What an engine tells the rest of the simulation."""
@@ -73,6 +77,7 @@ class Engine:
         fast_forward: bool = True,
         speculation: Speculation | None = None,
         plans_ahead: bool = False,
+        recv_interval: int = 1,
     ) -> None:
         self.env = env
         self.policy = policy
@@ -116,6 +121,11 @@ class Engine:
         # the plan after it reads. The same setting that hides the engine's CPU time behind the GPU's (the cost
         # model's ``cpu_overlap``, from ``BatchTraits.overlaps_cpu``).
         self._plans_ahead = plans_ahead
+        # SGLang's --scheduler-recv-interval (scheduler_recv_skipper.py): the scheduler polls for new requests only
+        # once its counter reaches the interval; each decode step adds 1, any other step (a prefill) the default
+        # weight of 1000, so requests are taken in after every prefill and every ``recv_interval`` decode steps.
+        self._recv_interval = recv_interval
+        self._recv_counter = recv_interval  # the skipper starts full: the first poll takes requests in
         self._busy = False  # a step (or a fast-forward window) is running on the GPU
         self._inbox: list[Request] = []
         self.hooks: EngineHooks | None = None
@@ -179,7 +189,7 @@ class Engine:
     def enqueue(self, req: Request) -> None:
         """Accept a new request into the queue, or reject it if it can never run here. An engine that plans one
         step ahead holds a request arriving mid-step until its next plan is made (``_plans_ahead``)."""
-        if self._plans_ahead and self._busy:
+        if (self._plans_ahead or self._recv_interval > 1) and self._busy:
             self._inbox.append(req)
             self._wakeup()  # a fast-forward window ends at the step in progress
             return
@@ -190,6 +200,30 @@ class Engine:
             self._wakeup()
         else:
             self._hooks.request_done(req)
+
+    def _polls(self) -> bool:
+        """Whether the engine polls its input queue at this plan: every plan, or with ``recv_interval`` > 1 once the
+        skipper's counter (the steps run since the last poll, weighted) reaches it, or when it has nothing to run."""
+        if self._recv_interval <= 1:
+            return True
+        if self._recv_counter < self._recv_interval and (self.executor.num_running or self.executor.waiting):
+            return False
+        self._recv_counter = 0
+        return True
+
+    def _count_steps(self, prefill: bool, steps: int = 1) -> None:
+        """Add steps run to the skipper's counter; ``steps`` decode steps of a fast-forward window poll (an empty
+        input queue) at each crossing of the interval, so only the remainder carries on."""
+        if self._recv_interval <= 1:
+            return
+        if prefill:
+            self._recv_counter += RECV_WEIGHT_PREFILL
+            return
+        total = self._recv_counter + steps * RECV_WEIGHT_DECODE
+        if steps > 1 and total > self._recv_interval:
+            total %= self._recv_interval
+            total = total or self._recv_interval  # a crossing at the window's last step polls at the next plan
+        self._recv_counter = total
 
     def _flush_inbox(self) -> None:
         """The requests that arrived while the last step ran join the queue the next plan reads."""
@@ -240,6 +274,7 @@ class Engine:
                         k = yield from ff.wait(window, wake)
                         self._busy = False
                         self._wake = None
+                        self._count_steps(prefill=False, steps=k)
                         finished = ff.advance(window, k)
                         if finished:
                             self._dispatch(finished, 0.0)
@@ -249,11 +284,13 @@ class Engine:
                         if self.check_invariants:
                             self.check()
                         continue
+            if not self._plans_ahead and self._polls() and self._inbox:  # a synchronous engine polls, then plans
+                self._flush_inbox()
             plan = self.policy.plan_step(ex, env.now)
             ex.carry_out(plan, env.now, carried)
             for req, _ in plan.reject:
                 self._hooks.request_done(req)
-            flushed = bool(self._inbox)
+            flushed = self._plans_ahead and self._polls() and bool(self._inbox)
             if flushed:  # after the plan: they arrived while the step before it ran
                 self._flush_inbox()
             self._sample_levels()
@@ -267,6 +304,7 @@ class Engine:
                 yield from self._idle(plan.wake_at_s)
                 continue
             shape = ex.shape(plan)
+            self._count_steps(prefill=bool(shape.prefill_new_tokens))
             start = env.now
             step = self.cost_model.step_time(shape)
             link = self.host_link

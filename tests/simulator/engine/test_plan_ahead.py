@@ -38,3 +38,22 @@ def test_the_engines_cpu_overlap_setting_turns_it_on():
     assert not any(e._plans_ahead for e in build(cfg, stream=make_stream([0.0], [10], [2])).engines)
     cfg = make_config(policy={"kind": "vllm_v0"}, cost_model={"kind": "roofline"})  # V0 schedules synchronously
     assert not any(e._plans_ahead for e in build(cfg, stream=make_stream([0.0], [10], [2])).engines)
+
+
+def test_sglang_takes_requests_in_every_recv_interval_decode_steps():
+    """--scheduler-recv-interval 4: the scheduler polls its input after 4 decode steps (each weighs 1) or after any
+    prefill step (weight 1000); requests arriving in between wait in the input queue (scheduler_recv_skipper.py)."""
+
+    def scheduled(interval: int, fast_forward: bool = False) -> list[float]:
+        cfg = make_config(policy={"kind": "sglang", "scheduler_recv_interval": interval})
+        stream = make_stream([0.0, 3.5], [10, 10], [12, 3])
+        sim = build(cfg, stream=stream, fast_forward=fast_forward, check_invariants=True)
+        for engine in sim.engines:
+            engine._plans_ahead = False  # synchronous scheduling, to see the interval alone
+        return sim.run().requests.sort_values("request_id").first_scheduled_s.tolist()
+
+    # request 0: prefill 0 -> 1 (a poll after it), decodes from 1; request 1 arrives at 3.5 during the decode 3 -> 4
+    assert scheduled(1) == [0.0, 4.0]
+    # polls after the prefill (at 1), then after decode steps 1-2, 2-3, 3-4, 4-5: at 5
+    assert scheduled(4) == [0.0, 5.0]
+    assert scheduled(4, fast_forward=True) == [0.0, 5.0]
