@@ -315,6 +315,26 @@ class ModelSpec(BaseModel):
             return 0.0
         return self.routed_expert_params() * self.weight_bytes / (ep * (tp // ep) * pp)
 
+    def attention_group_weight_bytes(self) -> float:
+        """Bytes of the weights attention data parallelism keeps on every attention group of tp/dp GPUs instead
+        of splitting them over all tp: every layer's attention projections and the input embedding (SGLang builds
+        both on the attention-TP group under ``--enable-dp-attention``: ``get_attention_tp_size`` in its attention
+        layers, ``VocabParallelEmbedding(use_attn_tp_group=is_dp_attention_enabled())``). The MLPs, shared and
+        routed experts and the LM head stay split over the tp GPUs (SGLang's defaults ``moe_dense_tp_size`` None,
+        ``enable_dp_lm_head`` False)."""
+        attention = self.num_layers * self.attention_params_per_layer() * self.dense_weight_bytes
+        return attention + self.vocab_size * self.hidden_size * self.embedding_weight_bytes
+
+    def weight_bytes_per_gpu(self, tp: int, pp: int = 1, dp_attention: int = 1) -> float:
+        """Weight bytes on each GPU of a tp x pp replica: 1/(tp pp) of them, but with attention data parallelism
+        (``dp_attention`` ranks of tp/dp_attention GPUs each) the attention group's weights
+        (``attention_group_weight_bytes``) are split over tp/dp_attention GPUs only."""
+        total = self.weight_bytes_total()
+        if dp_attention == 1:
+            return total / (tp * pp)
+        replicated = self.attention_group_weight_bytes()
+        return (total - replicated) / (tp * pp) + replicated * dp_attention / (tp * pp)
+
     def check_expert_parallel(self, ep: int, tp: int) -> None:
         """Raise ValueError when ``ep`` cannot split the routed experts over a stage's ``tp`` GPUs."""
         if ep == 1:
@@ -348,17 +368,18 @@ class ModelSpec(BaseModel):
         base, extra = divmod(self.num_layers, pp)
         return [base + (1 if s < extra else 0) for s in range(pp)]
 
-    def kv_bytes_per_token_per_gpu(self, tp: int, pp: int = 1) -> float:
-        """KV bytes of one token on each GPU of a tp x pp replica (the fullest pipeline stage).
+    def kv_bytes_per_token_per_gpu(self, tp: int, pp: int = 1, dp_attention: int = 1) -> float:
+        """KV bytes of one token on each GPU of a tp x pp replica (the fullest pipeline stage) that holds it.
 
         MLA caches one latent of ``kv_lora_rank + qk_rope_head_dim`` elements per token and layer, which
         tensor parallelism does not split: every rank holds it whole (vLLM's ``ModelConfig.get_num_kv_heads``
-        returns 1 for MLA, "When using MLA during decode it becomes MQA", vllm/config/model.py).
+        returns 1 for MLA, "When using MLA during decode it becomes MQA", vllm/config/model.py). With attention
+        data parallelism a token lives on one rank's tp/dp_attention GPUs, its heads split that many ways.
         """
         layers = self.layers_per_stage(pp)[0]
         if self.is_mla:
             return layers * self.mla_latent_size * self.kv_cache_bytes
-        return 2 * layers * self.kv_heads_per_gpu(tp) * self.head_dim * self.kv_cache_bytes
+        return 2 * layers * self.kv_heads_per_gpu(tp // dp_attention) * self.head_dim * self.kv_cache_bytes
 
     def kv_bytes_per_token(self) -> float:
         """KV-cache bytes one token occupies across all layers: 2 x layers x kv_heads x head_dim x bytes

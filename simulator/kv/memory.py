@@ -38,6 +38,12 @@ SGLANG_MLA_PREFILL_GRAPH_MIB = 1.5 * 1024
 """``1.5 * 1024``: prefill CUDA graphs under an MLA attention backend ("much higher than expected")."""
 SGLANG_PP_PREFILL_GRAPH_MAX_TOKENS = 8192
 """``_DEFAULT_PP_PREFILL_CUDA_GRAPH_MAX_TOKENS``: with pp > 1 prefill graphs are captured up to this many tokens."""
+SGLANG_DP_GRAPH_MIB_PER_BS = 3
+"""``decode max_bs * dp_size * 3``: decode CUDA graphs' DP-attention padding, per request of the largest batch and
+DP rank."""
+SGLANG_DP_LARGE_BS = 300
+SGLANG_DP_LARGE_GRAPH_MIB_PER_BS = 1.5
+"""``if max_bs > 300: += max_bs * dp_size * 1.5``: more again for large decode graphs under DP attention."""
 SGLANG_FLOOR_ABOVE_MIB = 60 * 1024
 SGLANG_RESERVE_FLOOR_MIB = 10 * 1024
 """``if gpu_mem > 60 * 1024: reserved_mem = max(reserved_mem, 10 * 1024)``: at least 10 GiB on large GPUs."""
@@ -83,6 +89,13 @@ class _PerGpu:
     device_bytes: float
     weight_bytes: float
     block_bytes: float
+    dp_attention: int = 1
+
+    @property
+    def layout(self) -> str:
+        """``on H200 with tp=8, pp=1`` (and the attention-DP size when there is one), for error messages."""
+        dp = f", dp_attention={self.dp_attention}" if self.dp_attention > 1 else ""
+        return f"on {self.hardware.name} with tp={self.tp}, pp={self.pp}{dp}"
 
 
 def _per_gpu(
@@ -95,22 +108,26 @@ def _per_gpu(
     memory_bytes: float | None,
     extra_weight_bytes: float,
     extra_kv_bytes_per_token: float,
+    dp_attention: int = 1,
 ) -> _PerGpu:
+    """With attention data parallelism (``dp_attention`` > 1) each GPU holds the attention group's weights split
+    tp/dp_attention ways (``ModelSpec.weight_bytes_per_gpu``) and the KV of its own rank's requests only, their
+    heads split tp/dp_attention ways: the block count is one rank's pool."""
     device = hardware.memory_bytes if memory_bytes is None else memory_bytes
-    weights = (model.weight_bytes_total() if weight_bytes is None else weight_bytes) / (tp * pp)
+    weights = model.weight_bytes_per_gpu(tp, pp, dp_attention) if weight_bytes is None else weight_bytes / (tp * pp)
     weights += extra_weight_bytes / tp  # a speculative proposer's, split over the tp GPUs
-    block_bytes = (model.kv_bytes_per_token_per_gpu(tp, pp) + extra_kv_bytes_per_token) * block_size
-    return _PerGpu(model, hardware, tp, pp, block_size, device, weights, block_bytes)
+    block_bytes = (model.kv_bytes_per_token_per_gpu(tp, pp, dp_attention) + extra_kv_bytes_per_token) * block_size
+    return _PerGpu(model, hardware, tp, pp, block_size, device, weights, block_bytes, dp_attention)
 
 
 def _plan(g: _PerGpu, usable: float, reserve: float, kv_bytes: float, budget: str, block_hint: str) -> MemoryPlan:
     """The plan, or ValueError naming the figures (``budget``) when not one KV block fits."""
     num_blocks = int(kv_bytes // g.block_bytes) if kv_bytes > 0 else 0
     if num_blocks < 1:
-        where = f"{g.model.name} on {g.hardware.name} with tp={g.tp}, pp={g.pp}"
+        where = f"{g.model.name} {g.layout}"
         if kv_bytes <= 0:
             raise ValueError(
-                f"{g.model.name} does not fit on {g.hardware.name} with tp={g.tp}, pp={g.pp}: {budget}, which leaves "
+                f"{g.model.name} does not fit {g.layout}: {budget}, which leaves "
                 "nothing for the KV cache; use a larger tp or pp, or a device with more memory"
             )
         raise ValueError(
@@ -133,6 +150,7 @@ def plan_memory(
     memory_bytes: float | None = None,
     extra_weight_bytes: float = 0.0,
     extra_kv_bytes_per_token: float = 0.0,
+    dp_attention: int = 1,
 ) -> MemoryPlan:
     """vLLM's KV blocks per replica: (memory x gpu_memory_utilization - weights/(tp pp) - reserve) / bytes per block.
 
@@ -149,11 +167,22 @@ def plan_memory(
     ``weight_bytes`` and ``memory_bytes`` replace the figures computed from the specs when
     given (a calibration profile measured them on the device: weights as loaded, total
     device memory). ``extra_weight_bytes`` (split over tp) and ``extra_kv_bytes_per_token``
-    (per GPU) are a speculative proposer's weights and KV. Raises ValueError with the figures
-    when the weights do not leave room for one block.
+    (per GPU) are a speculative proposer's weights and KV. ``dp_attention`` > 1 (attention data
+    parallelism): each GPU holds the attention group's weights split tp/dp_attention ways and only its
+    rank's KV, so the blocks are one rank's pool (each of the dp_attention ranks has its own). Raises
+    ValueError with the figures when the weights do not leave room for one block.
     """
     g = _per_gpu(
-        model, hardware, tp, pp, block_size, weight_bytes, memory_bytes, extra_weight_bytes, extra_kv_bytes_per_token
+        model,
+        hardware,
+        tp,
+        pp,
+        block_size,
+        weight_bytes,
+        memory_bytes,
+        extra_weight_bytes,
+        extra_kv_bytes_per_token,
+        dp_attention,
     )
     usable = g.device_bytes * gpu_memory_utilization
     reserve = default_reserve_bytes(model, tp) if reserve_bytes is None else reserve_bytes
@@ -193,6 +222,7 @@ def sglang_mem_fraction_static(
     max_prefill_tokens: int = 16384,
     max_running_requests: int | None = None,
     mla: bool = False,
+    dp_attention: int = 1,
 ) -> float:
     """SGLang's default ``--mem-fraction-static``: ``round((gpu_mem - reserved_mem) / gpu_mem, 3)``, in MiB.
 
@@ -203,6 +233,10 @@ def sglang_mem_fraction_static(
     ``max_running_requests``; 8 per captured prefill size up to the chunk, or 1.5 GiB under MLA), at least
     10 GiB on GPUs of more than 60 GiB. SGLang turns prefill graphs off in some deployments (DP attention,
     DeepSeek-V3 on the trtllm_mla backend, multimodal models), leaving out their term; not modelled here.
+    With attention data parallelism (``dp_attention`` > 1, ``--enable-dp-attention --dp-size``) the graphs
+    take ``max_bs x dp x 3`` more, and ``max_bs x dp x 1.5`` more again above a max_bs of 300 ("DP attention
+    needs more padding for some operations", ``reserve_for_graph_mb``, sgl-project/sglang 031ed82; a prefill
+    server, ``--disaggregation-mode prefill``, skips it: not told apart here).
     """
     gpu_mib = gpu_memory_bytes / MIB
     activation_tokens = max(chunked_prefill_size if chunked_prefill_size > 0 else max_prefill_tokens, 2048)
@@ -221,6 +255,10 @@ def sglang_mem_fraction_static(
         + max_bs * SGLANG_DECODE_GRAPH_MIB_PER_BS
         + prefill_graphs
     )
+    if dp_attention > 1:
+        reserved += max_bs * dp_attention * SGLANG_DP_GRAPH_MIB_PER_BS
+        if max_bs > SGLANG_DP_LARGE_BS:
+            reserved += max_bs * dp_attention * SGLANG_DP_LARGE_GRAPH_MIB_PER_BS
     if gpu_mib > SGLANG_FLOOR_ABOVE_MIB:
         reserved = max(reserved, SGLANG_RESERVE_FLOOR_MIB)
     return round((gpu_mib - reserved) / gpu_mib, 3)
@@ -241,6 +279,7 @@ def plan_sglang_memory(
     memory_bytes: float | None = None,
     extra_weight_bytes: float = 0.0,
     extra_kv_bytes_per_token: float = 0.0,
+    dp_attention: int = 1,
 ) -> MemoryPlan:
     """SGLang's KV blocks per replica: (memory x mem_fraction_static - weights/(tp pp)) / bytes per block.
 
@@ -254,7 +293,16 @@ def plan_sglang_memory(
     Arguments otherwise as ``plan_memory``'s; ValueError with the figures when not one block fits.
     """
     g = _per_gpu(
-        model, hardware, tp, pp, block_size, weight_bytes, memory_bytes, extra_weight_bytes, extra_kv_bytes_per_token
+        model,
+        hardware,
+        tp,
+        pp,
+        block_size,
+        weight_bytes,
+        memory_bytes,
+        extra_weight_bytes,
+        extra_kv_bytes_per_token,
+        dp_attention,
     )
     fraction = mem_fraction_static
     if fraction is None:
@@ -266,6 +314,7 @@ def plan_sglang_memory(
             max_prefill_tokens=max_prefill_tokens,
             max_running_requests=max_running_requests,
             mla=model.is_mla,
+            dp_attention=dp_attention,
         )
     usable = g.device_bytes * fraction
     budget = (
@@ -289,6 +338,7 @@ def plan_trtllm_memory(
     memory_bytes: float | None = None,
     extra_weight_bytes: float = 0.0,
     extra_kv_bytes_per_token: float = 0.0,
+    dp_attention: int = 1,
 ) -> MemoryPlan:
     """TensorRT-LLM's KV blocks per replica: free_gpu_memory_fraction x (memory - weights/(tp pp) - reserve).
 
@@ -301,7 +351,16 @@ def plan_trtllm_memory(
     ValueError with the figures when not one block fits.
     """
     g = _per_gpu(
-        model, hardware, tp, pp, block_size, weight_bytes, memory_bytes, extra_weight_bytes, extra_kv_bytes_per_token
+        model,
+        hardware,
+        tp,
+        pp,
+        block_size,
+        weight_bytes,
+        memory_bytes,
+        extra_weight_bytes,
+        extra_kv_bytes_per_token,
+        dp_attention,
     )
     fraction = TRTLLM_FREE_GPU_MEMORY_FRACTION if free_gpu_memory_fraction is None else free_gpu_memory_fraction
     reserve = default_reserve_bytes(model, tp, max_num_tokens) if reserve_bytes is None else reserve_bytes
