@@ -306,14 +306,10 @@ class Engine:
             shape = ex.shape(plan)
             self._count_steps(prefill=bool(shape.prefill_new_tokens))
             start = env.now
-            step = self.cost_model.step_time(shape)
             link = self.host_link
             transfer_s = link.time_s(carried.swap_bytes, carried.num_swaps) if carried.num_swaps and link else 0.0
             self._busy = True
-            if self.stages is None:
-                yield env.timeout(step.total_s + transfer_s)
-            else:
-                yield from self._run_pipeline(shape, step.stage_s or (step.total_s,), transfer_s)
+            yield from self._run_step(shape, transfer_s)
             self._busy = False
             duration = env.now - start
             left = ex.apply(plan, env.now)
@@ -325,6 +321,15 @@ class Engine:
             carried.clear()
             if self.check_invariants:
                 self.check()
+
+    def _run_step(self, shape: BatchShape, transfer_s: float) -> Generator[simpy.Event, None, None]:
+        """Run the planned step: its cost model's time after ``transfer_s`` of swaps, on the pipeline stages when
+        there are (an attention-DP rank runs it with the other ranks instead: ``simulator/engine/lockstep.py``)."""
+        step = self.cost_model.step_time(shape)
+        if self.stages is None:
+            yield self.env.timeout(step.total_s + transfer_s)
+        else:
+            yield from self._run_pipeline(shape, step.stage_s or (step.total_s,), transfer_s)
 
     def _idle(self, wake_at_s: float | None) -> Generator[simpy.Event, None, None]:
         """Sleep until a request arrives (or KV lands, or blocks are freed), or until ``wake_at_s``."""

@@ -1,0 +1,185 @@
+"""Attention data parallelism's step: every rank's attention side by side, then all their tokens through the MLPs.
+
+With ``parallelism.dp_attention`` N a replica of tp GPUs runs N ranks of tp/N GPUs in lockstep (SGLang's
+``--enable-dp-attention --dp-size N``, TensorRT-LLM's ``enable_attention_dp``). Each layer (SGLang's
+``LayerCommunicator``, python/sglang/srt/layers/communicator.py, and ``dp_gather``/``dp_scatter`` in
+python/sglang/srt/layers/dp_attention.py):
+
+- attention: each rank on its own requests, its heads split tp/N ways, the ranks in parallel;
+- gather: every rank's hidden states to every GPU of the replica;
+- MLP / MoE: all the ranks' tokens at once, split over the tp GPUs (experts over ep, as without DP);
+- scatter: each rank takes its own rows back.
+
+So one step takes::
+
+    max over ranks r  attention part of rank r's shape        the ``attention`` model: tp/N GPUs, ep 1
+  + shared part of the gathered shape                        the ``shared`` model: tp GPUs, the replica's ep
+  (+ the engine's CPU time, the slowest rank's: beside the GPU time with ``cpu_overlap``, else after it)
+
+Both models are the scenario's cost model (roofline, silicon, ...) built for those two layouts; each op of their
+breakdowns (``OP_NAMES``) goes to one side:
+
+- attention side, at the rank's own tokens: ``embed``, ``qkv_proj``, ``attn_prefill``, ``attn_decode``,
+  ``o_proj``, ``norm``, and with tp/N > 1 the attention group's all-reduce after attention, one per layer (half
+  of the attention model's ``all_reduce``, which counts two per layer);
+- shared side, at the gathered rows: ``mlp_gate_up``, ``mlp_act``, ``mlp_down`` (routed experts, and the shared
+  experts and dense layers, which SGLang keeps split over all tp by default: ``moe_dense_tp_size`` None),
+  ``all_reduce`` (two per layer of the gathered rows over tp: the gather, an all-reduce in SGLang's SUM_LEN mode,
+  and the MLP's own reduce), ``all_to_all`` (with ``expert_all_to_all``: DeepEP's dispatch and combine, which
+  replace the MoE layers' gather and reduce, so ``all_reduce`` keeps only the dense layers' share) and
+  ``lm_head`` (every rank's sampled rows, vocabulary split over tp: SGLang's ``enable_dp_lm_head`` is off by
+  default), and any op a model names otherwise;
+- ``cpu_overhead``: each rank's scheduler runs its own process, so the slowest rank's.
+
+Gathered rows (SGLang's ``DpPaddingMode.get_dp_padding_mode``): a step with a prefill on any rank gathers the sum
+of the ranks' tokens (SUM_LEN); a decode-only step pads every rank, idle ones included, to the largest rank's
+count when 2 x sum > N x max (MAX_LEN, ``all_gather_into_tensor``), else gathers the sum.
+
+A model without a per-op breakdown (``constant``: its whole time is ``cpu_overhead``) gives the slowest rank's
+time. Swaps before a step (host-link time) are the lockstep group's to add (``simulator/engine/lockstep.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from simulator.cost.overhead import overlap_total
+from simulator.cost.shape import BatchShape, CostModel, OpCost, StepTime
+
+ATTENTION_OPS = frozenset(("embed", "qkv_proj", "attn_prefill", "attn_decode", "o_proj", "norm"))
+"""Ops each rank runs on its own tokens with its tp/N GPUs."""
+EMPTY = BatchShape()
+"""An idle rank's step (SGLang's ``ForwardMode.IDLE``): no tokens of its own, it joins the collectives."""
+
+
+def gathered_shape(shapes: Sequence[BatchShape]) -> BatchShape:
+    """The rows the shared layers run at, as one shape: the ranks' prefill tokens as one chunk (the shared ops
+    depend only on the row count) and their decodes, padded as SGLang pads them (module docstring)."""
+    prefill = sum(sum(s.prefill_new_tokens) for s in shapes)
+    decode = sum(s.num_decode_seqs for s in shapes)
+    sampled = sum(s.num_sampled_tokens for s in shapes)
+    if not prefill:
+        most = max(s.num_decode_seqs for s in shapes)
+        if 2 * decode > len(shapes) * most:  # MAX_LEN: every rank padded to the largest
+            decode = len(shapes) * most
+        return BatchShape((), (), decode, decode, sampled)
+    return BatchShape((prefill,), (0,), decode, decode, sampled)
+
+
+class DpAttentionCostModel:
+    """Prices a lockstep step of ``dp_attention`` ranks from their shapes (module docstring); as a ``CostModel`` a
+    single shape is one busy rank beside idle ones."""
+
+    MEMO_SIZE = 1 << 16
+
+    def __init__(
+        self,
+        attention: CostModel,
+        shared: CostModel,
+        dp_attention: int,
+        *,
+        attention_tp: int,
+        dense_layer_share: float,
+        cpu_overlap: bool,
+    ) -> None:
+        assert dp_attention > 1
+        self.attention = attention
+        self.shared = shared
+        self.dp_attention = dp_attention
+        self.attention_tp = attention_tp
+        self.dense_layer_share = dense_layer_share  # dense layers / all layers: their gathers remain with all-to-all
+        self.cpu_overlap = cpu_overlap
+        self._attention_memo: dict[BatchShape, tuple[float, float, dict[str, OpCost]]] = {}
+        self._shared_memo: dict[BatchShape, tuple[float, dict[str, OpCost]]] = {}
+        self._memo: dict[tuple[BatchShape, ...], StepTime] = {}
+
+    # -- the lockstep group's questions ---------------------------------------------------------------
+
+    def step_time_ranks(self, shapes: Sequence[BatchShape]) -> StepTime:
+        """The step of ranks whose shapes are ``shapes`` (one per rank, ``EMPTY`` for an idle one)."""
+        key = tuple(shapes)
+        step = self._memo.get(key)
+        if step is None:
+            step = self._step(key, with_ops=False)
+            if len(self._memo) >= self.MEMO_SIZE:
+                self._memo.clear()
+            self._memo[key] = step
+        return step
+
+    def breakdown_ranks(self, shapes: Sequence[BatchShape]) -> StepTime:
+        """``step_time_ranks`` with its ops: the slowest rank's attention ops, the shared ops, the CPU time."""
+        return self._step(tuple(shapes), with_ops=True)
+
+    # -- CostModel ------------------------------------------------------------------------------------
+
+    def _alone(self, shape: BatchShape) -> tuple[BatchShape, ...]:
+        return (shape, *(EMPTY,) * (self.dp_attention - 1))
+
+    def step_time(self, shape: BatchShape) -> StepTime:
+        return self.step_time_ranks(self._alone(shape))
+
+    def breakdown(self, shape: BatchShape) -> StepTime:
+        return self.breakdown_ranks(self._alone(shape))
+
+    def decode_step_times(self, num_seqs: int, context_tokens: Sequence[int]) -> list[float]:
+        return [self.step_time(BatchShape((), (), num_seqs, int(c), num_seqs)).total_s for c in context_tokens]
+
+    # -- composition ----------------------------------------------------------------------------------
+
+    def _step(self, shapes: tuple[BatchShape, ...], with_ops: bool) -> StepTime:
+        assert len(shapes) == self.dp_attention, f"{len(shapes)} shapes for {self.dp_attention} ranks"
+        if all(s.is_empty for s in shapes):
+            return StepTime(0.0, {} if with_ops else None)
+        attention_s, cpu_s, slowest = 0.0, 0.0, {}
+        for s in shapes:
+            if s.is_empty:
+                continue
+            gpu, cpu, ops = self._attention_part(s)
+            if gpu > attention_s or not slowest:
+                attention_s, slowest = gpu, ops
+            cpu_s = max(cpu_s, cpu)
+        shared_s, shared_ops = self._shared_part(gathered_shape(shapes))
+        gpu_s = attention_s + shared_s
+        total = overlap_total(gpu_s, cpu_s) if self.cpu_overlap else gpu_s + cpu_s
+        if not with_ops:
+            return StepTime(total)
+        ops = dict(slowest)
+        for name, op in shared_ops.items():
+            prev = ops.get(name)  # the all-reduce is on both sides with tp/N > 1
+            ops[name] = op if prev is None else OpCost(*(x + y for x, y in zip(prev, op, strict=True)))
+        ops["cpu_overhead"] = OpCost(cpu_s)
+        return StepTime(total, ops)
+
+    def _attention_part(self, shape: BatchShape) -> tuple[float, float, dict[str, OpCost]]:
+        """One rank's attention-side GPU seconds, CPU seconds and ops (memoised by shape)."""
+        found = self._attention_memo.get(shape)
+        if found is not None:
+            return found
+        ops = self.attention.breakdown(shape).ops or {}
+        part = {name: op for name, op in ops.items() if name in ATTENTION_OPS}
+        reduce = ops.get("all_reduce")
+        if reduce is not None and self.attention_tp > 1:  # one of the two per layer: after attention
+            part["all_reduce"] = OpCost(reduce.seconds / 2, reduce.flops / 2, reduce.bytes / 2)
+        cpu = ops.get("cpu_overhead")
+        found = (sum(op.seconds for op in part.values()), cpu.seconds if cpu is not None else 0.0, part)
+        if len(self._attention_memo) >= self.MEMO_SIZE:
+            self._attention_memo.clear()
+        self._attention_memo[shape] = found
+        return found
+
+    def _shared_part(self, gathered: BatchShape) -> tuple[float, dict[str, OpCost]]:
+        """The shared layers' GPU seconds and ops at the gathered rows (memoised by shape)."""
+        found = self._shared_memo.get(gathered)
+        if found is not None:
+            return found
+        ops = self.shared.breakdown(gathered).ops or {}
+        part = {name: op for name, op in ops.items() if name not in ATTENTION_OPS and name != "cpu_overhead"}
+        reduce = part.get("all_reduce")
+        if reduce is not None and "all_to_all" in part:  # DeepEP replaces the MoE layers' gather and reduce
+            share = self.dense_layer_share
+            part["all_reduce"] = OpCost(reduce.seconds * share, reduce.flops * share, reduce.bytes * share)
+        found = (sum(op.seconds for op in part.values()), part)
+        if len(self._shared_memo) >= self.MEMO_SIZE:
+            self._shared_memo.clear()
+        self._shared_memo[gathered] = found
+        return found

@@ -1,0 +1,136 @@
+"""Engines that step together: attention data parallelism's ranks.
+
+With ``parallelism.dp_attention`` N a replica runs N engines (ranks), each with its own scheduler, queues and KV
+pool (an ordinary ``Engine`` and its ``StepExecutor``), whose forward passes are synchronised because the MLP/MoE
+layers process every rank's tokens together: SGLang's schedulers all-gather their batch sizes before every
+forward (``prepare_mlp_sync_batch``) and a rank with nothing to run runs an idle batch (``ForwardMode.IDLE``) so the
+collectives line up; TensorRT-LLM's attention-DP executor likewise pads an idle rank with a dummy request.
+
+``LockstepGroup`` is the barrier. At a step boundary every rank plans; a rank with work hands its ``BatchShape``
+in (``submit``), a rank without declares itself idle (in ``LockstepEngine._idle``). When no rank is still to
+decide, the group prices the step from all the shapes at once (``DpAttentionCostModel.step_time_ranks``: the
+slowest rank's attention plus the shared layers at the gathered rows; plus the longest swap traffic a rank
+carried) and every submitting rank's step starts now and ends then, so their step rows share start and duration.
+While a step runs every rank of the group counts as busy: a request reaching an idle rank then waits for the step
+to end (an engine that plans ahead holds it in its inbox, as a busy engine does), and the rank plans with the
+others at the next boundary.
+
+Fast-forward (``simulator/engine/fast_forward.py``) is off for these engines: a window of many decode steps in one
+event cannot meet the other ranks at each step boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+import simpy
+
+from simulator.cost.dp_attention import EMPTY, DpAttentionCostModel
+from simulator.cost.shape import BatchShape
+from simulator.engine.loop import Engine
+
+
+class LockstepGroup:
+    """The barrier of ``dp_attention`` ranks: steps start together and last as the group's priced step."""
+
+    def __init__(self, env: simpy.Environment, cost_model: DpAttentionCostModel) -> None:
+        self.env = env
+        self.cost_model = cost_model
+        self.members: list[LockstepEngine] = []
+        self._shapes: list[BatchShape | None] = []  # submitted this boundary (None: not yet, or idle)
+        self._transfer_s: list[float] = []
+        self._idle: list[bool] = []  # declared idle and not woken since
+        self._done: simpy.Event | None = None  # ends the step being gathered or run
+        self.in_step = False
+        self.num_steps = 0
+
+    def join(self, engine: LockstepEngine) -> int:
+        """Add a rank; returns its index."""
+        self.members.append(engine)
+        self._shapes.append(None)
+        self._transfer_s.append(0.0)
+        self._idle.append(False)
+        return len(self.members) - 1
+
+    # -- what ranks tell the group ----------------------------------------------------------------
+
+    def submit(self, rank: int, shape: BatchShape, transfer_s: float) -> simpy.Event:
+        """Rank ``rank`` has planned a step of ``shape`` (after ``transfer_s`` of swaps); the event ends it."""
+        assert not self.in_step and self._shapes[rank] is None, "a rank submitted twice, or during a step"
+        self._shapes[rank] = shape
+        self._transfer_s[rank] = transfer_s
+        self._idle[rank] = False
+        if self._done is None:
+            self._done = self.env.event()
+        done = self._done
+        self._launch_when_decided()
+        return done
+
+    def declare_idle(self, rank: int) -> None:
+        """Rank ``rank`` has nothing to run: the step may start without it."""
+        self._idle[rank] = True
+        self._launch_when_decided()
+
+    def wake(self, rank: int) -> None:
+        """Rank ``rank`` was woken (a request, KV or freed blocks reached it): the next step waits for its plan."""
+        self._idle[rank] = False
+
+    def step_end(self) -> simpy.Event | None:
+        """The event that ends the step in progress, or None between steps."""
+        return self._done if self.in_step else None
+
+    # -- the step -----------------------------------------------------------------------------------
+
+    def _launch_when_decided(self) -> None:
+        if self.in_step:
+            return
+        shapes = self._shapes
+        for shape, idle in zip(shapes, self._idle, strict=True):
+            if shape is None and not idle:
+                return  # a rank still to plan
+        if all(shape is None for shape in shapes):
+            return  # every rank idle
+        step = self.cost_model.step_time_ranks([EMPTY if s is None else s for s in shapes])
+        self.in_step = True
+        self.num_steps += 1
+        for engine in self.members:  # an idle rank runs the idle batch: requests reaching it wait for the step
+            engine._busy = True
+        end = self.env.timeout(step.total_s + max(self._transfer_s))
+        end.callbacks.append(self._finish)
+
+    def _finish(self, _event: simpy.Event) -> None:
+        done, self._done = self._done, None
+        assert done is not None
+        self.in_step = False
+        for rank, engine in enumerate(self.members):
+            engine._busy = False
+            self._shapes[rank] = None
+            self._transfer_s[rank] = 0.0
+        done.succeed()
+
+
+class LockstepEngine(Engine):
+    """An ``Engine`` whose steps run through its ``LockstepGroup`` (one rank of attention data parallelism)."""
+
+    def __init__(self, *args, group: LockstepGroup, **kwargs) -> None:
+        kwargs["fast_forward"] = False  # module docstring
+        super().__init__(*args, **kwargs)
+        self.group = group
+        self.rank = group.join(self)
+
+    def _run_step(self, shape: BatchShape, transfer_s: float) -> Generator[simpy.Event, None, None]:
+        yield self.group.submit(self.rank, shape, transfer_s)
+
+    def _idle(self, wake_at_s: float | None) -> Generator[simpy.Event, None, None]:
+        group = self.group
+        group.declare_idle(self.rank)  # may start the step the other ranks wait on
+        yield from super()._idle(wake_at_s)
+        group.wake(self.rank)  # woken by a timer too
+        end = group.step_end()
+        if end is not None:  # the others are mid-step: plan with them at its end
+            yield end
+
+    def _wakeup(self) -> None:
+        if self._wake is not None and not self._wake.triggered:
+            self.group.wake(self.rank)  # before another rank's plan at this instant can start a step without it
+        super()._wakeup()
