@@ -14,6 +14,7 @@ import simpy
 
 import policies
 from policies.batching.sglang import sglang_chunked_prefill_size
+from simulator.cluster.dp_attention import check_dp_attention, rank_chooser, rank_policy
 from simulator.cluster.replica import Replica
 from simulator.cluster.simulation import KvTransfer, Simulation
 from simulator.config.precision import KV_CACHE_DTYPE_BYTES, QUANTIZATIONS
@@ -21,10 +22,12 @@ from simulator.config.presets import resolve_hardware, resolve_model
 from simulator.config.schema import MAX_KV_BLOCKS, KvCacheConfig, ReplicaGroupConfig, ScenarioConfig
 from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost import COST_MODELS
+from simulator.cost.dp_attention import DpAttentionCostModel
 from simulator.cost.link import Link
 from simulator.cost.profile import CalibrationProfile, load_profile
 from simulator.cost.shape import CostModel
 from simulator.cost.speculative import SpeculativeCostModel
+from simulator.engine.lockstep import LockstepEngine, LockstepGroup
 from simulator.engine.loop import Engine
 from simulator.engine.speculation import Speculation, acceptance_probabilities
 from simulator.kv.blocks import BlockManager
@@ -47,13 +50,14 @@ class GroupSetup:
     tp: int
     pp: int
     max_model_len: int
-    num_blocks: int  # per replica
+    num_blocks: int  # per replica (with attention DP, all its ranks' pools together)
     memory: MemoryPlan | None
     profile: CalibrationProfile | None = None
     ep: int = 1  # expert parallelism over each stage's tp GPUs
     policy: Any = None  # the batch policy's parameters, hardware-dependent defaults filled in for this GPU
     proposer: ModelSpec | None = None  # speculative decoding's draft model or MTP module
     cost_model: Any = None  # the cost model's parameters, the engine whose kernels it reads filled in
+    dp_attention: int = 1  # attention data-parallel ranks, each with its own scheduler and KV pool
 
 
 def deployed_model(model: ModelSpec, quantization: str | None, kv_cache_dtype: str = "auto") -> ModelSpec:
@@ -108,6 +112,8 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
     model.check_tensor_parallel(par.tp)
     model.check_expert_parallel(par.ep, par.tp)
     model.layers_per_stage(par.pp)
+    dp = par.dp_attention
+    check_dp_attention(model, par.tp, dp, speculative=cfg.speculative is not None)
     max_model_len = cfg.max_model_len or model.max_context_tokens
     if max_model_len > model.max_context_tokens:
         raise ValueError(
@@ -125,6 +131,7 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
         raise ValueError("speculative decoding is modelled without pipeline parallelism: set parallelism.pp to 1")
     # hardware-dependent policy defaults (vllm's None budget and max_num_seqs) for this GPU
     policy = policies.batching.resolve_for_hardware(g.policy or cfg.policy, hardware.memory_bytes, hardware.name)
+    engine = policies.batching.traits_of(policy.kind).engine
     memory = None
     if kv.num_blocks is None:
         # with a profile: the measured device memory, weights and (unless set) activation and runtime reserve
@@ -144,8 +151,10 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
             memory_bytes=measured.device_memory_bytes if measured is not None else None,
             extra_weight_bytes=_proposer_weight_bytes(cfg, proposer),
             extra_kv_bytes_per_token=proposer.kv_bytes_per_token_per_gpu(par.tp) if proposer is not None else 0.0,
+            dp_attention=dp,
         )
-    num_blocks = kv.num_blocks if memory is None else memory.num_blocks
+    # each attention-DP rank has a pool of the per-GPU plan's blocks
+    num_blocks = kv.num_blocks if memory is None else memory.num_blocks * dp
     if num_blocks > MAX_KV_BLOCKS:
         raise ValueError(
             f"group {name}: {model.name} on {hardware.name} leaves room for {num_blocks:,} KV blocks per replica, "
@@ -154,6 +163,8 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
         )
     if num_blocks < par.pp:
         raise ValueError(f"group {name}: {num_blocks} KV blocks cannot be shared by {par.pp} pipeline engines")
+    if num_blocks < dp:
+        raise ValueError(f"group {name}: {num_blocks} KV blocks cannot be shared by {dp} attention-DP ranks")
     cost_model = resolve_cost_model(g.cost_model or cfg.cost_model, policy.kind)
     return GroupSetup(
         name,
@@ -167,9 +178,10 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
         memory,
         profile,
         par.ep,
-        policy,
+        rank_policy(policy, engine, dp),  # as each attention-DP rank runs it (the plan above read the flags given)
         proposer,
         cost_model,
+        dp,
     )
 
 
@@ -300,7 +312,8 @@ def _make_replica(
     kvc = g.kv_cache or cfg.kv_cache
     policy_params = setup.policy
     policy_entry = policies.BATCH_POLICIES.entry(policy_params.kind)
-    kv_per_token = model.kv_bytes_per_token_per_gpu(tp, pp)
+    dp = setup.dp_attention
+    kv_per_token = model.kv_bytes_per_token_per_gpu(tp, pp, dp)
     if setup.proposer is not None:  # the proposer keeps its own KV for every token, in the same blocks
         kv_per_token += setup.proposer.kv_bytes_per_token_per_gpu(tp)
     block_bytes = kv_per_token * kvc.block_size
@@ -312,16 +325,21 @@ def _make_replica(
         # activations of every token computed, split over the tp GPUs of a stage
         return interconnect.time_s(shape.num_new_tokens * model.hidden_size * 2 / tp)
 
-    engines = []
-    for e in range(pp):
-        blocks = setup.num_blocks // pp
+    engines: list[Engine] = []
+    group = None
+    if dp > 1:  # attention data parallelism: dp ranks stepping together
+        assert isinstance(cost_model, DpAttentionCostModel) and stages is None
+        group = LockstepGroup(env, cost_model)
+    for e in range(pp * dp):  # pipeline virtual engines, or attention-DP ranks (never both)
+        blocks = setup.num_blocks // (pp * dp)
         swap = HostPool(int(kvc.swap_space_bytes // block_bytes))
         if kvc.prefix_caching:
             kv = PrefixCache(blocks, kvc.block_size, int(kvc.host_cache_bytes // block_bytes), swap)
         else:
             kv = BlockManager(blocks, kvc.block_size, swap)
+        engine_kwargs = {} if group is None else {"group": group}
         engines.append(
-            Engine(
+            (Engine if group is None else LockstepEngine)(
                 env,
                 policy_entry.factory(policy_params),
                 policy_entry.traits,
@@ -340,10 +358,13 @@ def _make_replica(
                 speculation=_speculation(cfg, replica_id, e),
                 fast_forward=fast_forward,
                 plans_ahead=_cpu_overlap(setup.cost_model),
+                **engine_kwargs,
                 recv_interval=getattr(policy_params, "scheduler_recv_interval", 1),
             )
         )
-    return Replica(replica_id, setup.name, g.role, engines, env)
+    if group is None:
+        return Replica(replica_id, setup.name, g.role, engines, env)
+    return Replica(replica_id, setup.name, g.role, engines, env, rank_chooser(policy_entry.traits.engine, engines))
 
 
 def make_cost_model(
@@ -354,16 +375,32 @@ def make_cost_model(
     pp: int = 1,
     profile: CalibrationProfile | None = None,
     ep: int = 1,
+    dp_attention: int = 1,
 ) -> CostModel:
     """A cost model from its validated parameters (``profile`` for those that read one).
 
     ``build`` makes one per replica group, shared by its replicas and engines: step times
-    are pure functions of the batch shape, so its memos serve them all.
+    are pure functions of the batch shape, so its memos serve them all. With attention data
+    parallelism (``dp_attention`` > 1) it is a ``DpAttentionCostModel`` over two of them: the
+    ranks' attention on tp/dp_attention GPUs (ep 1) and the shared layers on all tp (and ep).
     """
     kwargs: dict[str, Any] = {} if profile is None else {"profile": profile}
     if ep != 1:
         kwargs["ep"] = ep
-    return COST_MODELS.get(params.kind)(params, model, hardware, tp, pp, **kwargs)
+    shared = COST_MODELS.get(params.kind)(params, model, hardware, tp, pp, **kwargs)
+    if dp_attention == 1:
+        return shared
+    kwargs.pop("ep", None)
+    attention_tp = tp // dp_attention
+    attention = COST_MODELS.get(params.kind)(params, model, hardware, attention_tp, pp, **kwargs)
+    return DpAttentionCostModel(
+        attention,
+        shared,
+        dp_attention,
+        attention_tp=attention_tp,
+        dense_layer_share=model.num_dense_layers / model.num_layers,
+        cpu_overlap=_cpu_overlap(params),
+    )
 
 
 def _kv_transfer(cfg: ScenarioConfig, setups: list[GroupSetup]) -> KvTransfer | None:
@@ -404,7 +441,7 @@ def build(
     replicas = []
     for s in setups:
         params = s.cost_model
-        cost_model = make_cost_model(params, s.model, s.hardware, s.tp, s.pp, s.profile, s.ep)
+        cost_model = make_cost_model(params, s.model, s.hardware, s.tp, s.pp, s.profile, s.ep, s.dp_attention)
         if s.proposer is not None and cfg.speculative is not None:
             # a profile times its own model only: the proposer takes the datasheet roofline then
             proposer_params = COST_MODELS.entry("roofline").params() if params.kind == "profiled" else params
@@ -465,6 +502,7 @@ def resolved_config(cfg: ScenarioConfig, setups: list[GroupSetup], base_dir: Pat
             "tp": s.tp,
             "pp": s.pp,
             "ep": s.ep,
+            "dp_attention": s.dp_attention,
             "policy": s.policy.model_dump(mode="json"),
             "cost_model": s.cost_model.model_dump(mode="json"),
             "num_blocks_per_replica": s.num_blocks,

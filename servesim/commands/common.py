@@ -40,6 +40,11 @@ def add_scenario_args(parser: argparse.ArgumentParser, include_policy: bool = Tr
     g.add_argument("--hardware", help="hardware preset or spec YAML (e.g. h100-sxm)")
     g.add_argument("--tp", type=int, help="tensor-parallel degree")
     g.add_argument("--ep", type=int, help="expert-parallel degree (MoE; divides --tp and the routed experts)")
+    g.add_argument(
+        "--dp-attention",
+        type=int,
+        help="attention data-parallel ranks (divides --tp; SGLang's --dp-size with --enable-dp-attention)",
+    )
     g.add_argument("--pp", type=int, help="pipeline-parallel stages")
     g.add_argument(
         "--quantization",
@@ -136,6 +141,7 @@ def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path |
         "hardware": args.hardware,
         "parallelism.tp": args.tp,
         "parallelism.ep": args.ep,
+        "parallelism.dp_attention": args.dp_attention,
         "parallelism.pp": args.pp,
         "quantization": args.quantization,
         "kv_cache.dtype": args.kv_cache_dtype,
@@ -184,6 +190,7 @@ def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path |
 _FLAG_LOCS: dict[str, tuple[str, str]] = {
     "parallelism.tp": ("--tp", "parallelism.tp"),
     "parallelism.ep": ("--ep", "parallelism.ep"),
+    "parallelism.dp_attention": ("--dp-attention", "parallelism.dp_attention"),
     "parallelism.pp": ("--pp", "parallelism.pp"),
     "replicas": ("--replicas", "replicas"),
     "workload.num_requests": ("--num-requests", "workload.num_requests"),

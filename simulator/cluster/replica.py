@@ -4,11 +4,16 @@ With pp = 1 it holds one engine. With pp > 1 it holds ``pp`` virtual engines (vL
 design): each schedules its own share of the requests over its own share of the KV
 blocks, and their steps flow through the shared pipeline stages, so up to ``pp``
 micro-batches are in flight. New requests go to the engine with the fewest outstanding.
+With attention data parallelism it holds ``dp_attention`` lockstep engines, one per rank, and
+the serving engine's own rule places requests on them (``choose_engine``:
+``simulator/cluster/dp_attention.py``).
 
 The replica is what a router sees (``policies.ReplicaState``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
 
 import simpy
 
@@ -16,11 +21,25 @@ from simulator.engine.loop import Engine, Role
 from simulator.request import Request
 
 
+def fewest_outstanding(candidates: Sequence[Engine], req: Request) -> Engine:
+    """The engine with the fewest requests waiting, running or on their way (the first among equals)."""
+    return min(candidates, key=lambda e: e.num_outstanding)
+
+
 class Replica:
     """One model instance behind the router."""
 
-    def __init__(self, replica_id: int, group: str, role: Role, engines: list[Engine], env: simpy.Environment) -> None:
+    def __init__(
+        self,
+        replica_id: int,
+        group: str,
+        role: Role,
+        engines: list[Engine],
+        env: simpy.Environment,
+        choose_engine: Callable[[Sequence[Engine], Request], Engine] = fewest_outstanding,
+    ) -> None:
         assert engines
+        self._choose = choose_engine
         self.replica_id = replica_id
         self.group = group
         self.role = role
@@ -64,13 +83,10 @@ class Replica:
 
     # -- placement ------------------------------------------------------------------------
 
-    def _least_loaded(self) -> Engine:
-        return min(self.engines, key=lambda e: e.num_outstanding)
-
     def enqueue(self, req: Request) -> None:
-        self._least_loaded().enqueue(req)
+        self._choose(self.engines, req).enqueue(req)
 
     def offer_transfer(self, req: Request) -> None:
         total = req.num_prompt_tokens + req.num_output_tokens
         fits = [e for e in self.engines if e.kv_capacity_tokens >= total]
-        min(fits, key=lambda e: e.num_outstanding).offer_transfer(req)
+        self._choose(fits, req).offer_transfer(req)

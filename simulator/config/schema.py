@@ -79,12 +79,33 @@ class ParallelismConfig(_Frozen):
         "tp/ep GPUs, each group E/ep whole experts split tp/ep ways (ep = tp: vLLM's --enable-expert-parallel "
         "without data parallelism); ep must divide tp and the routed experts. GPUs per replica stay tp x pp.",
     )
+    dp_attention: int = Field(
+        1,
+        ge=1,
+        description="Attention data parallelism: the replica's tp GPUs form dp_attention ranks of tp/dp_attention "
+        "GPUs, each with its own scheduler, batch and KV cache, running attention for its own requests (attention "
+        "weights and the embedding split tp/dp_attention ways, so MLA's unsplit latent KV is held once per "
+        "request, not on every GPU), while the MLP/MoE layers process every rank's tokens together over all tp "
+        "GPUs; the ranks step in lockstep, an idle one running an empty batch. SGLang's --enable-dp-attention "
+        "--dp-size N, TensorRT-LLM's enable_attention_dp (N = tp), vLLM's --data-parallel-size N with "
+        "--enable-expert-parallel (all priced in SGLang's layout: dense MLPs, shared experts and LM head over all "
+        "tp). 1: off. Must divide tp; pp must be 1.",
+    )
 
     @model_validator(mode="after")
-    def _check_ep(self) -> ParallelismConfig:
+    def _check_split(self) -> ParallelismConfig:
         if self.tp % self.ep:
             raise ValueError(
                 f"ep ({self.ep}) must divide tp ({self.tp}): the experts are spread over a stage's tp GPUs"
+            )
+        if self.tp % self.dp_attention:
+            raise ValueError(
+                f"dp_attention ({self.dp_attention}) must divide tp ({self.tp}): each attention-DP rank runs on "
+                "tp/dp_attention GPUs"
+            )
+        if self.dp_attention > 1 and self.pp > 1:
+            raise ValueError(
+                f"dp_attention ({self.dp_attention}) is modelled without pipeline parallelism: set pp to 1"
             )
         return self
 

@@ -50,7 +50,8 @@ evaluating every integer (between 0 and ~5% above it).
 
 No bound (``upper_rate_per_s`` None, the reason says why): closed loops (a load of users, not
 a rate), disaggregated clusters (two pools, a transfer between them), speculative decoding
-(a step's tokens are random), pipeline parallelism (stages overlap), policies whose KV
+(a step's tokens are random), pipeline parallelism (stages overlap), attention data parallelism (its ranks'
+steps are priced together, not as one engine's), policies whose KV
 accounting differs (``no_kv_cache``), cost models without a per-op breakdown, and anything
 that raises. With prefix caching only the decode bound is kept, without its KV cap (shared
 blocks let more requests fit; cached prompt tokens are not computed).
@@ -163,6 +164,8 @@ def capacity_bound(
                 return CapacityBound(None, None, f"no bound: policy {kind} keeps no KV cache between steps")
             if s.pp > 1:
                 return CapacityBound(None, None, "no bound: pipeline parallelism (pp > 1) overlaps its stages")
+            if s.dp_attention > 1:
+                return CapacityBound(None, None, "no bound: attention data parallelism (dp_attention > 1)")
             params = s.cost_model
             cost = make_cost_model(params, s.model, s.hardware, s.tp, s.pp, s.profile, s.ep)
             if cost.breakdown(BatchShape((1,), (0,), 0, 0, 1)).ops is None:

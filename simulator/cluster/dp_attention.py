@@ -1,0 +1,113 @@
+"""Attention data parallelism inside a replica: which rank a request goes to, and the settings each rank runs.
+
+A replica with ``parallelism.dp_attention`` N holds N lockstep engines (``simulator/engine/lockstep.py``); the
+engine's own controller places each request on one of them, where it stays (queue, KV, decoding):
+
+- SGLang (``sglang``): its data-parallel controller's ``load_balance_method`` defaults to ``auto``, which is
+  ``round_robin`` except for a prefill server of a disaggregated deployment (``follow_bootstrap_room``, a hash of
+  a random room id: spread as evenly, not modelled apart) (``ServerArgs._handle_load_balance_method``,
+  python/sglang/srt/server_args.py; python/sglang/srt/managers/data_parallel_controller.py);
+- TensorRT-LLM (``trtllm``): the attention-DP request queue gives each new request to the rank with the fewest
+  active tokens (the prompt lengths of its active requests), then the fewest active requests
+  (``_balance_requests_across_ranks``, a heap keyed so, tensorrt_llm/_torch/pyexecutor/executor_request_queue.py);
+  its cap of ``expected_num_active_requests`` per rank is not modelled;
+- vLLM and the generic policies: the API server's ``DPLBAsyncMPClient`` picks the engine of least
+  ``4 x waiting + running``, ties to the lowest rank (vllm/v1/engine/core_client.py
+  ``get_core_engine_for_request``), here with the counts as they are (vLLM's lag up to 100 ms).
+
+Per-rank settings (``rank_policy``): SGLang divides ``chunked_prefill_size`` and ``max_running_requests`` by the
+DP size and multiplies ``schedule_conservativeness`` by 0.3 under ``--enable-dp-attention``
+(``ServerArgs._handle_data_parallelism``; ``max_running_requests // dp_size`` per worker in
+python/sglang/srt/model_executor/pool_configurator.py); TensorRT-LLM's ``max_batch_size`` and ``max_num_tokens``
+and vLLM's ``max_num_seqs`` and ``max_num_batched_tokens`` are each rank's own already.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from simulator.config.specs import ModelSpec
+from simulator.engine.loop import Engine
+from simulator.request import Request
+
+ChooseEngine = Callable[[Sequence[Engine], Request], Engine]
+"""Picks, among candidate engines of a replica, the one a request goes to."""
+
+SGLANG_DP_CONSERVATIVENESS_FACTOR = 0.3
+"""``schedule_conservativeness * 0.3`` under ``--enable-dp-attention`` (``_handle_data_parallelism``)."""
+
+
+class RoundRobin:
+    """SGLang's ``round_robin``: the ranks in turn (skipping ones not among the candidates)."""
+
+    def __init__(self, engines: Sequence[Engine]) -> None:
+        self.engines = list(engines)
+        self._next = 0
+
+    def __call__(self, candidates: Sequence[Engine], req: Request) -> Engine:
+        n = len(self.engines)
+        for i in range(n):
+            engine = self.engines[(self._next + i) % n]
+            if engine in candidates:
+                self._next = (self._next + i + 1) % n
+                return engine
+        raise AssertionError("no candidate engine belongs to this replica")
+
+
+def _active_prompt_tokens(engine: Engine) -> int:
+    ex = engine.executor
+    queued = (*ex.waiting, *ex.running, *engine._inbox, *ex.incoming, *ex.receiving)
+    return sum(r.num_prompt_tokens for r in queued)
+
+
+def fewest_active_tokens(candidates: Sequence[Engine], req: Request) -> Engine:
+    """TensorRT-LLM's attention-DP balance: fewest active prompt tokens, then fewest requests, then lowest rank."""
+    return min(candidates, key=lambda e: (_active_prompt_tokens(e), e.num_outstanding))
+
+
+def least_vllm_score(candidates: Sequence[Engine], req: Request) -> Engine:
+    """vLLM's DP load balance: least ``4 x waiting + running`` (its waiting counts the engine's input queue)."""
+    return min(candidates, key=lambda e: 4 * (len(e.waiting) + len(e._inbox)) + e.num_running)
+
+
+def rank_chooser(engine_kind: str, engines: Sequence[Engine]) -> ChooseEngine:
+    """The rule the serving engine (a policy's ``BatchTraits.engine``) places requests on its DP ranks with."""
+    if engine_kind == "sglang":
+        return RoundRobin(engines)
+    if engine_kind == "trtllm":
+        return fewest_active_tokens
+    return least_vllm_score
+
+
+def rank_policy(params: Any, engine_kind: str, dp_attention: int) -> Any:
+    """The batch policy's parameters as each of ``dp_attention`` ranks runs them (module docstring)."""
+    if engine_kind != "sglang" or dp_attention == 1:
+        return params
+    update: dict[str, Any] = {
+        "schedule_conservativeness": params.schedule_conservativeness * SGLANG_DP_CONSERVATIVENESS_FACTOR
+    }
+    chunk = params.chunked_prefill_size
+    if chunk is not None and chunk > 0:
+        update["chunked_prefill_size"] = max(1, chunk // dp_attention)
+    if params.max_running_requests is not None:
+        update["max_running_requests"] = max(1, params.max_running_requests // dp_attention)
+    return params.model_copy(update=update)
+
+
+def check_dp_attention(model: ModelSpec, tp: int, dp_attention: int, *, speculative: bool) -> None:
+    """Refuse, naming the field, what attention data parallelism is not modelled with (ValueError): attention
+    heads that tp/dp_attention GPUs cannot split, and speculative decoding."""
+    if dp_attention == 1:
+        return
+    try:
+        model.check_tensor_parallel(tp // dp_attention)
+    except ValueError as exc:
+        raise ValueError(
+            f"parallelism.dp_attention={dp_attention}: each rank's attention runs on tp/dp_attention GPUs: {exc}"
+        ) from None
+    if speculative:
+        raise ValueError(
+            f"parallelism.dp_attention={dp_attention}: speculative decoding is modelled without attention data "
+            "parallelism"
+        )

@@ -1,0 +1,244 @@
+"""Attention data parallelism (parallelism.dp_attention): config, KV capacity, lockstep steps, conservation."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simulator.build import build, make_cost_model, resolve_cost_model, setup_group
+from simulator.config.presets import resolve_hardware, resolve_model
+from simulator.config.scenario import validate_scenario
+from simulator.cost.dp_attention import ATTENTION_OPS, EMPTY, gathered_shape
+from simulator.cost.roofline import RooflineParams
+from simulator.cost.shape import BatchShape
+from simulator.kv.memory import plan_memory
+from tests.conftest import make_config, make_stream, run_checked
+
+R1 = "deepseek-ai/DeepSeek-R1"
+
+
+def r1_scenario(dp: int, **fields):
+    base = {
+        "model": R1,
+        "hardware": "h200",
+        "parallelism": {"tp": 8, "ep": 8, "dp_attention": dp},
+        "policy": {"kind": "sglang"},
+    }
+    return validate_scenario(base | fields)
+
+
+# (a) config ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("parallelism", "message"),
+    [
+        ({"tp": 8, "dp_attention": 3}, "parallelism: dp_attention (3) must divide tp (8)"),
+        ({"tp": 4, "pp": 2, "dp_attention": 2}, "parallelism: dp_attention (2) is modelled without pipeline"),
+        ({"tp": 8, "dp_attention": 0}, "parallelism.dp_attention: Input should be greater than or equal to 1"),
+    ],
+)
+def test_a_bad_dp_attention_is_refused_in_one_line_naming_the_field(parallelism, message):
+    with pytest.raises(ValueError) as exc:
+        validate_scenario({"parallelism": parallelism})
+    text = str(exc.value)
+    assert "\n" not in text and text.startswith(message)
+
+
+def test_dp_attention_defaults_to_one_and_speculation_is_refused_with_it():
+    assert validate_scenario({}).parallelism.dp_attention == 1
+    cfg = make_config(
+        parallelism={"tp": 2, "dp_attention": 2},
+        speculative={"method": "draft", "draft_model": "llama-3.2-1b", "num_tokens": 2, "acceptance_rate": 0.7},
+    )
+    with pytest.raises(ValueError, match=r"^parallelism.dp_attention=2: speculative decoding"):
+        build(cfg)
+
+
+def test_the_planners_capacity_bound_declines_attention_dp():
+    from simulator.planning.bound import capacity_bound
+    from simulator.planning.steady import SloTargets
+    from workloads import generate
+
+    cfg = make_config(parallelism={"tp": 2, "dp_attention": 2}, workload={"num_requests": 20})
+    slo = SloTargets(ttft_p99_ms=1e7, tpot_p99_ms=None, attainment=0.5)
+    bound = capacity_bound(cfg, None, generate(cfg.workload, cfg.seed, None), slo, 0.05)
+    assert bound.upper_rate_per_s is None and "dp_attention" in bound.reason
+
+
+# (b) KV capacity ------------------------------------------------------------------------------------
+
+
+def test_r1_on_8_h200_dp_attention_8_holds_its_mla_kv_once_per_request():
+    """DeepSeek-R1 (FP8, MLA) on 8 x H200, tp 8, vLLM's sizing (gpu_memory_utilization 0.9).
+
+    Every GPU stores 61 layers x (512 + 64) latent elements x 2 bytes = 70,272 bytes per token whatever the
+    layout (MLA's latent is not split by tp). Without DP attention the 8 GPUs all hold every request's latent:
+    the replica holds one GPU's worth of tokens. With dp_attention 8 each GPU holds only its own rank's requests:
+    8 pools. Each GPU pays for it with the attention projections and the embedding kept whole instead of split 8
+    ways: + 7/8 x 12.36 GiB. So blocks per GPU (16 tokens, 1,124,352 bytes) are floor((U - W - R) / B) with
+    U = 0.9 x 140.40 GiB, R = 1.465 GiB and W = 78.33 GiB (dp 1) or 89.14 GiB (dp 8): 44,467 and 34,142; the
+    replica holds 44,467 x 16 = 711,472 tokens at dp 1 and 8 x 34,142 x 16 = 4,370,176 at dp 8, 6.14 times as
+    many (8 x 34,142 / 44,467); at equal weights per GPU, exactly 8 times."""
+    model, hardware = resolve_model(R1), resolve_hardware("h200")
+    assert model.kv_bytes_per_token_per_gpu(8) == model.kv_bytes_per_token_per_gpu(8, 1, 8) == 61 * 576 * 2
+    replicated = model.attention_group_weight_bytes()
+    assert model.weight_bytes_per_gpu(8, 1, 8) - model.weight_bytes_per_gpu(8) == pytest.approx(replicated * 7 / 8)
+    dp1, dp8 = (plan_memory(model, hardware, 8, 16, 0.9, dp_attention=dp) for dp in (1, 8))
+    assert dp1.block_bytes == dp8.block_bytes == 70_272 * 16
+    for plan in (dp1, dp8):
+        assert plan.num_blocks == int((plan.usable_bytes - plan.weight_bytes - plan.reserve_bytes) // plan.block_bytes)
+    assert (dp1.num_blocks, dp8.num_blocks) == (44_467, 34_142)
+    setups = {
+        dp: setup_group(cfg, cfg.replica_groups()[0], 0, None)
+        for dp in (1, 8)
+        for cfg in [r1_scenario(dp, policy={"kind": "vllm"})]
+    }
+    assert setups[1].num_blocks * 16 == 711_472 and setups[8].num_blocks * 16 == 4_370_176
+    assert setups[8].num_blocks / setups[1].num_blocks == pytest.approx(6.142, abs=1e-3)
+    # the same weights per GPU (a measured figure): the MLA KV tokens are exactly 8 times
+    same = [plan_memory(model, hardware, 8, 16, 0.9, weight_bytes=640e9, dp_attention=dp) for dp in (1, 8)]
+    assert same[0].num_blocks == same[1].num_blocks
+
+
+def test_gqa_kv_per_gpu_is_split_by_the_attention_tp_only():
+    model = resolve_model("llama-3.1-70b")  # 8 KV heads
+    assert model.kv_bytes_per_token_per_gpu(8, 1, 2) == model.kv_bytes_per_token_per_gpu(4)
+    assert model.kv_bytes_per_token_per_gpu(8, 1, 8) == model.kv_bytes_per_token_per_gpu(1)
+
+
+def test_sglang_ranks_divide_its_chunk_and_running_limit_and_reserve_dp_graph_memory():
+    """SGLang under --enable-dp-attention: each rank runs chunked_prefill_size // dp and max_running_requests // dp,
+    schedule_conservativeness x 0.3; mem_fraction_static reserves max_bs x dp x (3 + 1.5) MiB more (max_bs 512 > 300
+    on an H200 at tp 8): 18,432 MiB."""
+    s1, s8 = (
+        setup_group(cfg, cfg.replica_groups()[0], 0, None)
+        for cfg in (r1_scenario(dp, policy={"kind": "sglang", "max_running_requests": 1024}) for dp in (1, 8))
+    )
+    assert (s8.policy.chunked_prefill_size, s8.policy.max_running_requests) == (8192 // 8, 1024 // 8)
+    assert s8.policy.schedule_conservativeness == pytest.approx(0.3)
+    assert s1.memory.usable_bytes - s8.memory.usable_bytes == pytest.approx(512 * 8 * 4.5 * 2**20, rel=2e-3)
+
+
+# (c) lockstep -----------------------------------------------------------------------------------
+
+
+def test_ranks_step_together_and_a_step_takes_the_slowest_ranks_time():
+    # constant model: 1 s a step plus 0.01 s per token of a rank, so a step lasts the busiest rank's time
+    cfg = make_config(
+        parallelism={"tp": 2, "dp_attention": 2},
+        cost_model={"kind": "constant", "step_time_s": 1.0, "per_token_s": 0.01},
+    )
+    stream = make_stream([0.0, 0.5, 0.6, 3.2, 3.3], [100, 30, 50, 200, 10], [4, 6, 3, 5, 2])
+    result = run_checked(cfg, stream)
+    steps = result.steps
+    assert set(steps["engine_id"]) == {0, 1}
+    tokens = steps["num_prefill_tokens"] + steps["num_decode_tokens"]
+    for _, rows in steps.assign(tokens=tokens).groupby("start_s"):
+        assert rows["duration_s"].nunique() == 1  # both ranks' rows of one step: same start, same length
+        assert rows["duration_s"].iloc[0] == pytest.approx(1.0 + 0.01 * rows["tokens"].max())
+    starts = steps.drop_duplicates("start_s").sort_values("start_s")
+    ends = (starts["start_s"] + starts["duration_s"]).to_numpy()
+    assert np.all(starts["start_s"].to_numpy()[1:] >= ends[:-1] - 1e-12)  # one step at a time per replica
+    # request 0 runs alone on rank 0 from 0 to 2 s (100 tokens); request 1 reaches the idle rank 1 at 0.5 s (the
+    # vLLM rule: least 4 x waiting + running) and waits for that step to end; request 2 (0.6 s) goes to rank 0
+    # (score 1 against rank 1's 4). At 2 s both ranks prefill, 50 and 30 tokens: the step lasts 1.5 s
+    first = steps[steps["start_s"] == 0.0]
+    assert first["engine_id"].tolist() == [0] and first["duration_s"].iloc[0] == pytest.approx(2.0)
+    second = steps[steps["start_s"] == 2.0].set_index("engine_id")
+    assert second["num_prefill_tokens"].to_dict() == {0: 50, 1: 30}
+    assert second["duration_s"].tolist() == pytest.approx([1.5, 1.5])
+    assert result.requests.set_index("request_id").loc[1, "first_scheduled_s"] == 2.0
+
+
+def test_the_cost_of_a_lockstep_step_on_the_roofline():
+    """max over ranks of the attention side (tp/N GPUs) + the shared side at the gathered rows (tp GPUs)."""
+    model, hardware = resolve_model(R1), resolve_hardware("h200")
+    params = resolve_cost_model(RooflineParams(), "sglang")
+    cost = make_cost_model(params, model, hardware, 8, 1, None, 8, 8)
+    attention = make_cost_model(params, model, hardware, 1, 1)
+    shared = make_cost_model(params, model, hardware, 8, 1, None, 8)
+    busy = BatchShape((), (), 64, 64 * 4000, 64)
+    light = BatchShape((), (), 8, 8 * 500, 8)
+    ranks = [busy, light, *[EMPTY] * 6]
+    step = cost.breakdown_ranks(ranks)
+    slowest = attention.breakdown(busy).ops
+    attention_s = sum(op.seconds for name, op in slowest.items() if name in ATTENTION_OPS)
+    # decode-only and unbalanced (2 x 72 < 8 x 64): the gather takes the sum of the ranks' rows (SUM_LEN)
+    assert gathered_shape(ranks) == BatchShape((), (), 72, 72, 72)
+    shared_ops = shared.breakdown(BatchShape((), (), 72, 72, 72)).ops
+    shared_s = sum(op.seconds for name, op in shared_ops.items() if name not in ATTENTION_OPS | {"cpu_overhead"})
+    cpu_s = slowest["cpu_overhead"].seconds
+    assert step.total_s == pytest.approx(max(attention_s + shared_s, cpu_s))  # SGLang overlaps its CPU time
+    assert step.ops["attn_decode"].seconds == slowest["attn_decode"].seconds
+    assert cost.step_time_ranks(ranks).total_s == step.total_s
+    # the light rank adds nothing to the attention time; balanced ranks gather the padded maximum (MAX_LEN)
+    assert cost.step_time_ranks([busy, *[EMPTY] * 7]).total_s < step.total_s  # fewer gathered rows
+    assert gathered_shape([busy] * 7 + [light]) == BatchShape((), (), 512, 512, 7 * 64 + 8)
+
+
+# (d) conservation and determinism -------------------------------------------------------------------
+
+
+def _small_r1_run(dp: int, **workload):
+    lengths = {
+        "kind": "independent",
+        "prompt": {"kind": "uniform", "min_tokens": 200, "max_tokens": 3000},
+        "output": {"kind": "uniform", "min_tokens": 20, "max_tokens": 400},
+    }
+    cfg = r1_scenario(
+        dp,
+        workload={"num_requests": 400, "arrival": {"kind": "poisson", "rate_per_s": 40}, "lengths": lengths} | workload,
+        kv_cache={"num_blocks": 8 * 1500, "block_size": 16},  # 24,000 tokens a rank: the KV fills
+        seed=3,
+    )
+    return build(cfg, check_invariants=True).run()
+
+
+def test_requests_and_tokens_are_conserved_and_no_rank_exceeds_its_pool():
+    result = _small_r1_run(8)
+    req = result.requests
+    assert len(req) == 400 and set(req["status"]) <= {"finished", "rejected"}
+    done = req[req["status"] == "finished"]
+    assert (done["num_generated_tokens"] == done["num_output_tokens"]).all()
+    assert result.summary["completed"] + result.summary["failed"] == 400
+    steps = result.steps
+    assert set(steps["engine_id"]) == set(range(8))
+    assert steps["num_kv_blocks_used"].max() <= 1500  # each rank's own pool
+    assert steps["num_kv_blocks_used"].max() > 1000  # and it was used
+    assert steps.groupby("engine_id")["num_prefill_tokens"].sum().min() > 0  # every rank served requests
+
+
+def test_same_seed_same_result():
+    first, second = _small_r1_run(4), _small_r1_run(4)
+    pd.testing.assert_frame_equal(first.requests, second.requests)
+    pd.testing.assert_frame_equal(first.steps, second.steps)
+
+
+# (e) throughput -----------------------------------------------------------------------------------
+
+
+def test_dp_attention_serves_more_when_the_mla_kv_binds():
+    """All 600 requests at once, 5,000 prompt and 1,000 output tokens each (vLLM's sizing, the roofline): at dp 1
+    the replica's 711,472 tokens of MLA KV hold 118 whole requests (about 140 run while outputs are short, the
+    rest wait or are preempted); at dp 8 its 8 pools of 546,272 tokens hold 91 each, 728 in all: every request
+    runs at once, 75 a rank, and the MoE layers see 600 tokens a step instead of about 140."""
+    lengths = {
+        "kind": "independent",
+        "prompt": {"kind": "fixed", "tokens": 5000},
+        "output": {"kind": "fixed", "tokens": 1000},
+    }
+    out = {}
+    for dp in (1, 8):
+        cfg = r1_scenario(
+            dp,
+            policy={"kind": "vllm"},
+            cost_model={"kind": "roofline"},
+            workload={"num_requests": 600, "arrival": {"kind": "offline"}, "lengths": lengths},
+        )
+        result = build(cfg).run()
+        running = result.steps.groupby("start_s")["num_running"].sum().max()  # over the ranks of one step
+        out[dp] = (result.summary, running)
+    (dp1, running1), (dp8, running8) = out[1], out[8]
+    assert dp1["completed"] == dp8["completed"] == 600
+    assert running1 < 150 and running8 == 600 and dp1["preemptions"] > 0 == dp8["preemptions"]
+    assert dp8["output_throughput"] > 2 * dp1["output_throughput"]
