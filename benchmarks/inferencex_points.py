@@ -42,9 +42,11 @@ written with InferenceX's client all the same).
 - a disaggregated point: a prefill group and a decode group of their worker counts, TPs and EPs
   (servesim then refuses those whose policy cannot serve such groups: SGLang's and TensorRT-LLM's).
 
-A point servesim cannot express raises ``PointRefused`` with a one-line reason: attention data
-parallelism (recorded, or implied where the size is not recorded and ``batch_size``, one attention
-rank's batch, differs from the concurrency), int4 weight-only quantization, a disaggregated point
+Attention data parallelism (``attention_dp_size`` > 1; the file's ``tp_size`` is then the attention TP of
+one rank) is ``parallelism: {tp: tp_size x attention_dp_size, ep: moe_ep_size, dp_attention:
+attention_dp_size}``. A point servesim cannot express raises ``PointRefused`` with a one-line reason:
+attention data parallelism implied but not recorded (``batch_size``, one attention rank's batch, differs
+from the concurrency), int4 weight-only quantization, a disaggregated point
 without worker counts, no recorded concurrency. A scenario servesim itself refuses (a model config it
 cannot read, a model too big for the GPUs, a tp that does not divide the heads) is refused by
 ``run_point`` with servesim's one-line error.
@@ -170,26 +172,28 @@ def hardware_preset(system: str) -> str:
     raise PointRefused(f"no hardware preset reads the silicon tables of {system}")
 
 
-def _parallelism(tp: int, ep: int, pp: int = 1) -> dict[str, int]:
-    out = {"tp": tp}
+def _parallelism(tp: int, ep: int, pp: int = 1, dp_attention: int = 1) -> dict[str, int]:
+    """servesim's ``parallelism`` of a point recorded as attention TP ``tp`` per attention-DP rank, ``dp_attention``
+    ranks, experts over ``ep``: the replica has tp x dp_attention GPUs (the file's moe_tp x moe_ep)."""
+    out = {"tp": tp * dp_attention}
     if pp > 1:
         out["pp"] = pp
     if ep > 1:
         out["ep"] = ep
+    if dp_attention > 1:
+        out["dp_attention"] = dp_attention
     return out
 
 
-def _check_attention_dp(size: float | None, batch_size: float | None = None, concurrency: int | None = None) -> None:
-    """PointRefused for attention data parallelism, recorded (size > 1) or implied.
-
-    A size not recorded (empty or 0) is taken as 1 unless the point's ``batch_size`` (the batch of
-    one attention rank) differs from the client concurrency, which attention DP implies.
-    """
+def _attention_dp(size: float | None, batch_size: float | None = None, concurrency: int | None = None) -> int:
+    """The attention-DP size of a point: the recorded size (empty or 0: 1); PointRefused where it is implied but not
+    recorded (``batch_size``, the batch of one attention rank, differs from the client concurrency)."""
     if size is not None and not pd.isna(size) and size > 1:
-        raise PointRefused("attention data parallelism not modelled")
+        return int(size)
     recorded = size is not None and not pd.isna(size) and size == 1
     if not recorded and batch_size is not None and not pd.isna(batch_size) and int(batch_size) != concurrency:
         raise PointRefused("attention data parallelism size not recorded and batch_size differs from concurrency")
+    return 1
 
 
 # A quantization's family: a point's precision (fp8, fp4) names the family, the checkpoint the format.
@@ -257,16 +261,10 @@ def _disaggregated_groups(row: pd.Series) -> list[dict[str, Any]]:
         workers = row.get(f"{role}_num_workers")
         if workers is None or pd.isna(workers):
             raise PointRefused("disaggregated point without worker counts")
-        _check_attention_dp(row.get(f"{role}_attention_dp_size"))
+        dp = _attention_dp(row.get(f"{role}_attention_dp_size"))
         tp = _int(row, f"{role}_tp_size")
-        groups.append(
-            {
-                "name": role,
-                "role": role,
-                "count": int(workers),
-                "parallelism": _parallelism(tp, _int(row, f"{role}_moe_ep_size"), _int(row, f"{role}_pp_size")),
-            }
-        )
+        ep, pp = _int(row, f"{role}_moe_ep_size"), _int(row, f"{role}_pp_size")
+        groups.append({"name": role, "role": role, "count": int(workers), "parallelism": _parallelism(tp, ep, pp, dp)})
     return groups
 
 
@@ -635,8 +633,9 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
         concurrency = concurrency_of(row)
     elif row["mode"] == "agg":
         concurrency = concurrency_of(row)
-        _check_attention_dp(row.get("attention_dp_size"), row.get("batch_size"), concurrency)
-        scenario["parallelism"] = _parallelism(_int(row, "tp_size"), _int(row, "moe_ep_size"), _int(row, "pp_size"))
+        dp = _attention_dp(row.get("attention_dp_size"), row.get("batch_size"), concurrency)
+        tp, ep, pp = _int(row, "tp_size"), _int(row, "moe_ep_size"), _int(row, "pp_size")
+        scenario["parallelism"] = _parallelism(tp, ep, pp, dp)
     else:
         raise PointRefused(f"serving mode {row['mode']} not modelled")
     recipe = recipe_for(row)

@@ -91,16 +91,17 @@ def test_trtllm_deepseek_r1_takes_max_num_tokens_from_the_script(points):
     # --max_batch_size (TensorRT-LLM's default); chunked context not enabled; kv_cache_config
     # free_gpu_memory_fraction 0.8
     long = own_agg(points, "trtllm", "deepseek-ai/DeepSeek-R1", "fp8", "b200_sxm", isl=8192)
-    conc = int(long["batch_size"])
     scenario = scenario_for(long)
+    conc = scenario["workload"]["concurrency"]
     expected = max(math.ceil((conc + 8192 + 64) / 64) * 64, 8192)
     assert scenario["policy"] == {"kind": "trtllm", "max_num_tokens": expected, "enable_chunked_prefill": False}
     assert scenario["kv_cache"] == {"prefix_caching": False, "dtype": "fp8", "free_gpu_memory_fraction": 0.8}
     short = scenario_for(own_agg(points, "trtllm", "deepseek-ai/DeepSeek-R1", "fp8", "b200_sxm", isl=1024))
     assert short["policy"]["max_num_tokens"] == 8192  # the floor
     # the H200 script has no floor
-    h200 = own_agg(points, "trtllm", "deepseek-ai/DeepSeek-R1", "fp8", "h200_sxm", isl=1024)
-    assert scenario_for(h200)["policy"]["max_num_tokens"] == math.ceil((int(h200["batch_size"]) + 1024 + 64) / 64) * 64
+    h200 = scenario_for(own_agg(points, "trtllm", "deepseek-ai/DeepSeek-R1", "fp8", "h200_sxm", isl=1024))
+    conc = h200["workload"]["concurrency"]
+    assert h200["policy"]["max_num_tokens"] == math.ceil((conc + 1024 + 64) / 64) * 64
     validate_scenario(scenario)
 
 
@@ -182,10 +183,27 @@ def test_a_checkpoint_published_quantized_is_served_as_published(points):
     assert scenario_for(deepseek)["quantization"] == "nvfp4"
 
 
-def test_attention_dp_point_is_refused(points):
-    row = first(points, mode="agg", attention_dp_size=8.0)
-    with pytest.raises(PointRefused, match=r"^attention data parallelism not modelled$"):
-        scenario_for(row)
+def test_attention_dp_point_is_written_as_dp_attention_ranks(points):
+    """The file records an attention-DP point's tp_size as one rank's attention TP: TensorRT-LLM's DeepSeek-R1 at
+    tp 1, attention DP 8, EP 8 is 8 GPUs, parallelism {tp: 8, ep: 8, dp_attention: 8}."""
+    row = first(points, mode="agg", engine="trtllm", attention_dp_size=8.0, tp_size=1.0, moe_ep_size=8.0)
+    scenario = scenario_for(row)
+    assert scenario["parallelism"] == {"tp": 8, "ep": 8, "dp_attention": 8}
+    validate_scenario(scenario)
+    # MiniMax-M2.5 on vLLM: attention TP 2 on each of 2 DP ranks, experts over 4 GPUs
+    minimax = first(points, mode="agg", engine="vllm", attention_dp_size=2.0, tp_size=2.0)
+    assert scenario_for(minimax)["parallelism"] == {"tp": 4, "ep": 4, "dp_attention": 2}
+
+
+def test_attention_dp_implied_but_not_recorded_is_refused(points):
+    rows = points[(points["mode"] == "agg") & points.attention_dp_size.isna() & points.batch_size.notna()]
+    rows = rows[rows.apply(lambda r: "silicon_concurrency=" in str(r.silicon_data_source), axis=1)]
+    for _, row in rows.iterrows():
+        if int(row["batch_size"]) != int(str(row.silicon_data_source).split("silicon_concurrency=")[1].split(";")[0]):
+            with pytest.raises(PointRefused, match=r"^attention data parallelism size not recorded"):
+                scenario_for(row)
+            return
+    pytest.fail("no point with an implied, unrecorded attention-DP size")
 
 
 def test_int4_point_is_refused(points):
