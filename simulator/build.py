@@ -165,7 +165,7 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
         raise ValueError(f"group {name}: {num_blocks} KV blocks cannot be shared by {par.pp} pipeline engines")
     if num_blocks < dp:
         raise ValueError(f"group {name}: {num_blocks} KV blocks cannot be shared by {dp} attention-DP ranks")
-    cost_model = resolve_cost_model(g.cost_model or cfg.cost_model, policy.kind)
+    cost_model = resolve_cost_model(g.cost_model or cfg.cost_model, policy.kind, dp, par.ep)
     return GroupSetup(
         name,
         g,
@@ -241,12 +241,13 @@ def _cpu_overlap(params: Any) -> bool:
     return False
 
 
-def resolve_cost_model(params: Any, policy_kind: str) -> Any:
+def resolve_cost_model(params: Any, policy_kind: str, dp_attention: int = 1, ep: int = 1) -> Any:
     """The cost model's parameters with what the policy's engine decides filled in where unset (its traits):
     ``framework``, the engine whose measured kernel tables are read (``vllm``/``vllm_v0`` vLLM's, ``sglang``
     SGLang's, ``trtllm`` TensorRT-LLM's, the other policies vLLM's); ``cpu_overlap``, whether its CPU work runs
-    beside the GPU's (vLLM V1, SGLang, TensorRT-LLM) or before it (vLLM V0 and the others), also in a nested
-    ``roofline``."""
+    beside the GPU's (vLLM V1, SGLang, TensorRT-LLM) or before it (vLLM V0 and the others); ``expert_all_to_all``,
+    vLLM's all-to-all MoE kernels with attention data parallelism and ep > 1 (``use_all2all_kernels``); the last
+    two also in a nested ``roofline``."""
     traits = policies.batching.traits_of(policy_kind)
     fields = type(params).model_fields
     update: dict[str, Any] = {}
@@ -254,8 +255,17 @@ def resolve_cost_model(params: Any, policy_kind: str) -> Any:
         update["framework"] = traits.engine
     if "cpu_overlap" in fields and params.cpu_overlap is None:
         update["cpu_overlap"] = traits.overlaps_cpu
-    if "roofline" in fields and params.roofline.cpu_overlap is None:
-        update["roofline"] = params.roofline.model_copy(update={"cpu_overlap": traits.overlaps_cpu})
+    roofline = params if "expert_all_to_all" in fields else getattr(params, "roofline", None)
+    if roofline is not None:
+        nested: dict[str, Any] = {}
+        if roofline.cpu_overlap is None and roofline is not params:
+            nested["cpu_overlap"] = traits.overlaps_cpu
+        if roofline.expert_all_to_all is None:
+            nested["expert_all_to_all"] = traits.engine == "vllm" and dp_attention > 1 and ep > 1
+        if roofline is params:
+            update |= nested
+        elif nested:
+            update["roofline"] = roofline.model_copy(update=nested)
     return params.model_copy(update=update) if update else params
 
 

@@ -106,14 +106,15 @@ class RooflineParams(BaseModel):
         "scheduling, SGLang's and TensorRT-LLM's overlap schedulers): a step takes the longer of its GPU time and "
         "the engine's CPU time, not their sum. None: what the batch policy's engine does (its traits).",
     )
-    expert_all_to_all: bool = Field(
-        False,
+    expert_all_to_all: bool | None = Field(
+        None,
         description="With ep > 1, dispatch each token to its experts' GPUs and combine the results back (DeepEP-style "
-        "all-to-all), as engines do with attention data parallelism. False (the default): tensor x expert parallelism "
-        "as vLLM, SGLang and TensorRT-LLM run it without attention DP: every GPU holds all the step's tokens, computes "
-        "its own experts' share and the tensor-parallel all-reduce combines them, no all-to-all (vLLM's "
-        "FusedMoEParallelConfig.use_all2all_kernels is dp_size > 1 and use_ep, "
-        "vllm/model_executor/layers/fused_moe/config.py).",
+        "all-to-all). False: tensor x expert parallelism as vLLM, SGLang and TensorRT-LLM run it without attention "
+        "DP: every GPU holds all the step's tokens, computes its own experts' share and the tensor-parallel "
+        "all-reduce combines them. None (the default): the engine's rule, all-to-all where vLLM runs it, with "
+        "attention data parallelism and ep > 1 (FusedMoEParallelConfig.use_all2all_kernels is dp_size > 1 and "
+        "use_ep, vllm/model_executor/layers/fused_moe/config.py); SGLang's and TensorRT-LLM's default attention-DP "
+        "layout gathers the tokens instead (no all-to-all).",
     )
     cuda_graph_padding: bool = Field(
         True, description="Run a decode-only step's linear layers at the next captured CUDA-graph batch size."

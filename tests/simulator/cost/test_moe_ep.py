@@ -130,3 +130,25 @@ def test_moe_models_run_end_to_end_on_h200(hf_id, tp, ep):
     model = setup.model
     # EP: each GPU holds E/ep of the experts, so far less expert weight than one GPU holding them all
     assert model.expert_weight_bytes_per_gpu(tp, ep=ep) == pytest.approx(model.expert_weight_bytes_per_gpu(1) / tp)
+
+
+def test_vllm_dispatches_all_to_all_with_attention_dp_and_ep_only():
+    """vLLM's FusedMoEParallelConfig.use_all2all_kernels is dp_size > 1 and use_ep; SGLang's and TensorRT-LLM's
+    default attention-DP layout gathers the tokens; an explicit setting stands."""
+    from simulator.build import setup_group
+    from simulator.config.scenario import validate_scenario
+
+    def all_to_all(policy: str, parallelism: dict, cost_model: dict | None = None) -> bool:
+        fields = {"model": "deepseek-ai/DeepSeek-R1", "hardware": "h200", "parallelism": parallelism}
+        fields |= {"policy": policy, "workload": {"num_requests": 2}}
+        if cost_model is not None:
+            fields["cost_model"] = cost_model
+        cfg = validate_scenario(fields)
+        return setup_group(cfg, cfg.replica_groups()[0], 0, None).cost_model.roofline.expert_all_to_all
+
+    assert all_to_all("vllm", {"tp": 8, "ep": 8, "dp_attention": 8})
+    assert not all_to_all("vllm", {"tp": 8, "ep": 8})
+    assert not all_to_all("vllm", {"tp": 8, "dp_attention": 8})
+    assert not all_to_all("sglang", {"tp": 8, "ep": 8, "dp_attention": 8})
+    explicit = {"kind": "silicon", "roofline": {"expert_all_to_all": False}}
+    assert not all_to_all("vllm", {"tp": 8, "ep": 8, "dp_attention": 8}, explicit)
