@@ -82,6 +82,11 @@ class ReplicaView(Protocol):
     def block_size(self) -> int: ...
     @property
     def max_model_len(self) -> int: ...
+    @property
+    def role(self) -> str:
+        """What the engine serves: ``mixed`` (prompts and decodes), ``prefill`` (a request leaves when its prompt is
+        computed, its KV sent on) or ``decode`` (requests arrive with their prompt's KV, received by transfer)."""
+        ...
 
     def num_new_blocks(self, request: RequestView, num_kv_tokens: int) -> int:
         """Blocks ``request`` must take from the free pool to hold KV for ``num_kv_tokens`` tokens.

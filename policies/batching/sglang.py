@@ -45,13 +45,27 @@ H200), 16384 above (B200, MI300X), 4096 where no GPU is known; 0 or -1 turns chu
 ``min(pool_tokens // 2, req_pool)`` with ``req_pool = clamp(pool_tokens / context_len * 512,
 2048, 4096)`` (``Scheduler.__init__``, ``ModelRunner.init_memory_pool``).
 
+Disaggregated prefill/decode (``--disaggregation-mode prefill|decode``; ``python/sglang/srt/disaggregation/``):
+
+- A prefill server runs prefill batches only (``get_next_disagg_prefill_batch_to_run``): admission as above, but
+  every request counts one output token (``PrefillBootstrapQueue._process_req`` sets ``max_new_tokens = 1``); a
+  request leaves when its prompt is computed and its KV is sent on (the engine hands it off).
+- A decode server takes the requests whose KV has arrived from its waiting queue, as many as
+  ``max_running_requests`` leaves room for, in queue order, into the running batch without a forward pass
+  (``get_new_prebuilt_batch``, ``process_batch_result_prebuilt``), and runs one decode batch of all of them
+  (``get_next_disagg_decode_batch_to_run``): retraction and the ``new_token_ratio`` update as above, the received
+  requests counted in the ratio but never retracted (they need no block: the lease that received their KV holds
+  the first decode token). Which transfers may land is the engine's KV lease (prompt plus one token, first come
+  first served), where SGLang's ``DecodePreallocQueue.pop_preallocated`` also keeps
+  ``SGLANG_NUM_RESERVED_DECODE_TOKENS`` per running request and the clipped output back. A request retracted on a
+  decode server is recomputed there (SGLang offloads its KV to host memory and loads it back).
+
 servesim's KV is paged: SGLang's token arithmetic is kept in tokens (free blocks times the block
 size), and a chunk must also get its blocks. Left out: the overlap scheduler (CPU scheduling of
 step N+1 while step N runs), in-batch prefix deprioritization of LPM (it needs token contents),
 the ``lof``/``dfs-weight``/``random`` policies, priority scheduling and its preemption, page-size
-alignment of chunks, SGLang's own speculative-decoding scheduling paths, hierarchical cache,
-disaggregated prefill/decode (``kv_transfer`` is not declared), and where retracted requests go:
-servesim queues them at the front, SGLang appends them to its queue.
+alignment of chunks, SGLang's own speculative-decoding scheduling paths, hierarchical cache, and where
+retracted requests go: servesim queues them at the front, SGLang appends them to its queue.
 """
 
 from __future__ import annotations
@@ -61,7 +75,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from policies.batching.common import Budget, never_fits, schedule_running
+from policies.batching.common import Budget, is_decode, never_fits, schedule_running
 from policies.batching.registry import BATCH_POLICIES, BatchTraits
 from policies.interface import ReplicaView, RequestView, StepPlan
 
@@ -143,6 +157,19 @@ def _output_left(req: RequestView) -> int:
     return min(req.num_output_tokens - req.num_generated_tokens, CLIP_MAX_NEW_TOKENS)
 
 
+def _max_new(view: ReplicaView, req: RequestView) -> int:
+    """The output tokens admission counts for ``req``: on a prefill server SGLang sets every request's
+    ``max_new_tokens`` to 1 (``PrefillBootstrapQueue._process_req``), as the request leaves once its prompt is done."""
+    return 1 if view.role == "prefill" else _output_left(req)
+
+
+def _received(view: ReplicaView, seats: int) -> list[RequestView]:
+    """Waiting requests whose prompt's KV arrived by transfer (a decode server's), at most ``seats``, queue order."""
+    if seats <= 0:
+        return []
+    return [r for r in view.waiting if r.num_generated_tokens and is_decode(r)][:seats]
+
+
 def _retract_key(req: RequestView) -> tuple[int, int]:
     # retract_decode keeps the most advanced: the first retracted has the fewest output tokens, then the longest prompt
     return (-req.num_generated_tokens, req.num_prompt_tokens)
@@ -152,7 +179,7 @@ def _retract_key(req: RequestView) -> tuple[int, int]:
     "sglang",
     params=SglangParams,
     traits=BatchTraits(
-        engine="sglang", overlaps_cpu=True, steady_decode=True, kv_transfer=False, hardware_defaults=True
+        engine="sglang", overlaps_cpu=True, steady_decode=True, kv_transfer=True, hardware_defaults=True
     ),
 )
 class SglangPolicy:
@@ -236,7 +263,7 @@ class SglangPolicy:
         if (reason := never_fits(view, req)) is not None:
             return reason
         pool = view.num_total_blocks * view.block_size
-        need = req.num_tokens + _output_left(req)
+        need = req.num_tokens + _max_new(view, req)
         if need >= pool:
             return f"needs {need} KV tokens for prompt + output; admission needs fewer than the cache's {pool}"
         return None
@@ -246,7 +273,15 @@ class SglangPolicy:
         running = view.running
         decodes = [r for r in running if _to_compute(r) == 1]
         chunked = [r for r in running if _to_compute(r) > 1]
-        plan, prefilled = self._prefill(view, decodes, chunked)
+        received = _received(view, self.max_running(view) - len(running)) if view.role == "decode" else []
+        if received:
+            # a decode server: the received requests join the running ones without a forward pass of their own
+            # (get_new_prebuilt_batch, process_batch_result_prebuilt) and this step decodes them all
+            plan = StepPlan()
+            self._decode(view, decodes, plan, received)
+            prefilled = True
+        else:
+            plan, prefilled = self._prefill(view, decodes, chunked)
         if not prefilled:
             # nothing to prefill: a decode batch of every running request (rejections kept)
             plan = StepPlan(reject=plan.reject)
@@ -289,7 +324,7 @@ class SglangPolicy:
             need = view.num_new_blocks(r, r.num_computed_tokens + n) if n > 0 else 0
             if n <= 0 or need > free_blocks:
                 return plan, False
-            rem_total -= n + (_output_left(r) if n == left else 0)
+            rem_total -= n + (_max_new(view, r) if n == left else 0)
             rem_input -= n
             rem_chunk = None if rem_chunk is None else rem_chunk - n
             free_blocks -= need
@@ -303,7 +338,7 @@ class SglangPolicy:
                 break
             computed = req.num_computed_tokens or view.prefix_hit_tokens(req)
             extend = req.num_tokens - computed
-            max_new = _output_left(req)
+            max_new = _max_new(view, req)
             if extend + max_new >= rem_total:
                 break  # NO_TOKEN
             if rem_chunk is None and admitted and extend >= rem_input:
@@ -324,8 +359,14 @@ class SglangPolicy:
             admitted += 1
         return plan, admitted > 0
 
-    def _decode(self, view: ReplicaView, decodes: list[RequestView], plan: StepPlan) -> None:
-        """SGLang's ``update_running_batch``: retract when the next tokens do not fit, else decay the ratio."""
+    def _decode(
+        self, view: ReplicaView, decodes: list[RequestView], plan: StepPlan, received: Sequence[RequestView] = ()
+    ) -> None:
+        """SGLang's ``update_running_batch``: retract when the next tokens do not fit, else decay the ratio.
+
+        ``received``: on a decode server, waiting requests whose KV arrived, merged into this decode batch. Their
+        KV lease holds their first decode token, so they need no block; only running requests are retracted.
+        """
         free = view.num_free_blocks
         need = {id(r): view.num_new_blocks(r, r.num_computed_tokens + 1) for r in decodes}
         short = sum(need.values()) - free
@@ -340,9 +381,17 @@ class SglangPolicy:
                 short -= freed + need[id(victim)]
             gone = {id(r) for r in plan.preempt}
             keep = [r for r in decodes if id(r) not in gone]
-            decoded = sum(r.num_generated_tokens for r in keep)
-            budget = sum(r.num_output_tokens for r in keep)
-            self.new_token_ratio = min(1.0, (decoded + RETRACT_DECODE_STEPS * len(keep)) / (budget + 1))
+            batch = [*keep, *received]
+            decoded = sum(r.num_generated_tokens for r in batch)
+            budget = sum(r.num_output_tokens for r in batch)
+            self.new_token_ratio = min(1.0, (decoded + RETRACT_DECODE_STEPS * len(batch)) / (budget + 1))
         else:
             self._decay()
-        schedule_running(view, keep, plan, Budget(2**62, 2**62, free), _retract_key)
+        budget_left = Budget(2**62, 2**62, free)
+        schedule_running(view, keep, plan, budget_left, _retract_key)
+        for r in received:
+            need = view.num_new_blocks(r, r.num_computed_tokens + 1)
+            if need > budget_left.free_blocks:
+                break  # (a lease always holds the first decode token; kept for a view that does not)
+            budget_left.free_blocks -= need
+            plan.scheduled.append((r, 1))

@@ -39,8 +39,23 @@ TensorRT-LLM's KV block reuse (``enable_block_reuse``, on by default) is servesi
 Left out: the "beneficial to skip" deferral of a request whose prefix blocks another scheduled
 context is computing, ``STATIC_BATCH``, the ``EQUAL_PROGRESS`` chunking policy, two-step
 lookahead (pipeline parallelism), overlap scheduling, beam search and draft tokens, LoRA/PEFT
-pages, dynamic batch-size tuning, attention data parallelism and disaggregated serving
-(``kv_transfer`` is not declared).
+pages, dynamic batch-size tuning, attention data parallelism.
+
+Disaggregated serving (context and generation servers behind ``trtllm-serve disaggregated``):
+
+- The disaggregated server sends a context server each request with ``max_tokens = 1``
+  (``tensorrt_llm/serve/openai_disagg_server.py``, ``_process_context_server_request``), so on a prefill engine
+  ``GUARANTEED_NO_EVICT`` reserves a request's prompt plus one token, not its whole output; a request leaves
+  when its context is computed and its KV is sent on (the engine hands it off).
+- On a generation server a request arrives with its prompt's KV (the engine's lease holds it and the first
+  decode token) and waits to be scheduled as a generation request: ``GUARANTEED_NO_EVICT`` admits it, in queue
+  order, only when the blocks it still needs to complete (output left, less what it holds) fit the free blocks
+  the running requests leave, as for any request; it then decodes one token a step. TensorRT-LLM's capacity
+  scheduler reserves those blocks before the transfer (``DISAGG_GENERATION_INIT``); servesim leases the prompt's
+  KV first-come-first-served and reserves the rest at admission, so a running request can find its block taken
+  by a lease and be paused (recomputed on the generation server), where TensorRT-LLM never evicts; and a generation
+  server with nothing running admits the first received request whose completion does not fit (else the leases,
+  holding blocks TensorRT-LLM would have reserved, could keep every request waiting).
 """
 
 from __future__ import annotations
@@ -82,10 +97,15 @@ class TrtllmParams(BaseModel):
     )
 
 
+def _context_only(req: RequestView) -> int:
+    """The KV tokens a context-only request (``max_tokens = 1``) holds at completion: its prompt and one token."""
+    return req.num_prompt_tokens + 1
+
+
 @BATCH_POLICIES.register(
     "trtllm",
     params=TrtllmParams,
-    traits=BatchTraits(engine="trtllm", overlaps_cpu=True, steady_decode=True, kv_transfer=False),
+    traits=BatchTraits(engine="trtllm", overlaps_cpu=True, steady_decode=True, kv_transfer=True),
 )
 class TrtllmPolicy:
     """In-flight batching: decodes and contexts under one token budget, admission by the capacity policy."""
@@ -132,13 +152,20 @@ class TrtllmPolicy:
         schedule_running(view, decodes + contexts, plan, budget, admission_order(running), chunk=running_chunk)
         if plan.preempt:
             return plan  # MAX_UTILIZATION paused the newest (GUARANTEED_NO_EVICT never gets here)
-        # GUARANTEED_NO_EVICT: blocks left once every running request is driven to completion
-        spare = view.num_free_blocks - sum(view.num_new_blocks(r, total_tokens(r)) for r in running)
+        # GUARANTEED_NO_EVICT: blocks left once every running request is driven to completion; a context server's
+        # requests complete at their first token (max_tokens = 1)
+        to_completion = _context_only if view.role == "prefill" else total_tokens
+        spare = view.num_free_blocks - sum(view.num_new_blocks(r, to_completion(r)) for r in running)
+
+        # a generation server with nothing running admits its first received request even when its completion does
+        # not fit: the leases of received KV hold blocks TensorRT-LLM would have reserved before the transfer, and
+        # with nothing running none would ever be freed
+        unblock = view.role == "decode" and not running
 
         def reserves_to_completion(req: RequestView, need: int) -> bool:
             nonlocal spare
-            whole = view.num_new_blocks(req, total_tokens(req))
-            if whole > spare:
+            whole = view.num_new_blocks(req, to_completion(req))
+            if whole > spare and not (unblock and not plan.scheduled and req.num_generated_tokens):
                 return False
             spare -= whole
             return True
