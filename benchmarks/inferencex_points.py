@@ -39,8 +39,8 @@ written with InferenceX's client all the same).
   settings: vLLM ``--max-num-seqs CONC --max-num-batched-tokens 8192``; SGLang
   ``max_running_requests: CONC``; TensorRT-LLM ``max_batch_size: CONC``; an FP8 KV cache for FP8
   and FP4 runs. Prefix caching is off throughout;
-- a disaggregated point: a prefill group and a decode group of their worker counts, TPs and EPs
-  (servesim then refuses those whose policy cannot serve such groups: SGLang's and TensorRT-LLM's).
+- a disaggregated point: a prefill group and a decode group of their worker counts, TPs, EPs and
+  attention-DP sizes, each served by the point's engine's policy.
 
 Attention data parallelism (``attention_dp_size`` > 1; the file's ``tp_size`` is then the attention TP of
 one rank) is ``parallelism: {tp: tp_size x attention_dp_size, ep: moe_ep_size, dp_attention:
