@@ -10,7 +10,7 @@ TPOT, and the points refused by reason. It measures only: nothing of the model i
 
     python -m benchmarks.inferencex [--per-group 8 | --all] [--seed 0] [--source inferencex]
         [--engine vllm] [--model meta-llama/Llama-3.1-70B] [--system h200_sxm]
-        [--workers N] [--ray] [--out runs/inferencex]
+        [--workers N] [--ray] [--out runs/inferencex] [--point-timeout 60]
 
 Writes ``points.csv`` (one row per point), ``summary.md`` (the tables, also printed) and
 ``report.html`` (predicted against measured, plotly embedded: opens offline) to ``--out``.
@@ -42,6 +42,9 @@ from benchmarks.inferencex_points import (
 from simulator.planning.executors import make_executor
 
 METRICS = ("ttft", "tpot")
+# A point still simulating after this many wall seconds is recorded as timed out: the largest disaggregated
+# attention-DP points (10 x CONC requests at CONC up to 12,000) take minutes each.
+POINT_TIMEOUT_S = 60.0
 POINT_COLUMNS = (
     ["id", *GROUP_FIELDS, "mode", "isl", "osl", "concurrency"]
     + [f"{kind}_{m}_ms" for m in METRICS for kind in ("measured", "pred")]
@@ -61,8 +64,11 @@ def write_scenarios(points: pd.DataFrame, seed: int) -> tuple[list[tuple[str, di
     return scenarios, refused
 
 
-def simulate(scenarios: list[tuple[str, dict[str, Any]]], workers: int, use_ray: bool) -> dict[str, dict[str, Any]]:
-    """Each scenario's run result by point id (``run_point``), progress lines on stderr."""
+def simulate(
+    scenarios: list[tuple[str, dict[str, Any]]], workers: int, use_ray: bool, point_timeout_s: float | None = None
+) -> dict[str, dict[str, Any]]:
+    """Each scenario's run result by point id (``run_point``, at most ``point_timeout_s`` of wall time each),
+    progress lines on stderr."""
     results: dict[str, dict[str, Any]] = {}
     if not scenarios:
         return results
@@ -70,7 +76,8 @@ def simulate(scenarios: list[tuple[str, dict[str, Any]]], workers: int, use_ray:
     start_s = time.perf_counter()
     step = max(1, len(scenarios) // 50)
     try:
-        for done, (_, result) in enumerate(executor.map_unordered(run_point, scenarios), start=1):
+        items = [(pid, scenario, point_timeout_s) for pid, scenario in scenarios]
+        for done, (_, result) in enumerate(executor.map_unordered(run_point, items), start=1):
             results[result["id"]] = result
             if done % step == 0 or done == len(scenarios):
                 elapsed = time.perf_counter() - start_s
@@ -243,11 +250,13 @@ def report_html(table: pd.DataFrame, path: Path) -> None:
     fig.write_html(str(path), include_plotlyjs=True, full_html=True)
 
 
-def run_benchmark(points: pd.DataFrame, seed: int, workers: int, use_ray: bool = False) -> tuple[pd.DataFrame, float]:
+def run_benchmark(
+    points: pd.DataFrame, seed: int, workers: int, use_ray: bool = False, point_timeout_s: float | None = None
+) -> tuple[pd.DataFrame, float]:
     """Write, simulate and score ``points``: the point table and the runtime in seconds."""
     start_s = time.perf_counter()
     scenarios, refused = write_scenarios(points, seed)
-    results = simulate(scenarios, workers, use_ray)
+    results = simulate(scenarios, workers, use_ray, point_timeout_s)
     concurrency = {pid: s["workload"]["concurrency"] for pid, s in scenarios}
     for pid, result in results.items():
         result["concurrency"] = concurrency[pid]
@@ -267,15 +276,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="Local processes (default: CPUs).")
     parser.add_argument("--ray", action="store_true", help="Run on Ray (a local one started on demand).")
     parser.add_argument("--out", type=Path, default=Path("runs/inferencex"), help="Output folder.")
+    parser.add_argument(
+        "--point-timeout",
+        type=float,
+        default=POINT_TIMEOUT_S,
+        help=f"Wall seconds a point may simulate before it is recorded as timed out (default {POINT_TIMEOUT_S:g}; "
+        "0: no limit).",
+    )
     args = parser.parse_args(argv)
     if args.per_group < 1:
         parser.error(f"--per-group must be at least 1 (got {args.per_group})")
+    if not args.point_timeout >= 0 or args.point_timeout == float("inf"):
+        parser.error(f"--point-timeout must be a number of seconds >= 0 (got {args.point_timeout})")
     filters = {"source": args.source, "engine": args.engine, "model": args.model, "system": args.system}
     points = select_points(read_points(), None if args.all else args.per_group, args.seed, filters)
     if points.empty:
         parser.error(f"no measured point matches {', '.join(f'{k}={v}' for k, v in filters.items() if v)}")
     try:
-        table, runtime_s = run_benchmark(points, args.seed, args.workers, args.ray)
+        table, runtime_s = run_benchmark(points, args.seed, args.workers, args.ray, args.point_timeout or None)
     except ValueError as exc:
         parser.error(str(exc))
     settings = "all points" if args.all else f"up to {args.per_group} points per group, seed {args.seed}"

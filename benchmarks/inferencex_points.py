@@ -666,21 +666,46 @@ def one_line(exc: BaseException, limit: int = 240) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def run_point(item: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+class PointTimeout(Exception):
+    """A point's simulation ran past its wall-time limit."""
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise PointTimeout
+
+
+def run_point(item: tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], float | None]) -> dict[str, Any]:
     """Simulate one point's scenario: its mean TTFT and TPOT in ms, or the one-line reason it was refused.
 
     A process-pool task (module level, plain data in and out); an exception of the validation,
     the build or the run is caught and returned as the refusal, so one point never stops the others.
+    A third item, seconds, bounds the point's wall time (SIGALRM, in a worker's main thread): a point
+    still running then is recorded as timed out (the 10 x CONC requests of the largest disaggregated
+    attention-DP points take minutes, their ranks stepping in lockstep without the decode fast path).
     """
+    import signal
+    import threading
+
     from simulator.build import build
     from simulator.config.scenario import validate_scenario
 
-    point_id, scenario = item
+    point_id, scenario, *rest = item
+    timeout_s = rest[0] if rest else None
     start_s = time.perf_counter()
+    alarm = timeout_s is not None and threading.current_thread() is threading.main_thread()
+    if alarm:
+        previous = signal.signal(signal.SIGALRM, _on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, timeout_s)
     try:
         summary = build(validate_scenario(scenario), record_steps=False).run().summary
         out = {"id": point_id, "pred_ttft_ms": summary["mean_ttft_ms"], "pred_tpot_ms": summary["mean_tpot_ms"]}
+    except PointTimeout:
+        out = {"id": point_id, "refused": f"not simulated within the {timeout_s:g} s wall-time limit"}
     except Exception as exc:
         out = {"id": point_id, "refused": one_line(exc)}
+    finally:
+        if alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
     out["wall_s"] = time.perf_counter() - start_s
     return out

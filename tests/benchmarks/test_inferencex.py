@@ -304,3 +304,13 @@ def test_intervals_calibrate_on_half_and_report_coverage_on_the_other(tmp_path):
         assert 0.6 < data["meta"]["coverage_held_out"][metric]["pooled"] <= 1.0
     ttft, tpot = data["bounds"]["mean_ttft_ms"]["pooled"], data["bounds"]["mean_tpot_ms"]["pooled"]
     assert ttft["hi"] - ttft["lo"] > 2 * (tpot["hi"] - tpot["lo"])  # the noisier metric gets the wider interval
+
+
+def test_a_point_past_its_wall_time_limit_is_recorded_as_timed_out():
+    from benchmarks.inferencex_points import run_point
+
+    long_run = {"model": "llama-3.1-8b", "hardware": "h100-sxm", "workload": {"num_requests": 500_000}}
+    result = run_point(("long", long_run, 0.5))
+    assert result["refused"] == "not simulated within the 0.5 s wall-time limit" and result["wall_s"] < 5
+    short = run_point(("short", {"model": "llama-3.1-8b", "workload": {"num_requests": 5}}, 30.0))
+    assert "refused" not in short and short["pred_tpot_ms"] > 0
