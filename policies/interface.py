@@ -88,6 +88,12 @@ class ReplicaView(Protocol):
         computed, its KV sent on) or ``decode`` (requests arrive with their prompt's KV, received by transfer)."""
         ...
 
+    @property
+    def num_steps(self) -> int:
+        """Steps the engine has run, fast-forwarded decode steps included (a policy that keeps per-step state
+        counts the steps it did not plan from it)."""
+        ...
+
     def num_new_blocks(self, request: RequestView, num_kv_tokens: int) -> int:
         """Blocks ``request`` must take from the free pool to hold KV for ``num_kv_tokens`` tokens.
 

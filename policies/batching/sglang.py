@@ -201,10 +201,9 @@ class SglangPolicy:
             self.init_new_token_ratio - self.min_new_token_ratio
         ) / params.new_token_ratio_decay_steps
         self.new_token_ratio = self.init_new_token_ratio
-        # request id -> tokens it will have generated once the last plan ran: after steady_decode said yes the
-        # engine may run decode steps without asking (fast-forward), and the ratio decays once per decode step
-        # all the same (with speculative decoding a step adds several tokens, but then it never fast-forwards)
-        self._generated_after_plan: dict[int, int] = {}
+        # the engine's step count once the last plan's step ran: after steady_decode said yes the engine may run
+        # decode steps without asking (fast-forward), and the ratio decays once per decode step all the same
+        self._steps_after_plan = 0
         self._may_have_skipped = False
 
     # -- state kept across steps -----------------------------------------------------------------------
@@ -213,32 +212,18 @@ class SglangPolicy:
         self.new_token_ratio = max(self.new_token_ratio - self.new_token_ratio_decay, self.min_new_token_ratio)
 
     def _catch_up(self, view: ReplicaView) -> None:
-        """Decay the ratio once for every decode step the engine ran since the last plan beyond it."""
-        seen = self._generated_after_plan
-        if not seen or not self._may_have_skipped:
+        """Decay the ratio once for every decode step the engine ran since the last plan beyond it (a fast-forward
+        window's steps: the engine's step count, since the requests that ran them may all have finished)."""
+        if not self._may_have_skipped:
             return
         self._may_have_skipped = False
-        extra = 0
-        for r in view.running:
-            before = seen.get(r.request_id)
-            if before is not None:
-                extra = max(extra, r.num_generated_tokens - before)
-        for _ in range(extra):
+        extra = view.num_steps - self._steps_after_plan
+        for _ in range(max(extra, 0)):
             self._decay()
 
     def _remember(self, view: ReplicaView, plan: StepPlan) -> None:
-        steps = {id(r): n for r, n in plan.scheduled}
-        gone = {id(r) for r in plan.preempt}
-        seen: dict[int, int] = {}
-        for r in list(view.running) + [r for r, _ in plan.scheduled]:
-            if id(r) in gone:
-                continue
-            n = steps.get(id(r), 0)
-            start = r.num_computed_tokens or view.prefix_hit_tokens(r)
-            seen[r.request_id] = r.num_generated_tokens + (1 if n and start + n >= r.num_tokens else 0)
-        self._generated_after_plan = seen
-
-    # -- planning ----------------------------------------------------------------------------------------
+        # the steps the engine will have run once this plan's step is recorded (a plan scheduling nothing runs none)
+        self._steps_after_plan = view.num_steps + (1 if plan.scheduled else 0)
 
     def steady_decode(self, view: ReplicaView) -> bool:
         # nothing queued and no chunked prefill in progress: every step is a decode batch of all running requests

@@ -11,6 +11,7 @@ class FakeView:
     def __init__(self, waiting=(), running=(), free=100, total=100, block_size=16, max_model_len=4096, role="mixed"):
         self.waiting, self.running = list(waiting), list(running)
         self.role = role
+        self.num_steps = 0
         self.num_free_blocks, self.num_total_blocks = free, total
         self.block_size, self.max_model_len = block_size, max_model_len
         self.blocks: dict[int, int] = {}  # request id -> blocks held

@@ -89,12 +89,24 @@ def test_the_ratio_decays_per_decode_step_even_those_the_engine_fast_forwards():
     view.running = [a]
     pol = policy()
     pol.plan_step(view, 0.0)  # a decode: one decay
-    # the engine asks steady_decode, runs that step and 5 more without asking: the next plan catches up
+    # the engine asks steady_decode, runs that step and 5 more without asking (its step count says so): the next
+    # plan catches up
     assert pol.steady_decode(view)
     a.num_generated_tokens += 6
     a.num_computed_tokens += 6
+    view.num_steps += 6
     pol.plan_step(view, 6.0)
     assert pol.new_token_ratio == pytest.approx(INIT - 7 * DECAY)
+    # the skipped steps count even when every request that ran them has finished since (the window ran to the end)
+    gone = policy()
+    gone.plan_step(view, 0.0)
+    assert gone.steady_decode(view)
+    view.num_steps += 4
+    view.running = []
+    view.waiting = [running_request(view, 1, 10, 0, generated=0, output=5)]
+    gone.plan_step(view, 4.0)  # a prefill (no decay): the first plan's decode and the 3 steps run after it
+    assert gone.new_token_ratio == pytest.approx(INIT - 4 * DECAY)
+    view.running, view.waiting = [a], []
     # without steady_decode the engine plans every step: tokens beyond one a step (speculative decoding) are no steps
     spec = policy()
     spec.plan_step(view, 0.0)
