@@ -69,6 +69,11 @@ def deployed_model(model: ModelSpec, quantization: str | None, kv_cache_dtype: s
     """
     update: dict[str, Any] = {}
     if quantization is not None:
+        if QUANTIZATIONS[quantization].experts_only and not model.is_moe:
+            raise ValueError(
+                f"quantization {quantization} quantizes the routed experts only (gpt-oss's MXFP4); {model.name} has "
+                "no routed experts: use fp8, fp8_block or nvfp4"
+            )
         update |= {"quantization": quantization, "weight_bytes": QUANTIZATIONS[quantization].weight_bytes}
     if kv_cache_dtype != "auto":
         update["kv_cache_bytes"] = KV_CACHE_DTYPE_BYTES[kv_cache_dtype]

@@ -419,16 +419,7 @@ def _moe(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> No
     table = sel.table("moe", "moe_perf.parquet")
     if table is None:
         return
-    cols = [
-        "moe_dtype",
-        "distribution",
-        "hidden_size",
-        "inter_size",
-        "topk",
-        "num_experts",
-        "moe_tp_size",
-        "moe_ep_size",
-    ]
+    cols = [c for c in REQUIRED_COLUMNS["moe_perf.parquet"] if c not in ("latency", "num_tokens")]  # a shape's key
     own, others = _moe_tables(sel, table) if table.framework == sel.base else ([table], [])
     borrowed: dict[str, int] = {}
     for prefix, sources in (("moe", own), ("moe_other", others)):

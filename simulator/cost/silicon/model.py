@@ -237,13 +237,8 @@ class SiliconCostModel:
             if m.quantization == "mxfp4":
                 dtypes = MXFP4_MOE_TABLES.get(t.selection.framework, dtypes)
             # the engine's own measurement of any dtype it accepts first, then another engine's of the same kernel
-            for prefix in ("moe", "moe_other"):
-                for dtype in dtypes:
-                    self._moe = t.moe(f"{prefix}/{dtype}/{dist}/{shape}/{tp // self.ep}/{self.ep}")
-                    if self._moe is not None:
-                        break
-                if self._moe is not None:
-                    break
+            keys = (f"{p}/{d}/{dist}/{shape}/{tp // self.ep}/{self.ep}" for p in ("moe", "moe_other") for d in dtypes)
+            self._moe = next((curve for curve in map(t.moe, keys) if curve is not None), None)
         if m.is_moe and self.ep > 1 and self.params.roofline.expert_all_to_all:
             shape = (m.hidden_size, m.num_experts_per_token, m.num_experts, self.ep)
             dispatch, combine = t.all_to_all("dispatch", *shape), t.all_to_all("combine", *shape)

@@ -339,3 +339,9 @@ def test_each_engine_reads_its_own_mxfp4_moe_kernel_on_blackwell():
     vllm_w4a16, _ = moe_s("vllm")
     vllm_w4a8, _ = moe_s("vllm", deployed_model(gptoss, "mxfp4_mxfp8"))
     assert vllm_w4a8 < vllm_w4a16 and trtllm < vllm_w4a16
+
+
+def test_an_experts_only_format_on_a_model_without_experts_is_one_line():
+    for quantization in ("mxfp4", "mxfp4_mxfp8"):
+        with pytest.raises(ValueError, match=rf"^quantization {quantization} quantizes the routed experts only"):
+            deployed_model(M, quantization)
