@@ -287,6 +287,8 @@ class Recipe:
     quantization: str | None = None  # an engine setting that picks the weights' kernels (None: the point's)
     expert_parallel: bool = False  # --enable-expert-parallel whatever the point's recorded EP: ep = tp
     kv_cache_for_tp: Callable[[int], dict[str, Any]] | None = None  # KV-cache fields the script sets by TP
+    # the db-dump configurations (the ``cfgN`` of a point's id) launched with DP_ATTENTION=true (vLLM: tp 1, dp TP)
+    dp_attention_configs: frozenset[str] = frozenset()
 
     @property
     def label(self) -> str:
@@ -375,6 +377,7 @@ def _with(recipe: Recipe, script: str, commit: str) -> Recipe:
         recipe.quantization,
         recipe.expert_parallel,
         recipe.kv_cache_for_tp,
+        recipe.dp_attention_configs,
     )
 
 
@@ -555,12 +558,18 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         "8c3eb5b86e065ad3db33e25de61019c08505e4fd",  # 2026-04-22
         _vllm(None, -1),
         _FP8_KV | {"gpu_memory_utilization": 0.9},
+        # .github/configs/nvidia-master.yaml at that commit: {tp: 2, ep: 2, dp-attn: true} at 1k/1k CONC 256-1024,
+        # the points of cfg707; cfg706 (tp 2, ep 2 at 1k/1k CONC 128 and 8k/1k CONC 128-512) without
+        dp_attention_configs=frozenset({"cfg707"}),
     ),
     ("vllm", "MiniMaxAI/MiniMax-M2.5", "fp4", "b300_sxm"): Recipe(
         "benchmarks/single_node/minimaxm2.5_fp4_b300.sh",
         "77b259a5e4343f568643463719554681fbf4f577",  # 2026-04-21
         _vllm(None, -1),
         _FP8_KV | {"gpu_memory_utilization": 0.9},
+        # nvidia-master.yaml at that commit: {tp: 2, ep: 2, dp-attn: true} at 1k/1k CONC 256-2048 and 8k/1k CONC
+        # 512, the points of cfg727; cfg726 (tp 2, ep 2 at CONC 128-512) without
+        dp_attention_configs=frozenset({"cfg727"}),
     ),
     ("vllm", "MiniMaxAI/MiniMax-M2.5", "fp8", "b200_sxm"): Recipe(
         "benchmarks/single_node/minimaxm2.5_fp8_b200.sh",
@@ -592,6 +601,30 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
 }
 
 
+def _config_id(point_id: str) -> str:
+    """The db-dump configuration of a point id (``..._c256_cfg707`` -> ``cfg707``; "" for other sources)."""
+    last = point_id.rsplit("_", 1)[-1]
+    return last if last.startswith("cfg") else ""
+
+
+def _vllm_parallelism(row: pd.Series, recipe: Recipe) -> dict[str, int]:
+    """The layout a vLLM single-node script launched for ``row``.
+
+    The scripts start ``vllm serve --tensor-parallel-size=$TP`` with ``--enable-expert-parallel`` when EP_SIZE > 1 (or,
+    on the MiniMax-M2.5 FP4 Blackwell scripts with DP_ATTENTION=true, ``--tensor-parallel-size=1
+    --data-parallel-size=$TP --enable-expert-parallel``): TP GPUs either way, experts over all of them (vLLM's EP size
+    is TP x DP). The file records such an expert-parallel point as attention_dp_size TP and moe_ep_size TP x TP with
+    batch_size CONC / TP, whether or not attention ran data-parallel (MiniMax-M2.5 on H100: tp 4, dp 4, ep 16, where
+    InferenceX's configuration is ``{tp: 4, ep: 4}`` on 4 GPUs), so the layout is read from the script, the TP and
+    the configuration, not from those columns.
+    """
+    tp, pp = _int(row, "tp_size"), _int(row, "pp_size")
+    expert_parallel = recipe.expert_parallel or _int(row, "moe_ep_size") > 1
+    if _config_id(str(row["id"])) in recipe.dp_attention_configs:
+        return _parallelism(1, tp, pp, dp_attention=tp)
+    return _parallelism(tp, tp if expert_parallel else 1, pp)
+
+
 def recipe_for(row: pd.Series) -> Recipe | None:
     """The InferenceX launch script's settings for an agg point of source ``inferencex``; None otherwise."""
     if source_of(str(row["silicon_data_source"])) != INFERENCEX or row["mode"] != "agg":
@@ -619,6 +652,7 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
     Raises PointRefused with a one-line reason for a point servesim cannot express.
     """
     quantization = _quantization(row)
+    recipe = recipe_for(row)
     model = str(row["model_path"])
     scenario: dict[str, Any] = {
         "seed": seed,
@@ -633,12 +667,14 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
         concurrency = concurrency_of(row)
     elif row["mode"] == "agg":
         concurrency = concurrency_of(row)
-        dp = _attention_dp(row.get("attention_dp_size"), row.get("batch_size"), concurrency)
-        tp, ep, pp = _int(row, "tp_size"), _int(row, "moe_ep_size"), _int(row, "pp_size")
-        scenario["parallelism"] = _parallelism(tp, ep, pp, dp)
+        if recipe is not None and row["backend"] == "vllm":
+            scenario["parallelism"] = _vllm_parallelism(row, recipe)
+        else:
+            dp = _attention_dp(row.get("attention_dp_size"), row.get("batch_size"), concurrency)
+            tp, ep, pp = _int(row, "tp_size"), _int(row, "moe_ep_size"), _int(row, "pp_size")
+            scenario["parallelism"] = _parallelism(tp, ep, pp, dp)
     else:
         raise PointRefused(f"serving mode {row['mode']} not modelled")
-    recipe = recipe_for(row)
     if recipe is None:
         scenario["policy"] = policy_for(str(row["backend"]), concurrency)
         if str(row.get("precision")) != "bf16":  # an FP8 KV cache for FP8 and FP4 runs
@@ -652,8 +688,6 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
             kv_cache.update(recipe.kv_cache_for_tp(tp))
         if recipe.quantization is not None:
             scenario["quantization"] = recipe.quantization
-        if recipe.expert_parallel and row["mode"] == "agg":
-            scenario["parallelism"]["ep"] = scenario["parallelism"]["tp"]
     scenario["kv_cache"] = kv_cache
     scenario["workload"] = workload_for(int(row["isl"]), int(row["osl"]), concurrency)
     return scenario

@@ -190,9 +190,29 @@ def test_attention_dp_point_is_written_as_dp_attention_ranks(points):
     scenario = scenario_for(row)
     assert scenario["parallelism"] == {"tp": 8, "ep": 8, "dp_attention": 8}
     validate_scenario(scenario)
-    # MiniMax-M2.5 on vLLM: attention TP 2 on each of 2 DP ranks, experts over 4 GPUs
-    minimax = first(points, mode="agg", engine="vllm", attention_dp_size=2.0, tp_size=2.0)
-    assert scenario_for(minimax)["parallelism"] == {"tp": 4, "ep": 4, "dp_attention": 2}
+
+
+def test_vllm_expert_parallel_points_take_the_scripts_layout(points):
+    """vLLM's scripts run TP GPUs (``--tensor-parallel-size=$TP --enable-expert-parallel``, or ``tp 1, dp TP`` with
+    DP_ATTENTION): the file's attention_dp_size TP and moe_ep_size TP x TP on those points are not read."""
+    # MiniMax-M2.5 on H100, InferenceX's {tp: 4, ep: 4}: 4 GPUs, recorded as tp 4, attention DP 4, EP 16
+    h100 = first(
+        points,
+        mode="agg",
+        engine="vllm",
+        system="h100_sxm",
+        model_path="MiniMaxAI/MiniMax-M2.5",
+        attention_dp_size=4.0,
+        moe_ep_size=16.0,
+    )
+    assert scenario_for(h100)["parallelism"] == {"tp": 4, "ep": 4}
+    # B300 FP4 cfg727 ran {tp: 2, ep: 2, dp-attn: true}: two ranks of attention TP 1, experts over both GPUs
+    dp = points[points["id"] == "minimaxm2_5_b300_vllm_fp4_agg_1024x1024_c512_cfg727"].iloc[0]
+    assert scenario_for(dp)["parallelism"] == {"tp": 2, "ep": 2, "dp_attention": 2}
+    validate_scenario(scenario_for(dp))
+    # cfg726 on the same GPU ran {tp: 2, ep: 2} without attention DP
+    plain = points[points["id"] == "minimaxm2_5_b300_vllm_fp4_agg_8192x1024_c512_cfg726"].iloc[0]
+    assert scenario_for(plain)["parallelism"] == {"tp": 2, "ep": 2}
 
 
 def test_attention_dp_implied_but_not_recorded_is_refused(points):
