@@ -26,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--plain",
         action="store_true",
         help="plan every engine step (no fast-forward over decode-only steps): the same decisions, times equal "
-        "to 1e-12 relative (see README), slower",
+        "to 1e-12 relative (see docs/concepts/architecture.md), slower",
     )
     add_report_args(p)
     p.set_defaults(func=main)
