@@ -21,6 +21,7 @@ simulator's engine. ``tests/docs/test_reference.py`` checks that every field and
 from __future__ import annotations
 
 import argparse
+import inspect
 import re
 import types
 import typing
@@ -126,6 +127,12 @@ def bounds(field: Any) -> str:
     """The field's numeric bounds as written in ``Field``/``Annotated`` (``>= 1, <= 16``)."""
     parts = []
     for meta in field.metadata:
+        check = getattr(meta, "func", None)  # workloads.validators.at_most / at_least: a limit and its message
+        if check is not None and check.__qualname__.split(".")[0] in ("at_most", "at_least"):
+            message = inspect.getclosurevars(check).nonlocals.get("message")
+            if message:
+                parts.append(str(message).removeprefix("must be "))
+            continue
         for attr, word in _BOUND_WORDS.items():
             value = getattr(meta, attr, None)
             if value is not None and not callable(value):
