@@ -625,6 +625,23 @@ def _vllm_parallelism(row: pd.Series, recipe: Recipe) -> dict[str, int]:
     return _parallelism(tp, tp if expert_parallel else 1, pp)
 
 
+def _trtllm_parallelism(row: pd.Series) -> dict[str, int]:
+    """The layout a TensorRT-LLM script launched for an InferenceX point ``row``.
+
+    The scripts pass ``--tp_size=$TP --ep_size=$EP_SIZE`` with ``enable_attention_dp: $DP_ATTENTION``: TP GPUs, and
+    with attention DP one attention rank per GPU. InferenceX's file records an attention-DP point of ``{tp: T, ep: E,
+    dp-attn: true}`` as moe_tp_size T, moe_ep_size E and attention_dp_size T x E (DeepSeek-R1 ``..._tp8_ep8``:
+    attention DP 64, 8 x 8), not the GPU count; a point without attention DP is recorded as it ran.
+    """
+    tp, ep, pp = _int(row, "moe_tp_size"), _int(row, "moe_ep_size"), _int(row, "pp_size")
+    dp = _attention_dp(row.get("attention_dp_size"), row.get("batch_size"), concurrency_of(row))
+    if dp == 1:
+        return _parallelism(_int(row, "tp_size"), ep, pp)
+    if dp != tp * ep:
+        raise PointRefused(f"attention DP {dp} is not moe_tp x moe_ep ({tp} x {ep}) as InferenceX records it")
+    return _parallelism(1, ep, pp, dp_attention=tp)
+
+
 def recipe_for(row: pd.Series) -> Recipe | None:
     """The InferenceX launch script's settings for an agg point of source ``inferencex``; None otherwise."""
     if source_of(str(row["silicon_data_source"])) != INFERENCEX or row["mode"] != "agg":
@@ -669,6 +686,8 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
         concurrency = concurrency_of(row)
         if recipe is not None and row["backend"] == "vllm":
             scenario["parallelism"] = _vllm_parallelism(row, recipe)
+        elif recipe is not None and row["backend"] == "trtllm":
+            scenario["parallelism"] = _trtllm_parallelism(row)
         else:
             dp = _attention_dp(row.get("attention_dp_size"), row.get("batch_size"), concurrency)
             tp, ep, pp = _int(row, "tp_size"), _int(row, "moe_ep_size"), _int(row, "pp_size")

@@ -192,6 +192,17 @@ def test_attention_dp_point_is_written_as_dp_attention_ranks(points):
     validate_scenario(scenario)
 
 
+def test_trtllm_attention_dp_points_run_on_the_scripts_tp(points):
+    """InferenceX records TensorRT-LLM's ``{tp: T, ep: E, dp-attn: true}`` as attention DP T x E: the script's
+    ``--tp_size=$TP --ep_size=$EP_SIZE`` with ``enable_attention_dp`` runs T GPUs, one attention rank each."""
+    row = points[points["id"] == "2026_04_06_gpt_oss_120b_b200_sxm_trtllm_fp4_agg_1024x1024_c256_tp2_ep2_1741"].iloc[0]
+    assert (row.attention_dp_size, row.moe_tp_size, row.moe_ep_size) == (4.0, 2.0, 2.0)
+    assert scenario_for(row)["parallelism"] == {"tp": 2, "ep": 2, "dp_attention": 2}
+    deepseek = first(points, mode="agg", engine="trtllm", source=INFERENCEX, attention_dp_size=64.0, moe_ep_size=8.0)
+    assert scenario_for(deepseek)["parallelism"] == {"tp": 8, "ep": 8, "dp_attention": 8}
+    validate_scenario(scenario_for(deepseek))
+
+
 def test_vllm_expert_parallel_points_take_the_scripts_layout(points):
     """vLLM's scripts run TP GPUs (``--tensor-parallel-size=$TP --enable-expert-parallel``, or ``tp 1, dp TP`` with
     DP_ATTENTION): the file's attention_dp_size TP and moe_ep_size TP x TP on those points are not read."""
