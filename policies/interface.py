@@ -123,8 +123,10 @@ class StepPlan:
     scheduled request must hold after allocation above ``computed + new`` (reservation
     for the maximum output, as static and Orca-style batching do). ``preempt`` is applied
     before allocation, ``reject`` ends waiting requests that can never run under this
-    policy. ``discard_kv`` frees every scheduled request's KV after the step (no KV cache).
-    When nothing is scheduled the replica sleeps until an arrival or ``wake_at_s``.
+    policy (the engine ends one it preempted earlier FINISHED, short, with the reason, as
+    vLLM V0 ignores a recomputed sequence over its prompt limit). ``discard_kv`` frees every
+    scheduled request's KV after the step (no KV cache). When nothing is scheduled the
+    replica sleeps until an arrival or ``wake_at_s``.
     """
 
     scheduled: list[tuple[RequestView, int]] = field(default_factory=list)

@@ -9,6 +9,14 @@ matching timestamp.
                                                           RUNNING <-> PREEMPTED
     RUNNING -> TRANSFERRING -> WAITING   (disaggregated: prompt done, KV moves to a decode replica)
     QUEUED | WAITING -> REJECTED (with a reason)
+    PREEMPTED -> FINISHED (with a reason: ended short, see below)
+
+A request preempted for recompute that can no longer run (its prompt plus the tokens it
+generated outgrew what one step may prefill) is ended FINISHED with the tokens it already
+emitted and a ``finish_reason``, not REJECTED: its client has received those tokens. This is
+vLLM V0's path (``vllm/core/scheduler.py`` ``_schedule_prefills``: a waiting sequence, a
+recomputed one included, whose ``get_len()`` exceeds the prompt limit is set
+``FINISHED_IGNORED``, which ``vllm/sequence.py`` reports as finish reason "length").
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ ALLOWED: dict[State, frozenset[State]] = {
     State.QUEUED: frozenset({State.WAITING, State.REJECTED}),
     State.WAITING: frozenset({State.RUNNING, State.REJECTED}),
     State.RUNNING: frozenset({State.PREEMPTED, State.FINISHED, State.TRANSFERRING}),
-    State.PREEMPTED: frozenset({State.RUNNING}),
+    State.PREEMPTED: frozenset({State.RUNNING, State.FINISHED}),
     State.TRANSFERRING: frozenset({State.WAITING}),
     State.FINISHED: frozenset(),
     State.REJECTED: frozenset(),
@@ -72,6 +80,7 @@ class Request:
     last_token_s: float | None = None
     finished_s: float | None = None
     reject_reason: str | None = None
+    finish_reason: str | None = None  # why a FINISHED request ended short of its output (None: it did not)
 
     @property
     def num_tokens(self) -> int:
@@ -90,10 +99,15 @@ class Request:
 def transition(req: Request, new: State, now_s: float, reason: str | None = None) -> None:
     """Move ``req`` to ``new`` at ``now_s``, stamping the matching timestamp.
 
-    Raises AssertionError on a move the state machine does not allow: that is a bug in
-    the engine, never a user error.
+    ``reason`` is required for REJECTED and for PREEMPTED -> FINISHED (a request ended short
+    of its output), and refused otherwise. Raises AssertionError on a move the state machine
+    does not allow: that is a bug in the engine, never a user error.
     """
     assert new in ALLOWED[req.state], f"request {req.request_id}: {req.state.name} -> {new.name}"
+    short = new is State.FINISHED and req.state is State.PREEMPTED
+    assert (reason is not None) == (new is State.REJECTED or short), (
+        f"request {req.request_id}: {req.state.name} -> {new.name} {'needs' if reason is None else 'takes no'} reason"
+    )
     if new is State.WAITING:
         req.enqueued_s = now_s
     elif new is State.RUNNING:
@@ -103,6 +117,7 @@ def transition(req: Request, new: State, now_s: float, reason: str | None = None
         req.num_preemptions += 1
     elif new is State.FINISHED:
         req.finished_s = now_s
+        req.finish_reason = reason
     elif new is State.REJECTED:
         assert reason, "a rejection needs a reason"
         req.reject_reason = reason

@@ -32,6 +32,18 @@ class Admission:
     stopped_by: Literal["queue", "tokens", "seqs_or_blocks"]  # the queue ran out, the token budget, or room
 
 
+# vLLM's _DEFAULT_MAX_NUM_BATCHED_TOKENS (vllm/config.py): SchedulerConfig's budget without chunked prefill, when
+# unset, is max(max_model_len, 2048) ("if max_model_len is too short, use _DEFAULT_MAX_NUM_BATCHED_TOKENS").
+DEFAULT_BATCHED_TOKENS = 2048
+
+
+def unchunked_budget(max_num_batched_tokens: int | None, max_model_len: int) -> int:
+    """A prefill-first policy's token budget: as set, or vLLM V0's default ``max(max_model_len, 2048)``."""
+    if max_num_batched_tokens is not None:
+        return max_num_batched_tokens
+    return max(max_model_len, DEFAULT_BATCHED_TOKENS)
+
+
 def is_decode(req: RequestView) -> bool:
     """Its prompt is computed: each step now gives it one token (the engine's own test adds n == 1)."""
     return req.num_computed_tokens >= req.num_prompt_tokens
@@ -115,6 +127,9 @@ def schedule_running(
         budget.free_blocks -= need
         budget.tokens -= n
         plan.scheduled.append((req, n))
+    # vLLM's schedule() asserts the same: a step never computes more than its budget (without chunking, the
+    # policy's parameters must make every running request's decode token fit: max_num_batched_tokens >= max_num_seqs)
+    assert budget.tokens >= 0, f"the running requests' tokens overrun the step's budget by {-budget.tokens}"
 
 
 def admit_waiting(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from policies.batching.common import (
     Budget,
@@ -26,6 +26,7 @@ from policies.batching.common import (
     newest_first,
     oversized,
     schedule_running,
+    unchunked_budget,
 )
 from policies.batching.registry import BATCH_POLICIES, BatchTraits
 from policies.interface import PreemptionMode, ReplicaView, RequestView, StepPlan
@@ -39,7 +40,7 @@ class PriorityParams(BaseModel):
     kind: Literal["priority"] = "priority"
     max_num_seqs: int = Field(256, ge=1, description="Most requests running at once.")
     max_num_batched_tokens: int | None = Field(
-        None, ge=1, description="Most tokens computed in one step; None: the model's max context."
+        None, ge=1, description="Most tokens computed in one step; None: max(max_model_len, 2048), as vllm_v0."
     )
     mode: Literal["strict", "aging"] = Field("strict", description="Strict classes, or classes that age.")
     aging_s: float = Field(10.0, gt=0, description="With aging: seconds of waiting worth one priority class.")
@@ -47,6 +48,17 @@ class PriorityParams(BaseModel):
         True, description="A waiting request may preempt running requests of strictly lower priority."
     )
     preemption_mode: PreemptionMode = Field("recompute", description="As for vllm: recompute or swap.")
+
+    @model_validator(mode="after")
+    def _check_budget(self) -> PriorityParams:
+        # vLLM's SchedulerConfig refuses a token budget below max_num_seqs, whatever the scheduling policy (as
+        # vllm and vllm_v0 here): every running request decodes one token a step, and the step must hold them all.
+        if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < self.max_num_seqs:
+            raise ValueError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be at least "
+                f"max_num_seqs ({self.max_num_seqs})"
+            )
+        return self
 
 
 # Received KV must be admitted before requests waiting for blocks; priority order cannot promise it.
@@ -96,7 +108,8 @@ class PriorityPolicy:
     def plan_step(self, view: ReplicaView, now_s: float) -> StepPlan:
         p = self.params
         plan = StepPlan(preemption_mode=p.preemption_mode)
-        limit = p.max_num_batched_tokens or view.max_model_len
+        limit = unchunked_budget(p.max_num_batched_tokens, view.max_model_len)
+        max_num_seqs = min(p.max_num_seqs, limit)  # as vllm_v0: the budget holds a decode token of each
         newest: VictimKey | None = None  # built when a victim is first needed
 
         def victim_key(r: RequestView) -> tuple[float, int]:
@@ -107,7 +120,7 @@ class PriorityPolicy:
 
         if view.waiting:
             order = sorted(view.waiting, key=self._cached_key(view, now_s))
-            budget = Budget(limit, p.max_num_seqs - view.num_running, view.num_free_blocks)
+            budget = Budget(limit, max_num_seqs - view.num_running, view.num_free_blocks)
             candidates: list[RequestView] | None = None  # victims, lowest priority first, sorted when first needed
 
             def make_room(req: RequestView, need_blocks: int) -> bool:
@@ -133,6 +146,6 @@ class PriorityPolicy:
             admit_waiting(view, order, plan, budget, reject=lambda r: oversized(r, limit), make_room=make_room)
             if plan.scheduled:
                 return plan
-        budget = Budget(limit, p.max_num_seqs, view.num_free_blocks)
+        budget = Budget(limit, max_num_seqs, view.num_free_blocks)
         schedule_running(view, view.running, plan, budget, victim_key)
         return plan

@@ -34,6 +34,7 @@ from policies.batching.common import (
     oversized,
     schedule_running,
     total_tokens,
+    unchunked_budget,
 )
 from policies.batching.registry import BATCH_POLICIES, BatchTraits
 from policies.interface import PreemptionMode, ReplicaView, RequestView, StepPlan
@@ -49,7 +50,7 @@ class VllmV0Params(BaseModel):
     max_num_batched_tokens: int | None = Field(
         None,
         ge=1,
-        description="Most tokens computed in one step; None means the model's max context "
+        description="Most tokens computed in one step; None means max(max_model_len, 2048) "
         "(vLLM's default without chunked prefill). A prompt longer than it is rejected "
         "(it must be prefilled in one step).",
     )
@@ -86,11 +87,14 @@ class VllmV0Policy:
 
     def plan_step(self, view: ReplicaView, now_s: float) -> StepPlan:
         plan = StepPlan(preemption_mode=self.preemption_mode)
-        limit = self.max_num_batched_tokens or view.max_model_len
+        limit = unchunked_budget(self.max_num_batched_tokens, view.max_model_len)
+        # the budget must hold a decode token of every running request (vLLM refuses a budget below max_num_seqs;
+        # unset, it can be below a max_num_seqs over 2048 on a short max_model_len): no more run than it holds
+        max_num_seqs = min(self.max_num_seqs, limit)
         watermark_blocks = int(self.watermark * view.num_total_blocks)
         waiting = view.waiting
         if waiting and not view.is_swapped(waiting[0]):
-            budget = Budget(limit, self.max_num_seqs - view.num_running, view.num_free_blocks)
+            budget = Budget(limit, max_num_seqs - view.num_running, view.num_free_blocks)
 
             def reject(req: RequestView) -> str | None:
                 if (reason := oversized(req, limit)) is not None:
@@ -105,11 +109,11 @@ class VllmV0Policy:
 
             if admit_waiting(view, waiting, plan, budget, watermark_blocks, reject=reject).num_admitted:
                 return plan
-        budget = Budget(limit, self.max_num_seqs, view.num_free_blocks)
+        budget = Budget(limit, max_num_seqs, view.num_free_blocks)
         running = view.running
         schedule_running(view, running, plan, budget, admission_order(running))
         if waiting and view.is_swapped(waiting[0]) and not plan.preempt:
-            budget.seqs = self.max_num_seqs - len(plan.scheduled)
+            budget.seqs = max_num_seqs - len(plan.scheduled)
             swapped = itertools.takewhile(view.is_swapped, waiting)
             admit_waiting(view, swapped, plan, budget, watermark_blocks)
         return plan

@@ -219,10 +219,12 @@ class Simulation:
     # -- completions ----------------------------------------------------------------------
 
     def request_done(self, req: Request) -> None:
+        """``req`` ended: its user (a closed-loop user, a session) sends the next request ``think_s`` after the
+        answer has reached it, the end's ``stream_delay_s`` after the engine emitted it (one path for both)."""
         for child in self._children.pop(req.request_id, ()):
-            think = self._think_s[child]
-            sent_s = self.env.now + think
-            Arrival(self.env, think + self._ingest_s(child)).callbacks.append(partial(self._admit, child, sent_s))
+            wait = self.stream_delay_s + self._think_s[child]
+            sent_s = self.env.now + wait
+            Arrival(self.env, wait + self._ingest_s(child)).callbacks.append(partial(self._admit, child, sent_s))
         done = self.recorder.num_done
         if self._progress is not None and (done % self._progress_every == 0 or done == len(self.stream)):
             self._progress(done, len(self.stream))

@@ -102,7 +102,7 @@ class DecisionLog:
         )
 
     def end(self, req: Request) -> None:
-        self.rows.append(("end", req.request_id, req.state.name, req.reject_reason))
+        self.rows.append(("end", req.request_id, req.state.name, req.reject_reason or req.finish_reason))
 
     def hand_off(self, req: Request) -> None:
         self.rows.append(("hand_off", req.request_id))
@@ -287,7 +287,13 @@ class StepExecutor:
         for req, reason in plan.reject:
             self.waiting.remove(req)
             kv.free(req)  # a transferred request that cannot run here after all holds blocks
-            self.end(req, State.REJECTED, now_s, reason)
+            if req.state is State.PREEMPTED:
+                # Its client has its tokens so far: it ends FINISHED, short (vLLM V0's FINISHED_IGNORED, request.py).
+                assert req.num_generated_tokens, f"request {req.request_id}: refused after a preemption, no token out"
+                reason = f"ignored: {reason}; ended with {req.num_generated_tokens} of {req.num_output_tokens} tokens"
+                self.end(req, State.FINISHED, now_s, reason)
+            else:
+                self.end(req, State.REJECTED, now_s, reason)
         for req in plan.preempt:
             self._running.remove(req)
             if plan.preemption_mode == "swap":

@@ -83,6 +83,7 @@ class MetricsRecorder:
         self._req_i = {c: array("q") for c in REQUEST_INT_COLUMNS}
         self._status = array("b")  # 1 finished, 0 rejected
         self.reject_reasons: dict[int, str] = {}
+        self.finish_reasons: dict[int, str] = {}  # finished short of the output (request.py: vLLM V0's ignored)
         self.record_steps = record_steps
         self._step_f = {c: array("d") for c in STEP_FLOAT_COLUMNS}
         self._step_i = {c: array("i") for c in STEP_INT_COLUMNS}  # 4 bytes a value: steps outnumber requests
@@ -122,6 +123,8 @@ class MetricsRecorder:
         self._status.append(1 if finished else 0)
         if not finished:
             self.reject_reasons[req.request_id] = req.reject_reason or ""
+        elif req.finish_reason is not None:
+            self.finish_reasons[req.request_id] = req.finish_reason
         self.in_system.add(now_s, -1)
 
     def itl(self, value_s: float, count: int = 1) -> None:
@@ -235,18 +238,22 @@ class MetricsRecorder:
         return len(self._status)
 
     def requests_frame(self) -> pd.DataFrame:
-        """One row per request that ended, sorted by request id (one copy of each column)."""
+        """One row per request that ended, sorted by request id (one copy of each column).
+
+        ``reject_reason``: why a rejected request never ran; ``finish_reason``: why a finished one
+        ended short of its output ("" for the rest).
+        """
         ids = np.frombuffer(self._req_i["request_id"], dtype=np.int64)
         order = np.argsort(ids, kind="stable")
         cols: dict[str, np.ndarray] = {c: np.frombuffer(a, dtype=np.int64)[order] for c, a in self._req_i.items()}
         cols.update({c: np.frombuffer(a, dtype=np.float64)[order] for c, a in self._req_f.items()})
         status = np.frombuffer(self._status, dtype=np.int8)[order]
         cols["status"] = np.where(status == 1, "finished", "rejected").astype(object)
-        reasons = np.full(len(ids), "", dtype=object)
-        if self.reject_reasons:
-            position = np.searchsorted(cols["request_id"], list(self.reject_reasons))
-            reasons[position] = list(self.reject_reasons.values())
-        cols["reject_reason"] = reasons
+        for column, by_id in (("reject_reason", self.reject_reasons), ("finish_reason", self.finish_reasons)):
+            reasons = np.full(len(ids), "", dtype=object)
+            if by_id:
+                reasons[np.searchsorted(cols["request_id"], list(by_id))] = list(by_id.values())
+            cols[column] = reasons
         return pd.DataFrame(cols, copy=False)
 
     def steps_frame(self) -> pd.DataFrame:

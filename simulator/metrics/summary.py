@@ -11,8 +11,8 @@ the peak fields came with vLLM PR #23867, Aug 2025, and are in every release sin
 
 - ``failed``: requests that did not complete. vLLM counts the requests whose response
   failed; here, the requests that did not finish (rejected, plus any left unfinished).
-- ``max_output_tokens_per_s``: output tokens (of every request that emitted them: one rejected
-  after emitting, e.g. a recompute over V0's budget, counts too) bucketed by the
+- ``max_output_tokens_per_s``: output tokens (of every request that emitted them, one
+  finished short included, e.g. a recompute over V0's budget) bucketed by the
   whole second, counted from the earliest send time of a completed request, in which the
   client received them (bucket = floor(token time - earliest send)); the most in any one
   bucket. A token's time is its emission plus ``stream_delay_s``.
