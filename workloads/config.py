@@ -41,8 +41,15 @@ class SyntheticWorkload(BaseModel):
     model_config = FINITE
 
     kind: Literal["synthetic"] = "synthetic"
-    num_requests: NumRequests | None = Field(None, description="How many requests arrive.")
-    duration_s: PositiveSeconds | None = Field(None, description="Arrivals stop at this time, seconds.")
+    num_requests: NumRequests | None = Field(
+        None,
+        description=f"How many requests arrive; give this or duration_s. With neither: {DEFAULT_NUM_REQUESTS:,} "
+        "requests.",
+    )
+    duration_s: PositiveSeconds | None = Field(
+        None,
+        description="Arrivals stop at this time, seconds; give this or num_requests (None: num_requests bounds them).",
+    )
     arrival: ArrivalConfig = Field(
         default_factory=lambda: PoissonArrivals(rate_per_s=DEFAULT_RATE_PER_S), description="The arrival process."
     )

@@ -44,7 +44,9 @@ class TraceWorkload(BaseModel):
     window_s: tuple[float, float] | None = Field(
         None, description="Keep requests arriving in [start, end) seconds of the trace, shifted to start at 0."
     )
-    num_requests: int | None = Field(None, ge=1, description="Replay this many requests (see sample).")
+    num_requests: int | None = Field(
+        None, ge=1, description="Replay this many requests (see sample); None: every request the trace holds."
+    )
     sample: Literal["first", "random"] = Field(
         "first",
         description="first: the first num_requests in trace order; random: whole sessions (or requests) "
@@ -53,7 +55,9 @@ class TraceWorkload(BaseModel):
     time_scale: float = Field(
         1.0, gt=0, description="Replay at this many times the trace's rate (times and think times divided by it)."
     )
-    duration_s: float | None = Field(None, gt=0, description="Keep requests arriving by this replay time, seconds.")
+    duration_s: float | None = Field(
+        None, gt=0, description="Keep requests arriving by this replay time, seconds; None: no time limit."
+    )
     max_prompt_tokens: int | None = Field(None, ge=1, description="Cut longer prompts to this length.")
     max_output_tokens: int | None = Field(None, ge=1, description="Cut longer outputs to this length.")
     arrival: ArrivalConfig | None = Field(

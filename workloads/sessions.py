@@ -138,12 +138,19 @@ class SessionWorkload(_Frozen):
     """Multi-turn sessions (chat or agent loops) whose prompts grow with the conversation.
 
     Give ``num_sessions`` or ``duration_s`` (sessions that start before it), not both; with
-    neither, 100 sessions.
+    neither, ``DEFAULT_NUM_SESSIONS`` (100) sessions.
     """
 
     kind: Literal["sessions"] = "sessions"
-    num_sessions: NumRequests | None = Field(None, description="How many sessions start.")
-    duration_s: PositiveSeconds | None = Field(None, description="Sessions start before this time, seconds.")
+    num_sessions: NumRequests | None = Field(
+        None,
+        description=f"How many sessions start; give this or duration_s. With neither: {DEFAULT_NUM_SESSIONS} sessions.",
+    )
+    duration_s: PositiveSeconds | None = Field(
+        None,
+        description="Sessions start before this time, seconds; give this or num_sessions (None: num_sessions "
+        "bounds them).",
+    )
     arrival: ArrivalConfig = Field(
         default_factory=lambda: PoissonArrivals(rate_per_s=1.0), description="When sessions start."
     )

@@ -11,6 +11,8 @@ why each is where it is:
 - ``MIN_RATE_PER_S`` (one request a year) to ``MAX_RATE_PER_S`` (one a nanosecond): an
   arrival rate. Slower puts the next arrival past the horizon above; faster spaces
   arrivals below the clock's resolution (an infinite rate puts every request at t = 0).
+  ``rate_range(count)``: the rates at which ``count`` arrivals validate (they span at most
+  ``MAX_SECONDS``), the one definition the planner's load search reads too.
 - ``MAX_TOKENS``, 10**9: any token length, 100 times the longest model context. Together
   with the request cap it keeps every token sum (a session's growing context, a step's
   batch) far from int64 overflow.
@@ -94,6 +96,20 @@ def _rate(value: float) -> float:
             f"must be at most {MAX_RATE_PER_S:g} requests/s (one a nanosecond, the simulator's time resolution)"
         )
     return value
+
+
+def rate_range(count: int) -> tuple[float, float]:
+    """The slowest and fastest arrival rate a workload of ``count`` arrivals validates at, requests/s.
+
+    The one definition of those bounds for whoever sets a rate (``simulator.planning``'s load
+    search among them): a rate is ``MIN_RATE_PER_S`` to ``MAX_RATE_PER_S``, and ``count``
+    arrivals at it span at most ``MAX_SECONDS`` (``workloads.arrivals.check_schedule``: count /
+    rate for Poisson, gamma and constant arrivals).
+    """
+    low = max(count / MAX_SECONDS, MIN_RATE_PER_S)
+    while count / low > MAX_SECONDS:  # the division rounded up past the horizon
+        low = math.nextafter(low, math.inf)
+    return low, MAX_RATE_PER_S
 
 
 def _rate_or_zero(value: float) -> float:
@@ -187,3 +203,20 @@ def refuse_non_finite(model: str, data: Any) -> None:
     if found:
         loc, value = found[0]
         raise ValidationError.from_exception_data(model, [InitErrorDetails(type="finite_number", loc=loc, input=value)])
+
+
+def first_repeat(values: Any) -> tuple[bool, Any]:
+    """(True, the first value given a second time) in ``values``, else (False, None).
+
+    For lists a user writes (a flag's comma-separated values, a grid's axis), where a repeat runs
+    the same thing twice. Values compare as JSON (``true`` and ``1`` differ; mappings by content).
+    """
+    import json
+
+    seen: set[str] = set()
+    for value in values:
+        key = json.dumps(value, sort_keys=True, default=repr)
+        if key in seen:
+            return True, value
+        seen.add(key)
+    return False, None

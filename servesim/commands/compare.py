@@ -52,7 +52,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _rates(text: str | None) -> list[float] | None:
-    from workloads.validators import MAX_RATE_PER_S, MIN_RATE_PER_S
+    from workloads.validators import MAX_RATE_PER_S, MIN_RATE_PER_S, first_repeat
 
     if text is None:
         return None
@@ -62,6 +62,9 @@ def _rates(text: str | None) -> list[float] | None:
         raise ValueError(f"--rates {text!r}: expected comma-separated numbers") from None
     if not rates or any(r <= 0 for r in rates):
         raise ValueError(f"--rates {text!r}: rates must be positive")
+    repeated, rate = first_repeat(rates)
+    if repeated:
+        raise ValueError(f"--rates {text!r}: {rate:g} is given twice (each rate runs once)")
     for r in rates:
         if not MIN_RATE_PER_S <= r <= MAX_RATE_PER_S:  # also inf and nan
             raise ValueError(
@@ -88,9 +91,14 @@ COLUMNS = (
 def main(args: argparse.Namespace) -> int:
     check_report_args(args)
     cfg, base_dir = scenario_from_args(args)
+    from workloads.validators import first_repeat
+
     names = [n.strip() for n in args.policies.split(",") if n.strip()]
     if not names:
         raise ValueError(f"--policies {args.policies!r}: no policy names; give one or more, comma-separated")
+    repeated, name = first_repeat(names)
+    if repeated:
+        raise ValueError(f"--policies {args.policies!r}: {name} is given twice (each policy runs once)")
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers must be at least 1 (got {args.workers})")
     # the scenario and flags are checked: now the policies and the simulator load

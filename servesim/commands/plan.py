@@ -18,6 +18,7 @@ from servesim.commands.sweep import add_executor_args
 from simulator.config.errors import format_validation_error
 from simulator.planning.executors import check_executor_options, make_executor
 from simulator.planning.settings import PlanRequest
+from workloads.validators import first_repeat
 
 # PlanRequest field -> the flag that sets it, so validation errors name what the user typed
 FLAGS = {
@@ -143,6 +144,10 @@ def plan_request(args: argparse.Namespace, slo: dict[str, float] | None = None) 
 
     ``slo`` holds the scenario's bounds (``scenario_slo``); a flag given replaces its bound.
     """
+    repeated, rate = first_repeat(args.target_rate or [])
+    if repeated:
+        given = ",".join(f"{r:g}" for r in args.target_rate)
+        raise ValueError(f"--target-rate {given}: {rate:g} is given twice (each load is planned once)")
     flags = {
         "slo_ttft_p99_ms": args.slo_ttft_ms,
         "slo_tpot_p99_ms": args.slo_tpot_ms,
@@ -199,7 +204,12 @@ def parse_tune(items: list[str]) -> dict[str, list[Any]]:
             check_path(path)
         except ValueError as exc:
             raise ValueError(f"--tune {item!r}: {exc}") from None
+        if path in out:
+            raise ValueError(f"--tune {item!r}: {path} is tuned twice; give its values in one --tune")
         out[path] = [_yaml_value(v) for v in parts]
+        repeated, value = first_repeat(out[path])
+        if repeated:
+            raise ValueError(f"--tune {item!r}: {value!r} is given twice (each value is tried once)")
     return out
 
 
@@ -207,8 +217,12 @@ def _prices(args: argparse.Namespace) -> dict[str, float]:
     from simulator.planning.prices import parse_price, read_prices
 
     prices = read_prices(args.prices) if args.prices is not None else {}
+    given: set[str] = set()
     for text in args.price:
         name, usd = parse_price(text)
+        if name in given:
+            raise ValueError(f"--price {text!r}: {name} is priced twice; give one --price per hardware")
+        given.add(name)
         prices[name] = usd
     return prices
 

@@ -26,6 +26,7 @@ from simulator.config.specs import (
 from simulator.cost import COST_MODELS
 from simulator.cost.silicon import SiliconParams
 from workloads import WorkloadConfig
+from workloads.booleans import NoBoolNumbers, validate_refusing_bools
 from workloads.validators import (
     FINITE,
     HORIZON,
@@ -276,7 +277,7 @@ def validate_tagged(registry: Registry, value: Any) -> BaseModel:
             where = ".".join(str(part) for part in loc)
             raise ValueError(f"{where}: Input should be a finite number (got {number!r})")
     try:
-        return entry.params.model_validate(value)
+        return validate_refusing_bools(entry.params.__name__, value, entry.params.model_validate)
     except ValidationError as exc:
         raise ValueError(format_validation_error(exc)) from None
 
@@ -385,7 +386,7 @@ class ReplicaGroupConfig(_Frozen):
 TAGGED_FIELDS = frozenset({"policy", "cost_model", "router"})
 
 
-class ScenarioConfig(_Frozen):
+class ScenarioConfig(_Frozen, NoBoolNumbers):
     """A deployment and a workload: the whole input of one simulation run."""
 
     seed: int = Field(0, ge=0, description="Seed of every random stream of the run.")

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, Field, model_serializer, model_validator
+from pydantic import Field, model_serializer, model_validator
 
 from simulator.config.precision import QUANTIZATIONS, QuantizationName
+from workloads.booleans import NoBoolNumbers
 from workloads.validators import FINITE, MAX_TOKENS, TOKEN_LIMIT, at_least, at_most
 
 # The widest shape accepted: 64 times the largest vocabulary of a served model today (Gemma's 262,144).
@@ -61,7 +62,7 @@ LatencyS = Annotated[
 UNQUANTIZED_WEIGHT_BYTES = 2.0
 
 
-class ModelSpec(BaseModel):
+class ModelSpec(NoBoolNumbers):
     """A decoder-only transformer's shapes, enough to count FLOPs, bytes and KV memory."""
 
     model_config = FINITE
@@ -389,7 +390,7 @@ class ModelSpec(BaseModel):
         return 2 * self.num_layers * self.kv_size * self.kv_cache_bytes
 
 
-class HardwareSpec(BaseModel):
+class HardwareSpec(NoBoolNumbers):
     """One accelerator's datasheet figures (dense, no sparsity), in SI units."""
 
     model_config = FINITE

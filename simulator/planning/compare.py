@@ -21,6 +21,7 @@ from simulator.metrics.results import TableFormat
 from simulator.planning.executors import make_executor
 from simulator.planning.overrides import apply_overrides
 from workloads import RequestStream, generate
+from workloads.validators import first_repeat
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +47,12 @@ def parse_sets(sets: Sequence[str]) -> dict[str, dict[str, list[Any]]]:
         policy, dot, param = key.partition(".")
         if not sep or not dot or not policy or not param or not values:
             raise ValueError(f"--set {item!r}: expected POLICY.PARAM=VALUE[,VALUE...]")
+        if param in out.get(policy, {}):
+            raise ValueError(f"--set {item!r}: {key} is set twice; give its values in one --set")
         out.setdefault(policy, {})[param] = [_parse_value(v) for v in values.split(",")]
+        repeated, value = first_repeat(out[policy][param])
+        if repeated:
+            raise ValueError(f"--set {item!r}: {value!r} is given twice (each variant runs once)")
     return out
 
 

@@ -29,6 +29,7 @@ from simulator.config.errors import format_validation_error
 from simulator.config.files import read_yaml_mapping
 from simulator.config.scenario import read_scenario_dict
 from simulator.planning.overrides import check_path
+from workloads.validators import first_repeat
 
 Overrides = dict[str, Any]
 # the most points one grid may expand to: each is validated, keyed and kept in memory before
@@ -38,11 +39,14 @@ MAX_REPLICATES = 1000
 
 
 def check_grid(grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
-    """``grid`` if every key is a field path and every value a non-empty list; ValueError otherwise."""
+    """``grid`` if every key is a field path and every value a non-empty list without repeats; ValueError otherwise."""
     for path, values in grid.items():
         check_path(path)
         if not values:
             raise ValueError(f"{path}: give at least one value")
+        repeated, value = first_repeat(values)
+        if repeated:
+            raise ValueError(f"{path}: {value!r} is given twice (each value runs once)")
     return grid
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from simulator.config.errors import format_validation_error
+from simulator.config.errors import format_validation_error, problem_lines
 from simulator.config.schema import ScenarioConfig
 from tests.simulator.config.test_bad_numbers import assert_refused, cli, servesim
 
@@ -73,11 +73,14 @@ def test_a_scenario_field_is_still_named_with_its_file(tmp_path, capsys):
 def test_renamed_fields_drop_the_source():
     with pytest.raises(ValidationError) as info:
         ScenarioConfig.model_validate({"seed": -1, "replicas": 0})
-    text = format_validation_error(info.value, source="s.yaml", names={"seed": "--seed"})
-    assert text.splitlines() == [
+    assert problem_lines(info.value, source="s.yaml", names={"seed": "--seed"}) == [
         "--seed: Input should be greater than or equal to 0 (got -1)",
         "s.yaml: replicas: Input should be greater than or equal to 1 (got 0)",
     ]
+    # the message is the first problem alone, in one line
+    assert format_validation_error(info.value, source="s.yaml", names={"seed": "--seed"}) == (
+        "--seed: Input should be greater than or equal to 0 (got -1) (and 1 more problem)"
+    )
 
 
 def test_duration_on_sessions_replaces_their_count(tmp_path, capsys):

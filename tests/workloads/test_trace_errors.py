@@ -127,7 +127,10 @@ def test_empty_file_with_auto_format(tmp_path):
         ("prompt_tokens,output_tokens\n5,1\n\n6,1\n", "line 3: blank line"),
         ("prompt_tokens,output_tokens\n5,1\n6,1,9\n", "line 3: expected 2 fields, found 3"),
         ("prompt_tokens,output_tokens\n5,1\n6.5,1\n", "line 3: prompt_tokens: expected an integer, found '6.5'"),
-        ("prompt_tokens,output_tokens\n5,1\n6,1" + "0" * 25 + "\n", "line 3: output_tokens: expected an integer"),
+        (
+            "prompt_tokens,output_tokens\n5,1\n6,1" + "0" * 25 + "\n",
+            "line 3: output_tokens: 1.00e+25 tokens is more than 1,000,000,000 tokens",
+        ),
         ("arrival_s,prompt_tokens,output_tokens\n1" + "0" * 400 + ",5,1\n", "line 2: arrival_s: expected a finite"),
         ("prompt_tokens,output_tokens\n5,\n", "line 2: output_tokens: missing value"),
         ("prompt_tokens,output_tokens,colour\n5,1,red\n", "line 1: unknown column 'colour'"),

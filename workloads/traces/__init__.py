@@ -33,11 +33,11 @@ from workloads.traces.files import (
     RowChecker,
     TextSource,
     check_not_empty,
-    int_column,
     read_csv_table,
     read_jsonl_table,
     read_text_source,
     report_broken,
+    token_column,
 )
 from workloads.traces.generic import read_generic
 from workloads.traces.mooncake import read_mooncake
@@ -158,7 +158,7 @@ def read_length_column(source: str, column: str, base_dir: Path | None = None) -
         have = "" if jsonl else f" (found {', '.join(table.columns)})"
         raise ValueError(f"{text.name}: line 1: no column {column!r}{have}")
     checker = RowChecker(text.name, table.lines, skip=False)
-    values = int_column(table, column, checker, report_broken(table, checker))
+    values = token_column(table, column, checker, report_broken(table, checker))
     checker.finish()
     return values
 

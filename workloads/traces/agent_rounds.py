@@ -34,10 +34,13 @@ from workloads.traces.files import (
     check_not_empty,
     int_column,
     read_jsonl_table,
+    reject_above,
     reject_missing_fields,
     report_broken,
+    token_column,
 )
 from workloads.traces.trace import Trace, encode_labels
+from workloads.validators import HORIZON, MAX_SECONDS
 
 FIELDS = ("session_id", "round_index", "input_tokens_total", "prefix_tokens", "output_tokens", "timing_events")
 OPTIONAL = ("tools", "model")
@@ -104,15 +107,19 @@ def read_agent_rounds(source: TextSource, skip_bad_rows: bool = False, block_tok
     check_not_empty(table)
     checker = RowChecker(source.name, table.lines, skip_bad_rows)
     broken = report_broken(table, checker) | reject_missing_fields(table, FIELDS, checker, "agent-rounds")
-    prompt = int_column(table, "input_tokens_total", checker, broken)
-    prefix = int_column(table, "prefix_tokens", checker, broken, minimum=0)
-    output = int_column(table, "output_tokens", checker, broken)
+    prompt = token_column(table, "input_tokens_total", checker, broken)
+    prefix = token_column(table, "prefix_tokens", checker, broken, minimum=0)
+    output = token_column(table, "output_tokens", checker, broken)
     round_index = int_column(table, "round_index", checker, broken, minimum=0)
     checker.reject(
         ~broken & (prefix > prompt),
         lambda row: f"prefix_tokens ({prefix[row]}) exceed input_tokens_total ({prompt[row]})",
     )
     first, last, tools_done = _event_times(table, checker, checker.bad.copy())
+    timed = ~checker.bad
+    if timed.any():
+        since_s = np.where(timed, (first - first[timed].min()) / 1e9, np.nan)
+        reject_above(since_s, (MAX_SECONDS, "s", HORIZON), checker, "timing_events (time since the earliest round)")
     sessions = [str(s) for s in table.columns["session_id"]]
     models = [str(m) if m is not None else "" for m in table.columns["model"]]
 

@@ -14,12 +14,14 @@ from workloads.traces.files import (
     TextSource,
     check_not_empty,
     check_sorted,
-    int_column,
     read_csv_table,
+    reject_above,
     report_broken,
     require_columns,
+    token_column,
 )
 from workloads.traces.trace import Trace
+from workloads.validators import HORIZON, MAX_SECONDS
 
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
@@ -31,8 +33,8 @@ def read_azure(source: TextSource, skip_bad_rows: bool = False) -> Trace:
     check_not_empty(table)
     checker = RowChecker(source.name, table.lines, skip_bad_rows)
     broken = report_broken(table, checker)
-    prompt = int_column(table, "ContextTokens", checker, broken)
-    output = int_column(table, "GeneratedTokens", checker, broken)
+    prompt = token_column(table, "ContextTokens", checker, broken)
+    output = token_column(table, "GeneratedTokens", checker, broken)
     raw = table.columns["TIMESTAMP"]
     import pandas as pd  # lazily: validating a scenario should not wait for pandas
 
@@ -44,6 +46,7 @@ def read_azure(source: TextSource, skip_bad_rows: bool = False) -> Trace:
     if len(good):
         origin = stamps.iloc[int(good[0])]
         seconds[good] = (stamps.iloc[good] - origin).dt.total_seconds().to_numpy()
+    reject_above(seconds, (MAX_SECONDS, "s", HORIZON), checker, "TIMESTAMP (time since the first row)")
     check_sorted(seconds, good, checker, "TIMESTAMP")
     keep = checker.finish()
     arrival = seconds[keep] - seconds[keep][0]

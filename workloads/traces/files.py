@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from workloads.validators import HORIZON, MAX_SECONDS, MAX_TOKENS, TOKEN_LIMIT
+
 
 @dataclass(frozen=True, slots=True)
 class TextSource:
@@ -309,17 +311,26 @@ def _all_floats(values: list[Any]) -> np.ndarray | None:
 
 
 def int_column(
-    table: RawTable, column: str, checker: RowChecker, skip_rows: np.ndarray, minimum: int | None = 1
+    table: RawTable,
+    column: str,
+    checker: RowChecker,
+    skip_rows: np.ndarray,
+    minimum: int | None = 1,
+    maximum: tuple[int, str, str] | None = None,
 ) -> np.ndarray:
-    """An integer column (int64); empty, non-integer or below-``minimum`` values are rejected.
+    """An integer column (int64); empty, non-integer, below-``minimum`` or above-``maximum`` values are rejected.
 
-    Rows in ``skip_rows`` (already broken) are not checked and hold 0.
+    ``maximum`` is (bound, unit, why the bound); a value above it is refused as such (not as
+    a non-integer, also when it is beyond int64). Rows in ``skip_rows`` (already broken) are not
+    checked and hold 0.
     """
     values = table.columns[column]
     fast = None if skip_rows.any() else _all_ints(values)
     out = fast if fast is not None else np.zeros(len(values), dtype=np.int64)
     bad_value = np.zeros(len(values), dtype=bool)
     missing = np.zeros(len(values), dtype=bool)
+    too_large = np.zeros(len(values), dtype=bool)
+    large: dict[int, int] = {}  # row -> a value above the maximum, as Python wrote it (maybe beyond int64)
     for i, v in enumerate(values if fast is None else ()):
         if skip_rows[i]:
             continue
@@ -329,17 +340,48 @@ def int_column(
             bad_value[i] = True
         else:
             try:
-                out[i] = v if isinstance(v, int) else int(v)
-            except (TypeError, ValueError, OverflowError):  # overflow: beyond int64
+                number = v if isinstance(v, int) else int(v)
+            except (TypeError, ValueError):
+                bad_value[i] = True
+                continue
+            if maximum is not None and number > maximum[0]:
+                too_large[i], large[i] = True, number
+                continue
+            try:
+                out[i] = number
+            except OverflowError:  # beyond int64
                 bad_value[i] = True
     checker.reject(missing, f"{column}: missing value")
     checker.reject(bad_value, lambda row: f"{column}: expected an integer, found {values[row]!r:.60}")
+    if maximum is not None:
+        bound, unit, why = maximum
+        too_large |= ~(missing | bad_value | skip_rows) & (out > bound)
+        checker.reject(
+            too_large,
+            lambda row: f"{column}: {_shown(large.get(row, out[row]))} {unit} is more than {bound:,} {unit} ({why})",
+        )
     if minimum is not None:
-        low = ~(missing | bad_value | skip_rows) & (out < minimum)
+        low = ~(missing | bad_value | too_large | skip_rows) & (out < minimum)
         checker.reject(
             low, lambda row: f"{column}: {'negative' if out[row] < 0 else f'must be at least {minimum}'} ({out[row]})"
         )
     return out
+
+
+def _shown(number: int) -> str:
+    """An integer with thousands separators, or in scientific notation when it is longer than a line allows."""
+    if number < 10**24:
+        return f"{number:,}"
+    digits = str(number)
+    return f"{digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
+
+
+def token_column(
+    table: RawTable, column: str, checker: RowChecker, skip_rows: np.ndarray, minimum: int = 1
+) -> np.ndarray:
+    """A token-length column: integers from ``minimum`` to ``MAX_TOKENS``, checked row by row before any array
+    is sized from them (a prompt of 2**63 tokens is its row's error, not a MemoryError later)."""
+    return int_column(table, column, checker, skip_rows, minimum, (MAX_TOKENS, "tokens", TOKEN_LIMIT))
 
 
 def float_column(
@@ -349,8 +391,12 @@ def float_column(
     skip_rows: np.ndarray,
     minimum: float | None = 0.0,
     optional: np.ndarray | None = None,
+    maximum: tuple[float, str, str] | None = None,
 ) -> np.ndarray:
-    """A finite float column (float64); rows where ``optional`` is true may be empty (NaN)."""
+    """A finite float column (float64); rows where ``optional`` is true may be empty (NaN).
+
+    ``maximum`` is (bound, unit, why the bound), as for ``int_column``.
+    """
     values = table.columns[column]
     fast = None if skip_rows.any() or (optional is not None and optional.any()) else _all_floats(values)
     out = fast if fast is not None else np.full(len(values), np.nan, dtype=np.float64)
@@ -380,7 +426,33 @@ def float_column(
     if minimum is not None:
         low = np.nan_to_num(out, nan=minimum) < minimum
         checker.reject(low, lambda row: f"{column}: negative ({out[row]})")
+    if maximum is not None:
+        reject_above(out, maximum, checker, column)
     return out
+
+
+def reject_above(values: np.ndarray, maximum: tuple[float, str, str], checker: RowChecker, column: str) -> None:
+    """Reject the rows whose value is above ``maximum`` (bound, unit, why the bound); NaN rows are left alone."""
+    bound, unit, why = maximum
+    checker.reject(
+        np.nan_to_num(values, nan=-np.inf) > bound,
+        lambda row: f"{column}: {values[row]:,.6g} {unit} is more than {bound:,.0f} {unit} ({why})",
+    )
+
+
+def seconds_column(
+    table: RawTable,
+    column: str,
+    checker: RowChecker,
+    skip_rows: np.ndarray,
+    optional: np.ndarray | None = None,
+    per_second: float = 1.0,
+) -> np.ndarray:
+    """A time column, 0 to ``MAX_SECONDS`` (``per_second`` units a second: 1e3 for milliseconds), checked row by
+    row before the simulator's clock or a per-second table is sized from it."""
+    unit = {1.0: "s", 1e3: "ms"}[per_second]
+    maximum = (MAX_SECONDS * per_second, unit, HORIZON)
+    return float_column(table, column, checker, skip_rows, optional=optional, maximum=maximum)
 
 
 def text_column(table: RawTable, column: str, skip_rows: np.ndarray) -> list[str | None]:

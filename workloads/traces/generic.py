@@ -35,14 +35,15 @@ from workloads.traces.files import (
     TextSource,
     check_not_empty,
     check_sorted,
-    float_column,
     int_column,
     is_missing,
     read_csv_table,
     read_jsonl_table,
     report_broken,
     require_columns,
+    seconds_column,
     text_column,
+    token_column,
 )
 from workloads.traces.mooncake import read_block_ids
 from workloads.traces.trace import Trace, encode_labels, take_ragged
@@ -81,18 +82,18 @@ def read_generic(source: TextSource, skip_bad_rows: bool = False, block_tokens: 
         raise ValueError(f"{source.name}: has hash_ids; set hash_block_tokens (tokens per block) in the workload")
     checker = RowChecker(source.name, table.lines, skip_bad_rows)
     broken = report_broken(table, checker)
-    prompt = int_column(table, "prompt_tokens", checker, broken)
-    output = int_column(table, "output_tokens", checker, broken)
+    prompt = token_column(table, "prompt_tokens", checker, broken)
+    output = token_column(table, "output_tokens", checker, broken)
 
     arrival = think = None
     dependent = np.zeros(len(table), dtype=bool)
     if "think_s" in has:
         dependent = np.array([not is_missing(v) for v in table.columns["think_s"]]) & ~broken
-        think = float_column(table, "think_s", checker, broken, optional=~dependent)
+        think = seconds_column(table, "think_s", checker, broken, optional=~dependent)
     if "arrival_s" in has:
         given = np.array([not is_missing(v) for v in table.columns["arrival_s"]])
         checker.reject(given & dependent, "give arrival_s or think_s, not both")
-        arrival = float_column(table, "arrival_s", checker, broken, optional=dependent)
+        arrival = seconds_column(table, "arrival_s", checker, broken, optional=dependent)
     sessions = text_column(table, "session_id", broken) if "session_id" in has else [None] * len(table)
     checker.reject(dependent & np.array([s is None for s in sessions]), "think_s needs a session_id")
 

@@ -18,11 +18,11 @@ from workloads.traces.files import (
     TextSource,
     check_not_empty,
     check_sorted,
-    float_column,
-    int_column,
     read_jsonl_table,
     reject_missing_fields,
     report_broken,
+    seconds_column,
+    token_column,
 )
 from workloads.traces.trace import Trace, take_ragged
 
@@ -85,9 +85,9 @@ def read_mooncake(source: TextSource, skip_bad_rows: bool = False) -> Trace:
     check_not_empty(table)
     checker = RowChecker(source.name, table.lines, skip_bad_rows)
     broken = report_broken(table, checker) | reject_missing_fields(table, FIELDS, checker, "Mooncake")
-    prompt = int_column(table, "input_length", checker, broken)
-    output = int_column(table, "output_length", checker, broken)
-    stamp_ms = float_column(table, "timestamp", checker, broken)
+    prompt = token_column(table, "input_length", checker, broken)
+    output = token_column(table, "output_length", checker, broken)
+    stamp_ms = seconds_column(table, "timestamp", checker, broken, per_second=1e3)
     check_sorted(stamp_ms, np.flatnonzero(~checker.bad), checker, "timestamp")
     ids, id_offsets = read_block_ids(
         table.columns["hash_ids"], prompt, BLOCK_TOKENS, checker, checker.bad.copy(), "hash_ids"

@@ -15,11 +15,11 @@ from workloads.traces.files import (
     TextSource,
     check_not_empty,
     check_sorted,
-    float_column,
-    int_column,
     read_csv_table,
     report_broken,
     require_columns,
+    seconds_column,
+    token_column,
 )
 from workloads.traces.trace import Trace
 
@@ -34,11 +34,11 @@ def read_vidur(source: TextSource, skip_bad_rows: bool = False) -> Trace:
     check_not_empty(table)
     checker = RowChecker(source.name, table.lines, skip_bad_rows)
     broken = report_broken(table, checker)
-    prompt = int_column(table, "num_prefill_tokens", checker, broken)
-    output = int_column(table, "num_decode_tokens", checker, broken)
+    prompt = token_column(table, "num_prefill_tokens", checker, broken)
+    output = token_column(table, "num_decode_tokens", checker, broken)
     arrival = None
     if TIME_COLUMN in table.columns:
-        arrival = float_column(table, TIME_COLUMN, checker, broken)
+        arrival = seconds_column(table, TIME_COLUMN, checker, broken)
         check_sorted(arrival, np.flatnonzero(~checker.bad), checker, TIME_COLUMN)
     keep = checker.finish()
     return Trace(
