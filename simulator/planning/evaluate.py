@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from simulator.build import build
+from simulator.config.errors import format_validation_error
 from simulator.config.schema import ScenarioConfig
 from simulator.planning.early_stop import VerdictKnown, VerdictWatch
 from simulator.planning.load import Load, plan_load, search_range
@@ -75,10 +78,18 @@ class ProbeTask:
     rate_per_s: float
 
 
+def _validated(data: dict[str, Any]) -> ScenarioConfig:
+    """``data`` as a scenario; a candidate's problem is one line (ValueError), as a plan reports it."""
+    try:
+        return ScenarioConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(format_validation_error(exc)) from None
+
+
 def run_load(run: CandidateRun) -> Load:
     """How the load points of ``run`` are configured (reads its trace, draws its sessions); ValueError if none."""
     base_dir = Path(run.base_dir) if run.base_dir is not None else None
-    return plan_load(ScenarioConfig.model_validate(run.config), run.seed, base_dir, run.search.requests_per_point)
+    return plan_load(_validated(run.config), run.seed, base_dir, run.search.requests_per_point)
 
 
 def rate_config(
@@ -88,7 +99,7 @@ def rate_config(
     load = load if load is not None else run_load(run)
     slo = {"ttft_ms": run.slo.ttft_p99_ms, "tpot_ms": run.slo.tpot_p99_ms, "e2el_ms": run.slo.e2el_p99_ms}
     data = apply_overrides(run.config, (overrides or {}) | load.overrides(rate_per_s) | {"seed": run.seed, "slo": slo})
-    return ScenarioConfig.model_validate(data)
+    return _validated(data)
 
 
 def simulate_rate(

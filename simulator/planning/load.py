@@ -25,10 +25,12 @@ with ``N`` the plan's requests per point, ``duration_s`` dropped in every case, 
 - closed loop: at least ``CLOSED_LOOP_REQUESTS_PER_USER`` requests per user, so that every
   user sends several requests after the warm-up.
 
-A load point is only simulated inside ``Load.bounds()``: for rates, its arrivals must
-span between ``MIN_SPAN_S`` and ``MAX_SPAN_S`` of simulated time (below, every request
-arrives at once and a higher rate changes nothing; above, float64 time no longer resolves
-a microsecond), and for a closed loop between 1 and ``MAX_USERS`` users.
+A load point is only simulated inside ``Load.bounds()``: for rates, the rates a scenario
+validates at (``workloads.validators.rate_range``: its arrivals span at most the one-year
+horizon, and the rate is at most one a nanosecond), and its arrivals span at least
+``MIN_SPAN_S`` (below, every request arrives at once and a higher rate changes nothing);
+for a closed loop between 1 and ``MAX_USERS`` users. A search that reaches the slowest
+rate without meeting the SLOs reports the candidate infeasible, never a validation error.
 """
 
 from __future__ import annotations
@@ -43,9 +45,9 @@ from workloads import RequestStream, generate
 from workloads.closed_loop import ClosedLoopWorkload
 from workloads.replay import TraceWorkload
 from workloads.sessions import SessionWorkload
+from workloads.validators import HORIZON, MAX_RATE_PER_S, MAX_SECONDS, rate_range
 
 MIN_SPAN_S = 1e-6
-MAX_SPAN_S = 1e9
 MAX_USERS = 65_536
 CLOSED_LOOP_REQUESTS_PER_USER = 10
 LoadKind = Literal["arrival_rate", "trace_rate", "session_rate", "concurrency"]
@@ -88,7 +90,8 @@ class Load:
         """The smallest and largest load a point may be simulated at."""
         if self.integer:
             return 1.0, float(MAX_USERS)
-        return self.count / MAX_SPAN_S, self.count / MIN_SPAN_S
+        low, high = rate_range(self.count)
+        return low, min(high, self.count / MIN_SPAN_S)
 
     def overrides(self, load: float) -> dict[str, Any]:
         """Dotted-path overrides that put one copy of the scenario at ``load``."""
@@ -219,8 +222,8 @@ def _bounds_reason(load: Load) -> str:
         return f"the users a closed-loop point can simulate (1 to {MAX_USERS:,})"
     return (
         f"the loads at which {load.count:,} {'sessions' if load.kind == 'session_rate' else 'requests'} per point "
-        f"arrive over {MIN_SPAN_S:g} s to {MAX_SPAN_S:g} s of simulated time (beyond, every request arrives at "
-        "once, or float64 time stops resolving a microsecond)"
+        f"arrive over {MIN_SPAN_S:g} s to {MAX_SECONDS:,.0f} s of simulated time, at most {MAX_RATE_PER_S:g} a second "
+        f"(below, every request arrives at once; beyond, {HORIZON})"
     )
 
 

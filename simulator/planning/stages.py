@@ -46,6 +46,23 @@ def apply_searches(
     if o.figures.replicas is None:
         floor = max(r["floor_rate_per_s"] for r in results)
         o.reason = f"no {noun} down to {floor:.3g} {unit} (the search's floor) meets the SLOs"
+        points = [row for res in results for row in res["points"]]
+        slowest = min(points, key=lambda row: row["rate_per_s"], default=None)
+        why = None if slowest is None else _missed(slowest, request)
+        if why:
+            o.reason += f" (at {slowest['rate_per_s']:.3g} {unit}: {why})"
+
+
+def _missed(row: dict[str, Any], request: PlanRequest) -> str | None:
+    """What a load point missed, in words: the early stop's reason, else each p99 above its bound."""
+    if row.get("stop_reason"):
+        return str(row["stop_reason"])
+    missed = [
+        f"p99 {key.upper()} {row[f'p99_{key}_ms']:.4g} ms > {bound:g} ms"
+        for key, bound in request.slo_bounds.items()
+        if bound is not None and row.get(f"p99_{key}_ms") is not None and row[f"p99_{key}_ms"] > bound
+    ]
+    return ", ".join(missed) or None
 
 
 def search_stage(

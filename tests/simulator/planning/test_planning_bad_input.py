@@ -46,8 +46,8 @@ def _one_clear_line(proc, out, *needles):
         (("--target-rate", "1e-300"), ("--target-rate 1e-300 req/s: outside", "of simulated time")),
         (("--target-rate", "1e300"), ("--target-rate 1e+300 req/s: outside",)),
         # doubling from 1e-6 used to stop 16 steps later at 0.065 req/s and size the plan from it
-        (("--target-rate", "40", "--start-rate", "1e-6"), ("--start-rate 1e-06 req/s: outside [2e-06, 2e+09]",)),
-        (("--target-rate", "40", "--start-rate", "1e-5"), ("--start-rate 1e-05: outside the search range", "2^16")),
+        (("--target-rate", "40", "--start-rate", "1e-6"), ("--start-rate 1e-06 req/s: outside [6.34e-05, 1e+09]",)),
+        (("--target-rate", "40", "--start-rate", "1e-4"), ("--start-rate 0.0001: outside the search range", "2^16")),
         (("--start-rate", "1e-300"), ("--start-rate 1e-300 req/s: outside",)),
         (("--start-rate", "inf"), ("--start-rate: Input should be a finite number",)),
         (("--start-rate", "-1"), ("--start-rate: Input should be greater than 0",)),
@@ -148,7 +148,11 @@ def test_the_search_stays_in_its_range_and_always_ends():
 
 
 def test_a_huge_sweep_grid_is_refused_before_it_is_built(tmp_path):
-    axes = {"seed": list(range(1000)), "policy.max_num_seqs": list(range(1, 1001)), "workload.num_requests": [5] * 1000}
+    axes = {
+        "seed": list(range(1000)),
+        "policy.max_num_seqs": list(range(1, 1001)),
+        "workload.num_requests": list(range(5, 1005)),
+    }
     grid = write_yaml(tmp_path / "g.yaml", {"base": tiny_base(), "grid": axes})
     out = tmp_path / "out"
     start = time.perf_counter()
