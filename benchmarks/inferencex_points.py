@@ -352,13 +352,17 @@ _DSR1_TRT_UNEXPRESSED = (
     "MoE backend; batch waiting"
 )
 _DSR1_TRT_KV = _FP8_KV | {"free_gpu_memory_fraction": 0.8}
-_70B_TRT = Recipe(
-    "",
-    "",
-    lambda isl, osl, conc, tp: {"max_num_tokens": 16384, "enable_chunked_prefill": False},
-    _FP8_KV,
-    "batch_wait_timeout_iters 20 and batch_wait_max_tokens_ratio 0.9 at 1k/1k below TP 8; CUDA graphs to 1024",
-)
+
+
+def _trt_70b(isl: int, osl: int, conc: int, tp: int) -> dict[str, Any]:
+    """The Llama-3.1-70B scripts: --max_num_tokens 16384, and batch waiting at 1k/1k below TP 8."""
+    out: dict[str, Any] = {"max_num_tokens": 16384, "enable_chunked_prefill": False}
+    if isl == 1024 and osl == 1024 and tp < 8:
+        out |= {"batch_wait_max_tokens_ratio": 0.9, "batch_wait_timeout_iters": 20}
+    return out
+
+
+_70B_TRT = Recipe("", "", _trt_70b, _FP8_KV, "CUDA graphs to 1024")
 _C_70B = "9596d23d74e9e1e4f4bcdb27572c87cafb746a02"  # 2025-10-29, the day the Llama-3.1-70B points were measured
 _C_DSR1_TRT_FP4 = "ec912828040791e8ba9b1133a1de51ac63a6f513"  # 2026-02-06
 _C_DSR1_TRT_FP8 = "d7dbd045b23447f2fef1fb3fe44d392c33e32679"  # 2026-02-05

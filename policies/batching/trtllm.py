@@ -39,7 +39,12 @@ TensorRT-LLM's KV block reuse (``enable_block_reuse``, on by default) is servesi
 Left out: the "beneficial to skip" deferral of a request whose prefix blocks another scheduled
 context is computing, ``STATIC_BATCH``, the ``EQUAL_PROGRESS`` chunking policy, two-step
 lookahead (pipeline parallelism), overlap scheduling, beam search and draft tokens, LoRA/PEFT
-pages, dynamic batch-size tuning, attention data parallelism.
+pages, dynamic batch-size tuning (attention data parallelism: ``simulator/cluster/dp_attention.py``).
+
+Batch waiting (``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio``; both 0, off, by default in
+``TorchLlmArgs``): the PyTorch executor holds a step's contexts back while generation requests run beside them,
+until the step's tokens reach the ratio of ``max_num_tokens`` or the timeout in steps (``_hold_contexts``);
+TensorRT-LLM skips it under attention data parallelism, and so does servesim (``rank_policy``).
 
 Disaggregated serving (context and generation servers behind ``trtllm-serve disaggregated``):
 
@@ -95,6 +100,19 @@ class TrtllmParams(BaseModel):
     enable_chunked_prefill: bool = Field(
         False, description="Chunked context: prompts are split to fit the token budget (else a prompt fits whole)."
     )
+    batch_wait_timeout_iters: int = Field(
+        0,
+        ge=0,
+        description="Batch waiting: steps a context may be held back beside generation requests to gather more "
+        "(0: off; PyExecutor._waiting_requests).",
+    )
+    batch_wait_max_tokens_ratio: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Batch waiting: contexts are held back while the step's tokens (context sequences plus "
+        "generation tokens) stay below this fraction of max_num_tokens (0: off).",
+    )
 
 
 def _context_only(req: RequestView) -> int:
@@ -115,6 +133,9 @@ class TrtllmPolicy:
         self.max_num_tokens = params.max_num_tokens
         self.no_evict = params.capacity_scheduler_policy == "GUARANTEED_NO_EVICT"
         self.chunked = params.enable_chunked_prefill
+        self.wait_iters = params.batch_wait_timeout_iters
+        self.wait_tokens = params.batch_wait_max_tokens_ratio * params.max_num_tokens
+        self._waited_iters = 0  # PyExecutor.batch_wait_iters_count: steps the contexts were held back in a row
 
     def steady_decode(self, view: ReplicaView) -> bool:
         # nothing queued: every running request is scheduled, decodes one token each while they fit the budget
@@ -179,4 +200,28 @@ class TrtllmPolicy:
             reject=reject,
             admissible=reserves_to_completion if self.no_evict else None,
         )
+        if self.wait_iters or self.wait_tokens:
+            self._hold_contexts(plan)
         return plan
+
+    def _hold_contexts(self, plan: StepPlan) -> None:
+        """Batch waiting (``PyExecutor._schedule`` and ``_waiting_requests`` in TensorRT-LLM's
+        ``tensorrt_llm/_torch/pyexecutor/py_executor.py``): a step that schedules both contexts and generation
+        requests runs its contexts only once the step's tokens (each context's whole sequence, one per generation
+        request) reach ``batch_wait_max_tokens_ratio x max_num_tokens`` or the contexts were held back
+        ``batch_wait_timeout_iters`` steps in a row; until then it runs the generation requests alone."""
+        generation = [
+            (req, n) for req, n in plan.scheduled if n == 1 and 0 < req.num_computed_tokens == req.num_tokens - 1
+        ]
+        if not generation or len(generation) == len(plan.scheduled):
+            return  # no generation request (TensorRT-LLM never waits then) or no context
+        decoding = {id(req) for req, _ in generation}
+        contexts = [req for req, _ in plan.scheduled if id(req) not in decoding]
+        tokens = sum(req.num_tokens for req in contexts) + len(generation)
+        if self._waited_iters >= self.wait_iters or tokens >= self.wait_tokens:
+            self._waited_iters = 0
+            return
+        self._waited_iters += 1
+        plan.scheduled = generation
+        for req in contexts:
+            plan.kv_tokens.pop(req, None)

@@ -82,7 +82,12 @@ def rank_chooser(engine_kind: str, engines: Sequence[Engine]) -> ChooseEngine:
 
 def rank_policy(params: Any, engine_kind: str, dp_attention: int) -> Any:
     """The batch policy's parameters as each of ``dp_attention`` ranks runs them (module docstring)."""
-    if engine_kind != "sglang" or dp_attention == 1:
+    if dp_attention == 1:
+        return params
+    if engine_kind == "trtllm":
+        # PyExecutor._schedule waits for a batch only `if not self.enable_attention_dp` (py_executor.py)
+        return params.model_copy(update={"batch_wait_timeout_iters": 0, "batch_wait_max_tokens_ratio": 0.0})
+    if engine_kind != "sglang":
         return params
     update: dict[str, Any] = {
         "schedule_conservativeness": params.schedule_conservativeness * SGLANG_DP_CONSERVATIVENESS_FACTOR

@@ -131,3 +131,67 @@ def test_max_utilization_preempts_on_the_same_workloads():
         assert s["completed"] + s["rejected"] == len(stream)
         total += s["preemptions"]
     assert total > 0
+
+
+def waiting_view(prompt: int) -> FakeView:
+    # one generation request (4 prompt tokens computed, 1 generated) and one context waiting
+    view = FakeView(free=50, total=50, block_size=4)
+    view.running = [running_request(view, 0, 4, 4, generated=1)]
+    view.waiting = [waiting(1, prompt)]
+    return view
+
+
+def test_batch_waiting_holds_contexts_until_the_timeout():
+    """max_num_tokens 64 x ratio 0.5 = 32: a step of one decode and an 8-token context (9 tokens) holds the context
+    back for batch_wait_timeout_iters 2 steps, then runs it (PyExecutor._waiting_requests)."""
+    policy = make("trtllm", max_num_tokens=64, batch_wait_timeout_iters=2, batch_wait_max_tokens_ratio=0.5)
+    view = waiting_view(8)
+    assert ids(policy.plan_step(view, 0.0).scheduled) == [(0, 1)]
+    assert ids(policy.plan_step(view, 1.0).scheduled) == [(0, 1)]
+    assert ids(policy.plan_step(view, 2.0).scheduled) == [(0, 1), (1, 8)]
+    # the count starts again after the contexts ran
+    assert ids(policy.plan_step(view, 3.0).scheduled) == [(0, 1)]
+
+
+def test_batch_waiting_runs_contexts_that_reach_the_token_ratio_or_have_no_decode_beside_them():
+    policy = make("trtllm", max_num_tokens=64, batch_wait_timeout_iters=20, batch_wait_max_tokens_ratio=0.5)
+    assert ids(policy.plan_step(waiting_view(31), 0.0).scheduled) == [(0, 1), (1, 31)]  # 31 + 1 = 32 tokens
+    alone = FakeView(waiting=[waiting(1, 8)], free=50, total=50, block_size=4)
+    assert ids(policy.plan_step(alone, 0.0).scheduled) == [(1, 8)]  # no generation request: never waits
+    off = make("trtllm", max_num_tokens=64)  # TensorRT-LLM's defaults: 0 and 0.0, no waiting
+    assert ids(off.plan_step(waiting_view(8), 0.0).scheduled) == [(0, 1), (1, 8)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_batch_waiting_ends_every_request_and_the_fast_path_agrees(seed):
+    stream = random_stream(seed)
+    params = {
+        "kind": "trtllm",
+        "max_batch_size": 16,
+        "max_num_tokens": 64,
+        "batch_wait_timeout_iters": 5,
+        "batch_wait_max_tokens_ratio": 0.9,
+    }
+    cfg = make_config(policy=params, kv_cache={"num_blocks": 30, "block_size": 4})
+    fast = run_checked(cfg, stream)
+    assert fast.summary["completed"] == len(stream) and fast.summary["preemptions"] == 0
+    plain = build(cfg, stream=stream, fast_forward=False).run()
+    assert plain.requests.equals(fast.requests)
+    # contexts waited: the first token comes later than without batch waiting
+    eager = run_checked(
+        make_config(
+            policy=params | {"batch_wait_timeout_iters": 0, "batch_wait_max_tokens_ratio": 0},
+            kv_cache={"num_blocks": 30, "block_size": 4},
+        ),
+        stream,
+    )
+    assert fast.requests["first_token_s"].mean() > eager.requests["first_token_s"].mean()
+
+
+def test_attention_dp_ranks_do_not_wait_for_a_batch():
+    from simulator.cluster.dp_attention import rank_policy
+
+    params = TrtllmParams(batch_wait_timeout_iters=20, batch_wait_max_tokens_ratio=0.9)
+    ranked = rank_policy(params, "trtllm", 4)
+    assert (ranked.batch_wait_timeout_iters, ranked.batch_wait_max_tokens_ratio) == (0, 0.0)
+    assert rank_policy(params, "trtllm", 1) is params
