@@ -611,7 +611,7 @@ def _config_id(point_id: str) -> str:
     return last if last.startswith("cfg") else ""
 
 
-def _vllm_parallelism(row: pd.Series, recipe: Recipe) -> dict[str, int]:
+def _vllm_parallelism(row: pd.Series, recipe: Recipe | None) -> dict[str, int]:
     """The layout a vLLM single-node script launched for ``row``.
 
     The scripts start ``vllm serve --tensor-parallel-size=$TP`` with ``--enable-expert-parallel`` when EP_SIZE > 1 (or,
@@ -623,27 +623,32 @@ def _vllm_parallelism(row: pd.Series, recipe: Recipe) -> dict[str, int]:
     the configuration, not from those columns.
     """
     tp, pp = _int(row, "tp_size"), _int(row, "pp_size")
-    expert_parallel = recipe.expert_parallel or _int(row, "moe_ep_size") > 1
-    if _config_id(str(row["id"])) in recipe.dp_attention_configs:
+    expert_parallel = (recipe is not None and recipe.expert_parallel) or _int(row, "moe_ep_size") > 1
+    if recipe is not None and _config_id(str(row["id"])) in recipe.dp_attention_configs:
         return _parallelism(1, tp, pp, dp_attention=tp)
     return _parallelism(tp, tp if expert_parallel else 1, pp)
 
 
-def _trtllm_parallelism(row: pd.Series) -> dict[str, int]:
-    """The layout a TensorRT-LLM script launched for an InferenceX point ``row``.
+def _recorded_squared_parallelism(row: pd.Series) -> dict[str, int]:
+    """The layout an SGLang or TensorRT-LLM script launched for an InferenceX point ``row``.
 
-    The scripts pass ``--tp_size=$TP --ep_size=$EP_SIZE`` with ``enable_attention_dp: $DP_ATTENTION``: TP GPUs, and
-    with attention DP one attention rank per GPU. InferenceX's file records an attention-DP point of ``{tp: T, ep: E,
-    dp-attn: true}`` as moe_tp_size T, moe_ep_size E and attention_dp_size T x E (DeepSeek-R1 ``..._tp8_ep8``:
-    attention DP 64, 8 x 8), not the GPU count; a point without attention DP is recorded as it ran.
+    The scripts launch ``--tp $TP --ep-size $EP_SIZE`` (SGLang) or ``--tp_size=$TP --ep_size=$EP_SIZE`` (TensorRT-LLM,
+    with ``enable_attention_dp: $DP_ATTENTION``): TP GPUs, experts over EP of them, and with attention DP one
+    attention rank per GPU. InferenceX's file records a point of ``{tp: T, ep: E}`` as moe_tp_size T and
+    moe_ep_size E, but its tp_size (attention_dp_size, with attention DP) as T x E: DeepSeek-R1 ``..._tp8_ep8`` has
+    tp_size 64, which read as recorded would run on 64 GPUs. Where E is 1 the columns agree.
     """
     tp, ep, pp = _int(row, "moe_tp_size"), _int(row, "moe_ep_size"), _int(row, "pp_size")
     dp = _attention_dp(row.get("attention_dp_size"), row.get("batch_size"), concurrency_of(row))
-    if dp == 1:
-        return _parallelism(_int(row, "tp_size"), ep, pp)
-    if dp != tp * ep:
-        raise PointRefused(f"attention DP {dp} is not moe_tp x moe_ep ({tp} x {ep}) as InferenceX records it")
-    return _parallelism(1, ep, pp, dp_attention=tp)
+    recorded = dp if dp > 1 else _int(row, "tp_size")
+    if recorded != tp * ep:
+        raise PointRefused(
+            f"{'attention DP' if dp > 1 else 'tp_size'} {recorded} is not moe_tp x moe_ep ({tp} x {ep}) as InferenceX "
+            "records its points"
+        )
+    if dp > 1:
+        return _parallelism(1, ep, pp, dp_attention=tp)
+    return _parallelism(tp, ep, pp)
 
 
 def recipe_for(row: pd.Series) -> Recipe | None:
@@ -688,10 +693,11 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
         concurrency = concurrency_of(row)
     elif row["mode"] == "agg":
         concurrency = concurrency_of(row)
-        if recipe is not None and row["backend"] == "vllm":
+        inferencex = source_of(str(row["silicon_data_source"])) == INFERENCEX
+        if inferencex and row["backend"] == "vllm":
             scenario["parallelism"] = _vllm_parallelism(row, recipe)
-        elif recipe is not None and row["backend"] == "trtllm":
-            scenario["parallelism"] = _trtllm_parallelism(row)
+        elif inferencex:
+            scenario["parallelism"] = _recorded_squared_parallelism(row)
         else:
             dp = _attention_dp(row.get("attention_dp_size"), row.get("batch_size"), concurrency)
             tp, ep, pp = _int(row, "tp_size"), _int(row, "moe_ep_size"), _int(row, "pp_size")

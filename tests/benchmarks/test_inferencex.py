@@ -192,6 +192,18 @@ def test_attention_dp_point_is_written_as_dp_attention_ranks(points):
     validate_scenario(scenario)
 
 
+def test_expert_parallel_points_run_on_the_scripts_tp(points):
+    """InferenceX records SGLang's and TensorRT-LLM's ``{tp: T, ep: E}`` as tp_size T x E (moe_tp T, moe_ep E): the
+    scripts run T GPUs."""
+    sglang = first(points, mode="agg", engine="sglang", source=INFERENCEX, tp_size=64.0, moe_ep_size=8.0)
+    assert scenario_for(sglang)["parallelism"] == {"tp": 8, "ep": 8}
+    trtllm = first(points, mode="agg", engine="trtllm", source=INFERENCEX, tp_size=16.0, moe_ep_size=4.0)
+    assert scenario_for(trtllm)["parallelism"] == {"tp": 4, "ep": 4}
+    # gap-analysis points record the GPUs as tp_size (moe_tp 1, moe_ep tp): read as recorded
+    gap = first(points, mode="agg", engine="sglang", source=GAP_ANALYSIS, tp_size=8.0, moe_ep_size=8.0)
+    assert scenario_for(gap)["parallelism"] == {"tp": 8, "ep": 8}
+
+
 def test_trtllm_attention_dp_points_run_on_the_scripts_tp(points):
     """InferenceX records TensorRT-LLM's ``{tp: T, ep: E, dp-attn: true}`` as attention DP T x E: the script's
     ``--tp_size=$TP --ep_size=$EP_SIZE`` with ``enable_attention_dp`` runs T GPUs, one attention rank each."""
