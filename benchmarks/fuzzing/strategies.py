@@ -21,6 +21,7 @@ import policies
 MODELS = ("llama-3.2-1b", "llama-3.1-8b", "qwen2.5-7b", "mistral-7b")
 HARDWARE = ("h100-sxm", "a100-80gb", "l40s", "h200")
 TRACES = ("azure-conv", "azure-code", "bwb", "sharegpt-8k-multiturn")
+UNTIMED = ("bwb", "sharegpt-8k-multiturn")  # lengths only: replayed at an arrival process's times
 
 
 def _fields(kind: str) -> dict[str, Any]:
@@ -132,6 +133,8 @@ def workload(draw, priorities: bool) -> dict[str, Any]:
             "max_prompt_tokens": draw(st.sampled_from([64, 300])),
             "max_output_tokens": draw(st.sampled_from([16, 64])),
         }
+        if out["source"] in UNTIMED:
+            out["arrival"] = draw(arrival())
     elif kind == "sessions":
         out = {
             "kind": kind,
