@@ -286,7 +286,8 @@ class Recipe:
     unexpressed: str = ""
     quantization: str | None = None  # an engine setting that picks the weights' kernels (None: the point's)
     expert_parallel: bool = False  # --enable-expert-parallel whatever the point's recorded EP: ep = tp
-    kv_cache_for_tp: Callable[[int], dict[str, Any]] | None = None  # KV-cache fields the script sets by TP
+    # KV-cache fields the script sets by (ISL, OSL, CONC, TP)
+    kv_cache_for: Callable[[int, int, int, int], dict[str, Any]] | None = None
     # the db-dump configurations (the ``cfgN`` of a point's id) launched with DP_ATTENTION=true (vLLM: tp 1, dp TP)
     dp_attention_configs: frozenset[str] = frozenset()
 
@@ -347,10 +348,7 @@ def _sglang_dsr1_fp4_blackwell(isl: int, osl: int, conc: int, tp: int) -> dict[s
 
 
 _FP8_KV = {"dtype": "fp8"}
-_DSR1_TRT_UNEXPRESSED = (
-    "kv free_gpu_memory_fraction 0.7 or 0.75 in some cases (0.8 taken); CUDA-graph and piecewise-graph settings; "
-    "MoE backend; batch waiting"
-)
+_DSR1_TRT_UNEXPRESSED = "CUDA-graph and piecewise-graph settings; MoE backend; attention-DP context balancing"
 _DSR1_TRT_KV = _FP8_KV | {"free_gpu_memory_fraction": 0.8}
 
 
@@ -380,7 +378,7 @@ def _with(recipe: Recipe, script: str, commit: str) -> Recipe:
         recipe.unexpressed,
         recipe.quantization,
         recipe.expert_parallel,
-        recipe.kv_cache_for_tp,
+        recipe.kv_cache_for,
         recipe.dp_attention_configs,
     )
 
@@ -399,8 +397,31 @@ def _vllm(seqs: int | None, tokens: int | None) -> Callable[[int, int, int, int]
     return policy
 
 
+def _trt_dsr1_fp8_b200(isl: int, osl: int, conc: int, tp: int) -> dict[str, Any]:
+    # DELAY_BATCHING at 1k/1k with CONC >= 64: batch_wait_timeout_iters 40, batch_wait_max_tokens_ratio 0.8
+    out = _trt_dsr1_b200_tokens(isl, osl, conc, tp)
+    if isl == 1024 and osl == 1024 and conc >= 64:
+        out |= {"batch_wait_timeout_iters": 40, "batch_wait_max_tokens_ratio": 0.8}
+    return out
+
+
+def _trt_dsr1_fp8_b200_kv(isl: int, osl: int, conc: int, tp: int) -> dict[str, Any]:
+    # KV_CACHE_FREE_MEM_FRACTION 0.8; 0.7 at 1k/8k with CONC >= 256; 0.75 at 8k/1k on TP 4
+    if isl == 1024 and osl == 8192 and conc >= 256:
+        return {"free_gpu_memory_fraction": 0.7}
+    if isl == 8192 and osl == 1024 and tp == 4:
+        return {"free_gpu_memory_fraction": 0.75}
+    return {}
+
+
 _DSR1_TRT_B200 = Recipe("", "", _trt_dsr1_b200_tokens, _DSR1_TRT_KV, _DSR1_TRT_UNEXPRESSED)
-_DSR1_TRT_FP8_H200 = Recipe("", "", _trt_dsr1_h200_tokens, _DSR1_TRT_KV, _DSR1_TRT_UNEXPRESSED)
+_DSR1_TRT_FP8_B200 = Recipe(
+    "", "", _trt_dsr1_fp8_b200, _DSR1_TRT_KV, _DSR1_TRT_UNEXPRESSED, kv_cache_for=_trt_dsr1_fp8_b200_kv
+)
+# free_gpu_memory_fraction: 0.75 for every point
+_DSR1_TRT_FP8_H200 = Recipe(
+    "", "", _trt_dsr1_h200_tokens, _FP8_KV | {"free_gpu_memory_fraction": 0.75}, _DSR1_TRT_UNEXPRESSED
+)
 # --mem-fraction-static 0.85; 0.82, or 0.95 at TP 4; 0.82 and no --kv-cache-dtype (auto) on H200
 _SGL_FP4 = Recipe("", "", _sglang_dsr1_fp4_blackwell, _FP8_KV | {"mem_fraction_static": 0.85})
 _SGL_FP8 = Recipe(
@@ -408,7 +429,7 @@ _SGL_FP8 = Recipe(
     "",
     _sglang_dsr1_fp8_blackwell,
     _FP8_KV,
-    kv_cache_for_tp=lambda tp: {"mem_fraction_static": 0.95 if tp == 4 else 0.82},
+    kv_cache_for=lambda isl, osl, conc, tp: {"mem_fraction_static": 0.95 if tp == 4 else 0.82},
 )
 _SGL_H200 = Recipe("", "", _sglang_dsr1_fp8_h200, {"mem_fraction_static": 0.82})
 
@@ -449,7 +470,7 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         _DSR1_TRT_B200, "benchmarks/dsr1_fp4_b200_trt.sh", _C_DSR1_TRT_FP4
     ),
     ("trtllm", "deepseek-ai/DeepSeek-R1", "fp8", "b200_sxm"): _with(
-        _DSR1_TRT_B200, "benchmarks/dsr1_fp8_b200_trt.sh", _C_DSR1_TRT_FP8
+        _DSR1_TRT_FP8_B200, "benchmarks/dsr1_fp8_b200_trt.sh", _C_DSR1_TRT_FP8
     ),
     ("trtllm", "deepseek-ai/DeepSeek-R1", "fp8", "h200_sxm"): _with(
         _DSR1_TRT_FP8_H200, "benchmarks/dsr1_fp8_h200_trt_slurm.sh", _C_DSR1_TRT_H200
@@ -460,7 +481,7 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         "daa8239f79629e08b6ef7c8f2661807f5dbcc50b",  # 2026-02-03
     ),
     ("trtllm", "deepseek-ai/DeepSeek-V3", "fp8", "b200_sxm"): _with(
-        _DSR1_TRT_B200,
+        _DSR1_TRT_FP8_B200,
         "benchmarks/dsr1_fp8_b200_trt.sh",
         "dcc0f53a889dee2f637735b90582e15b7997618d",  # 2026-01-29
     ),
@@ -713,8 +734,8 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
         fields = recipe.policy(int(row["isl"]), int(row["osl"]), concurrency, tp)
         scenario["policy"] = {"kind": str(row["backend"]), **fields}
         kv_cache.update(recipe.kv_cache)
-        if recipe.kv_cache_for_tp is not None:
-            kv_cache.update(recipe.kv_cache_for_tp(tp))
+        if recipe.kv_cache_for is not None:
+            kv_cache.update(recipe.kv_cache_for(int(row["isl"]), int(row["osl"]), concurrency, tp))
         if recipe.quantization is not None:
             scenario["quantization"] = recipe.quantization
     scenario["kv_cache"] = kv_cache
