@@ -147,8 +147,21 @@ def _results_ray(args) -> Iterator[ChunkResult]:
             yield ray.get(ref)
 
 
+def record_failure(out_dir: Path, n: int, data: dict[str, Any], sig: str, text: str) -> None:
+    """Write a failing scenario as found, with its error (at once: a run cut short keeps what it found)."""
+    import yaml
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{n:03d}-original.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    (out_dir / f"{n:03d}-error.txt").write_text(f"{sig}\n\n{text}")
+
+
 def write_failure(out_dir: Path, n: int, data: dict[str, Any], sig: str, text: str, timeout_s: float) -> Path:
-    """Shrink the failing ``data`` and write it (shrunk and original) with its error; returns the shrunk file."""
+    """Shrink the failing ``data`` and write it (shrunk and original) with its error; returns the shrunk file.
+
+    A scenario that does not fail the same way again here (the code changed under the run, or it only times out
+    on a busy machine) is written unshrunk, its first line saying so.
+    """
     import yaml
 
     from benchmarks.fuzzing.shrink import shrink
@@ -156,12 +169,14 @@ def write_failure(out_dir: Path, n: int, data: dict[str, Any], sig: str, text: s
     def fails(candidate: dict[str, Any]) -> str | None:
         return judge(candidate, timeout_s)[1]
 
-    small = shrink(data, fails)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    record_failure(out_dir, n, data, sig, text)
+    again = fails(data)
+    if again == sig:
+        small, note = shrink(data, fails), sig
+    else:
+        small, note = data, f"{sig} (did not fail so again when shrinking: {again or 'it passed'})"
     path = out_dir / f"{n:03d}-scenario.yaml"
-    path.write_text(f"# {sig}\n" + yaml.safe_dump(small, sort_keys=False))
-    (out_dir / f"{n:03d}-original.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    (out_dir / f"{n:03d}-error.txt").write_text(f"{sig}\n\n{text}")
+    path.write_text(f"# {note}\n" + yaml.safe_dump(small, sort_keys=False))
     return path
 
 
@@ -194,7 +209,9 @@ def main(argv: list[str] | None = None) -> int:
             total.num_requests += chunk.num_requests
             total.failures += chunk.failures
             for data, sig, text in chunk.failures:
-                seen.setdefault(sig, (data, text))
+                if sig not in seen:
+                    record_failure(args.out, len(seen), data, sig, text)
+                    seen[sig] = (data, text)
             note = f"{total.num_requests:,} requests, {len(total.failures)} failing"
             progress.update(bar, advance=chunk.num_scenarios, note=note)
             if not args.quiet and not progress.console.is_terminal and total.num_scenarios % (5 * CHUNK) < CHUNK:

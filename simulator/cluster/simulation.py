@@ -221,10 +221,15 @@ class Simulation:
     def request_done(self, req: Request) -> None:
         """``req`` ended: its user (a closed-loop user, a session) sends the next request ``think_s`` after the
         answer has reached it, the end's ``stream_delay_s`` after the engine emitted it (one path for both)."""
+        assert req.finished_s is not None
+        # From the end the request records: a fast-forward window stamps it from the steps' own clock sums, which
+        # can lie an ulp past the SimPy clock; counted from the clock, the next turn was sent before the end.
+        lag = req.finished_s - self.env.now
         for child in self._children.pop(req.request_id, ()):
             wait = self.stream_delay_s + self._think_s[child]
-            sent_s = self.env.now + wait
-            Arrival(self.env, wait + self._ingest_s(child)).callbacks.append(partial(self._admit, child, sent_s))
+            sent_s = req.finished_s + wait
+            delay = max(lag + wait, 0.0) + self._ingest_s(child)
+            Arrival(self.env, delay).callbacks.append(partial(self._admit, child, sent_s))
         done = self.recorder.num_done
         if self._progress is not None and (done % self._progress_every == 0 or done == len(self.stream)):
             self._progress(done, len(self.stream))

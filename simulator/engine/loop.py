@@ -269,6 +269,9 @@ class Engine:
                 if self._steady(ex):
                     window = ff.plan()
                     if window is not None:
+                        # the window's first step stands for a plan made now, which polls the (empty) input
+                        # queue when the skipper's counter is due, as the plain path's plan would: it restarts it
+                        self._polls()
                         self._wake = wake = env.event()
                         self._busy = True
                         k = yield from ff.wait(window, wake)

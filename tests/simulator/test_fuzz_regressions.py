@@ -236,3 +236,44 @@ def test_every_shared_fuzz_case_runs_clean_or_is_refused_in_one_line():
             assert verdict.refused and "must be at least max_num_seqs" in verdict.refused, path
         else:
             assert verdict.refused is None and verdict.num_requests > 0, (path, verdict)
+
+
+# -- found by the fuzz test: the fast path against the plain path ----------------------------------------------
+
+
+def test_next_turn_counts_from_the_recorded_end_on_the_fast_path():
+    # a fast-forward window stamps its last finish from its own clock sums, an ulp past SimPy's clock: the next
+    # turn was sent (arrival_s) before the recorded end, and max_concurrent_requests read 2 for one user
+    data = {"seed": 7455, "model": "llama-3.2-1b", "hardware": "l40s", "policy": {"kind": "continuous"},
+            "cost_model": {"kind": "roofline"}, "kv_cache": {"block_size": 1},
+            "client": {"ingest_delay_s": 0.0, "stream_delay_s": 0.0},
+            "workload": {"kind": "sessions", "num_sessions": 1, "arrival": {"kind": "poisson", "rate_per_s": 20.0},
+                         "turns": {"kind": "uniform", "min_count": 1, "max_count": 3},
+                         "user_tokens": {"kind": "uniform", "min_tokens": 1, "max_tokens": 2},
+                         "output_tokens": {"kind": "uniform", "min_tokens": 1, "max_tokens": 22},
+                         "think_s": {"kind": "fixed", "seconds": 0.0}, "hash_block_tokens": 4}}  # fmt: skip
+    cfg = validate_scenario(data)
+    for fast_forward in (False, True):
+        sim = build(cfg, fast_forward=fast_forward)
+        result = sim.run()
+        r = result.requests.set_index("request_id")
+        parent = sim.stream.parent
+        for i in range(1, len(parent)):
+            assert r.loc[i, "arrival_s"] >= r.loc[parent[i], "finished_s"]
+        assert result.summary["max_concurrent_requests"] == 1
+    assert check_scenario(data).refused is None
+
+
+def test_a_fast_forward_window_polls_the_input_queue_as_the_plain_plan_would():
+    # SGLang's scheduler_recv_interval: the plan that starts a window restarts a due counter, as the plain path's
+    # plan does; without it a request arriving mid-window joined the queue decode steps early (0.0044 s, not 0.0080 s)
+    data = {"model": "llama-3.2-1b", "hardware": "h100-sxm", "cost_model": {"kind": "roofline"},
+            "policy": {"kind": "sglang", "max_running_requests": 2, "max_prefill_tokens": 64,
+                       "scheduler_recv_interval": 4},
+            "client": {"ingest_delay_s": 0.0, "stream_delay_s": 0.0}, "kv_cache": {"block_size": 1},
+            "workload": {"num_requests": 2, "arrival": {"kind": "constant", "rate_per_s": 500.0},
+                         "lengths": lengths(1, 60)}}  # fmt: skip
+    cfg = validate_scenario(data)
+    plain, fast = build(cfg, fast_forward=False).run().requests, build(cfg).run().requests
+    assert plain["enqueued_s"].tolist() == fast["enqueued_s"].tolist()
+    assert check_scenario(data).refused is None
