@@ -71,11 +71,6 @@ def main(args: argparse.Namespace) -> int:
         labels = [label.strip() for label in args.labels.split(",")]
         if len(labels) != len(args.runs) or not all(labels):
             raise ValueError(f"--labels: give one non-empty label per run folder ({len(args.runs)})")
-        from workloads.validators import first_repeat
-
-        repeated, label = first_repeat(labels)
-        if repeated:
-            raise ValueError(f"--labels {args.labels!r}: {label} is given twice (each run needs its own label)")
     import reports  # plotly is imported only when a report is written
 
     if args.out is None:

@@ -95,12 +95,6 @@ def test_every_list_flag_refuses_repeats(tmp_path, capsys, command, flags, needl
     assert_refused(proc, needle, out=tmp_path / "x")
 
 
-def test_report_labels_given_twice(tmp_path, capsys):
-    runs = [tmp_path / "a", tmp_path / "b"]
-    proc = cli(["report", *runs, "--labels", "x,x", "--out", tmp_path / "r.html", "--quiet"], capsys)
-    assert_refused(proc, "--labels 'x,x': x is given twice")
-
-
 def test_grid_and_candidate_axes_refuse_repeats(tmp_path, capsys):
     grid = tmp_path / "g.yaml"
     grid.write_text("grid: {policy.max_num_seqs: [8, 16, 8]}\n")
