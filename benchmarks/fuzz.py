@@ -76,7 +76,7 @@ def judge(data: dict[str, Any], timeout_s: float) -> tuple[int | None, str | Non
     return (None if verdict.refused else verdict.num_requests), None, verdict.refused or ""
 
 
-def draw_scenarios(seed: int, count: int, skip_first: bool = True) -> list[dict[str, Any]]:
+def draw_scenarios(seed: int, count: int, skip_first: bool = True, max_requests: int = 24) -> list[dict[str, Any]]:
     """``count`` scenarios drawn with hypothesis from ``seed`` (generation only: no shrinking, no database).
 
     Hypothesis starts every run with the simplest example; ``skip_first`` leaves it out, so that chunks do not
@@ -97,7 +97,7 @@ def draw_scenarios(seed: int, count: int, skip_first: bool = True) -> list[dict[
         deadline=None,
         suppress_health_check=list(HealthCheck),
     )
-    @given(scenarios())
+    @given(scenarios(max_requests=max_requests))
     def collect(data):
         drawn.append(data)
 
@@ -105,11 +105,11 @@ def draw_scenarios(seed: int, count: int, skip_first: bool = True) -> list[dict[
     return drawn[int(skip_first) :][:count]
 
 
-def run_chunk(seed: int, start: int, count: int, timeout_s: float) -> ChunkResult:
+def run_chunk(seed: int, start: int, count: int, timeout_s: float, max_requests: int = 24) -> ChunkResult:
     """Scenarios ``start`` to ``start + count`` of the run seeded ``seed``."""
     _environment()
     out = ChunkResult()
-    for data in draw_scenarios(seed * 1_000_003 + start, count, skip_first=start > 0):
+    for data in draw_scenarios(seed * 1_000_003 + start, count, skip_first=start > 0, max_requests=max_requests):
         requests, sig, text = judge(data, timeout_s)
         out.num_scenarios += 1
         if sig is not None:
@@ -128,7 +128,10 @@ def _chunks(total: int) -> Iterator[tuple[int, int]]:
 
 def _results_local(args) -> Iterator[ChunkResult]:
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        futures = [pool.submit(run_chunk, args.seed, s, n, args.scenario_timeout) for s, n in _chunks(args.scenarios)]
+        futures = [
+            pool.submit(run_chunk, args.seed, s, n, args.scenario_timeout, args.max_requests)
+            for s, n in _chunks(args.scenarios)
+        ]
         for future in as_completed(futures):
             yield future.result()
 
@@ -140,7 +143,9 @@ def _results_ray(args) -> Iterator[ChunkResult]:
 
     ray.init(address=args.ray_address, runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
     task = ray.remote(run_chunk)
-    pending = [task.remote(args.seed, s, n, args.scenario_timeout) for s, n in _chunks(args.scenarios)]
+    pending = [
+        task.remote(args.seed, s, n, args.scenario_timeout, args.max_requests) for s, n in _chunks(args.scenarios)
+    ]
     while pending:
         done, pending = ray.wait(pending)
         for ref in done:
@@ -188,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ray", action="store_true", help="run the chunks as Ray tasks instead of a local pool")
     parser.add_argument("--ray-address", default=None, help="Ray cluster address (default: start a local one)")
     parser.add_argument("--out", type=Path, default=Path("fuzz-failures"), help="folder for failing scenarios")
+    parser.add_argument("--max-requests", type=int, default=24, help="most requests of a scenario (default 24)")
     parser.add_argument("--scenario-timeout", type=float, default=300.0, help="seconds one scenario may take")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)

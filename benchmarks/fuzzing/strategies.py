@@ -118,9 +118,9 @@ def arrival(draw) -> dict[str, Any]:
 
 
 @st.composite
-def workload(draw, priorities: bool) -> dict[str, Any]:
+def workload(draw, priorities: bool, max_requests: int = 24) -> dict[str, Any]:
     kind = draw(st.sampled_from(["synthetic", "trace", "sessions", "closed_loop"]))
-    n = draw(st.integers(1, 24))
+    n = draw(st.integers(1, max_requests))
     if kind == "synthetic":
         out = {"kind": kind, "num_requests": n, "arrival": draw(arrival()), "lengths": draw(lengths())}
     elif kind == "trace":
@@ -138,7 +138,7 @@ def workload(draw, priorities: bool) -> dict[str, Any]:
     elif kind == "sessions":
         out = {
             "kind": kind,
-            "num_sessions": draw(st.integers(1, 6)),
+            "num_sessions": draw(st.integers(1, max(1, max_requests // 4))),
             "arrival": draw(arrival()),
             "turns": {"kind": "uniform", "min_count": 1, "max_count": draw(st.integers(1, 4))},
             "user_tokens": draw(token_lengths(1, 60)),
@@ -166,8 +166,9 @@ def workload(draw, priorities: bool) -> dict[str, Any]:
 
 
 @st.composite
-def scenarios(draw, kind: str | None = None) -> dict[str, Any]:
-    """A random valid small scenario mapping (``kind``: this batch policy, else any)."""
+def scenarios(draw, kind: str | None = None, max_requests: int = 24) -> dict[str, Any]:
+    """A random valid small scenario mapping (``kind``: this batch policy, else any; at most about ``max_requests``
+    requests: a session workload has up to ``max_requests // 4`` sessions of a few calls each)."""
     policy = draw(policy_params(kind))
     traits = policies.BATCH_POLICIES.entry(policy["kind"]).traits
     data: dict[str, Any] = {
@@ -175,7 +176,7 @@ def scenarios(draw, kind: str | None = None) -> dict[str, Any]:
         "model": draw(st.sampled_from(MODELS)),
         "hardware": draw(st.sampled_from(HARDWARE)),
         "policy": policy,
-        "workload": draw(workload(priorities=policy["kind"] == "priority")),
+        "workload": draw(workload(priorities=policy["kind"] == "priority", max_requests=max_requests)),
         "client": {
             "ingest_delay_s": draw(st.sampled_from([0.0, 0.004])),
             "stream_delay_s": draw(st.sampled_from([0.0, 0.0, 0.01, 0.3])),

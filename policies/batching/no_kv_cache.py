@@ -5,7 +5,9 @@ producing token t means a forward pass over all t - 1 earlier tokens, so the cos
 request grows quadratically with its length. Iteration-level batching (requests join and
 leave at step boundaries) under ``max_num_seqs`` and an optional token cap; KV for the
 whole sequence exists only during the step and is freed after it. When memory or the
-token cap cannot hold the grown batch, the newest running requests go back to the queue.
+token cap cannot hold the grown batch, the newest running requests go back to the queue; one
+whose sequence alone outgrows the cap ends there, finished short with the tokens it emitted
+(as vLLM V0 ignores a recompute over its prompt limit, ``simulator/request.py``).
 
 Models no production engine (none runs without a KV cache); it exists to show what the
 cache buys.

@@ -13,7 +13,8 @@ joining the decode batch, before any new prefill is admitted.
 A waiting request whose tokens to prefill (its prompt, or prompt plus generated tokens for
 a recompute) exceed ``max_num_batched_tokens`` is refused, as V0 ignores a prompt longer
 than its prompt limit (``min(max_model_len, max_num_batched_tokens)`` without chunked
-prefill): without chunking a prompt must be computed in one step. Prompt plus output may
+prefill): without chunking a prompt must be computed in one step. A recompute so refused
+has emitted tokens: it ends finished short, with them (V0's ``FINISHED_IGNORED``). Prompt plus output may
 exceed the budget; only the prompt must fit.
 
 Left out: chunked prefill (see ``sarathi`` and ``vllm``, vLLM V1), speculative decoding,
