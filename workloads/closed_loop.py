@@ -2,8 +2,9 @@
 
 User u (0 <= u < C) sends its first request at ``u * ramp_s / C`` and every later one
 ``think_s`` after its previous answer has reached it (the request's end plus the client's
-``stream_delay_s``, applied by the simulator), so at most C requests are ever in the system. Request i belongs to user ``i % C`` and depends on request ``i - C``
-(RequestStream ``parent`` / ``think_s``); the simulator sends it when that one finishes.
+``stream_delay_s``, applied by the simulator), so at most C requests are ever in the system.
+Request i belongs to user ``i % C`` and depends on request ``i - C`` (RequestStream ``parent`` /
+``think_s``); the simulator sends it when that one finishes.
 """
 
 from __future__ import annotations
