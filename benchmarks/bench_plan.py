@@ -20,10 +20,10 @@ import time
 
 from simulator.build import build
 from simulator.config.scenario import validate_scenario
-from simulator.planning.candidates import CandidateSet, CandidateSpec
-from simulator.planning.executors import make_executor
-from simulator.planning.plan import execute_plan, prepare_plan
-from simulator.planning.settings import PlanRequest
+from simulator.planning.plans.candidates import CandidateSet, CandidateSpec
+from simulator.planning.plans.plan import execute_plan, prepare_plan
+from simulator.planning.points.executors import make_executor
+from simulator.planning.search.settings import PlanRequest
 
 BASE = {
     "model": "llama-3.1-70b",

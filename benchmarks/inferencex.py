@@ -39,7 +39,7 @@ from benchmarks.inferencex_points import (
     scenario_for,
     select_points,
 )
-from simulator.planning.executors import make_executor
+from simulator.planning.points.executors import make_executor
 
 METRICS = ("ttft", "tpot")
 # A point still simulating after this many wall seconds is recorded as timed out: the largest disaggregated

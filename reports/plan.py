@@ -20,7 +20,7 @@ from reports.data import LATENCY_NAMES
 from reports.page import Report, Section, cards_html
 from reports.style import SLO_COLOUR, ColourMap, add_note, base_layout, empty_figure, style_axes
 from simulator.config.files import read_json_object
-from simulator.planning.figures import (
+from simulator.planning.plans.figures import (
     OPERATING_POINT_COLUMNS,
     candidate_columns,
     candidate_figure_cells,

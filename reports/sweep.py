@@ -20,7 +20,7 @@ from reports.data import LATENCY_NAMES
 from reports.page import Report, Section, cards_html
 from reports.style import ColourMap, add_note, base_layout, empty_figure, style_axes
 from simulator.config.files import read_json_object
-from simulator.planning.sweep import SHOWN_METRICS
+from simulator.planning.sweeps.sweep import SHOWN_METRICS
 
 RATE = "workload.arrival.rate_per_s"
 # the parameters that set a point's load, in the order a report prefers them: (path, axis title, hover unit)

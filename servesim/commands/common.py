@@ -122,7 +122,7 @@ def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path |
     from simulator.config.errors import format_validation_error
     from simulator.config.scenario import read_scenario_dict
     from simulator.config.schema import ScenarioConfig
-    from simulator.planning.overrides import apply_overrides, lookup
+    from simulator.planning.points.overrides import apply_overrides, lookup
 
     _check_choice("--quantization", args.quantization, QUANTIZATIONS)
     _check_choice("--kv-cache-dtype", args.kv_cache_dtype, KV_CACHE_DTYPES)

@@ -104,7 +104,7 @@ def main(args: argparse.Namespace) -> int:
     # the scenario and flags are checked: now the policies and the simulator load
     import policies
     from simulator.metrics.results import json_safe
-    from simulator.planning.compare import expand_variants, run_comparison
+    from simulator.planning.sweeps.compare import expand_variants, run_comparison
 
     for name in names:
         policies.BATCH_POLICIES.entry(name)  # unknown names list the known ones

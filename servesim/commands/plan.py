@@ -16,8 +16,8 @@ from servesim.commands.common import add_out_args, output_folder
 from servesim.commands.report import add_report_args, check_report_args
 from servesim.commands.sweep import add_executor_args
 from simulator.config.errors import format_validation_error
-from simulator.planning.executors import check_executor_options, make_executor
-from simulator.planning.settings import PlanRequest
+from simulator.planning.points.executors import check_executor_options, make_executor
+from simulator.planning.search.settings import PlanRequest
 from workloads.validators import first_repeat
 
 # PlanRequest field -> the flag that sets it, so validation errors name what the user typed
@@ -192,7 +192,7 @@ def _yaml_value(text: str) -> Any:
 
 def parse_tune(items: list[str]) -> dict[str, list[Any]]:
     """``["policy.max_num_seqs=64,128"]`` -> ``{"policy.max_num_seqs": [64, 128]}``; ValueError naming the flag."""
-    from simulator.planning.overrides import check_path
+    from simulator.planning.points.overrides import check_path
 
     out: dict[str, list[Any]] = {}
     for item in items:
@@ -214,7 +214,7 @@ def parse_tune(items: list[str]) -> dict[str, list[Any]]:
 
 
 def _prices(args: argparse.Namespace) -> dict[str, float]:
-    from simulator.planning.prices import parse_price, read_prices
+    from simulator.planning.plans.prices import parse_price, read_prices
 
     prices = read_prices(args.prices) if args.prices is not None else {}
     given: set[str] = set()
@@ -234,7 +234,7 @@ def slo_text(slo: dict[str, Any]) -> str:
 
 
 def plan_table(plan: dict[str, Any]) -> Table:
-    from simulator.planning.figures import OPERATING_POINT_COLUMNS, candidate_columns, candidate_figure_cells
+    from simulator.planning.plans.figures import OPERATING_POINT_COLUMNS, candidate_columns, candidate_figure_cells
 
     unit = (plan.get("load") or {}).get("unit", "req/s")
     t = Table(
@@ -294,7 +294,7 @@ def chosen_interval_lines(plan: dict) -> list[str]:
 
 def main(args: argparse.Namespace) -> int:
     from simulator.config.scenario import read_scenario_dict
-    from simulator.planning.slo import scenario_slo
+    from simulator.planning.search.slo import scenario_slo
 
     check_report_args(args)
     check_executor_options(args.executor, args.workers, args.address)
@@ -306,9 +306,9 @@ def main(args: argparse.Namespace) -> int:
     prices = _prices(args)
     tune = parse_tune(args.tune)
     # the question is checked: now the planning machinery (pandas, the simulator) loads
-    from simulator.planning.candidates import load_candidates, scenario_only
-    from simulator.planning.load import check_load
-    from simulator.planning.plan import execute_load_curve, execute_plan, prepare_plan
+    from simulator.planning.plans.candidates import load_candidates, scenario_only
+    from simulator.planning.plans.plan import execute_load_curve, execute_plan, prepare_plan
+    from simulator.planning.search.load import check_load
 
     cset = load_candidates(args.candidates, tune) if args.candidates is not None else scenario_only(tune)
     inputs = prepare_plan(base, base_dir, label, cset, request, prices)  # every input checked before Ray starts

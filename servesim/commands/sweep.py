@@ -11,7 +11,7 @@ from pathlib import Path
 from servesim import display
 from servesim.commands.common import add_out_args, sweep_folder
 from servesim.commands.report import add_report_args, check_report_args
-from simulator.planning.executors import EXECUTOR_KINDS, check_executor_options, make_executor
+from simulator.planning.points.executors import EXECUTOR_KINDS, check_executor_options, make_executor
 
 SHOWN_ROWS = 40
 
@@ -57,7 +57,7 @@ def _warn(line: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from simulator.planning.grid import MAX_REPLICATES, load_grid
+    from simulator.planning.sweeps.grid import MAX_REPLICATES, load_grid
 
     check_report_args(args)
     check_executor_options(args.executor, args.workers, args.address)  # before any folder is made
@@ -67,7 +67,7 @@ def main(args: argparse.Namespace) -> int:
             raise ValueError(f"--replicates {args.replicates}: must be between 1 and {MAX_REPLICATES}")
         spec = dataclasses.replace(spec, replicates=args.replicates)
     # the grid file is read: now the sweep machinery (pandas, the simulator) loads
-    from simulator.planning.sweep import SHOWN_METRICS, TABLE_NAME, resolve_points, run_sweep
+    from simulator.planning.sweeps.sweep import SHOWN_METRICS, TABLE_NAME, resolve_points, run_sweep
 
     points = resolve_points(spec)  # every point checked before workers or Ray start
     out = sweep_folder(args.out, default_out_dir(args.grid), args.overwrite)  # a sweep folder there resumes

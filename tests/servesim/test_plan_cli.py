@@ -6,13 +6,13 @@ import math
 import pandas as pd
 import pytest
 
-from simulator.planning.candidates import CandidateSet, CandidateSpec
-from simulator.planning.capacity import IndependentReplicas
-from simulator.planning.executors import InProcessExecutor, LocalPoolExecutor
-from simulator.planning.figures import CandidateFigures, straddled
-from simulator.planning.plan import execute_plan, prepare_plan, run_plan
-from simulator.planning.settings import PlanRequest
-from simulator.planning.stats import Interval
+from simulator.planning.plans.candidates import CandidateSet, CandidateSpec
+from simulator.planning.plans.figures import CandidateFigures, straddled
+from simulator.planning.plans.plan import execute_plan, prepare_plan, run_plan
+from simulator.planning.points.capacity import IndependentReplicas
+from simulator.planning.points.executors import InProcessExecutor, LocalPoolExecutor
+from simulator.planning.points.stats import Interval
+from simulator.planning.search.settings import PlanRequest
 from tests.simulator.planning.planning_helpers import md1_base, md1_max_rate, servesim, write_yaml
 
 # Four output tokens of 25 ms steps, one request at a time: M/D/1 with D = 0.1 s and a

@@ -8,6 +8,9 @@ from tests.conftest import ROOT
 # top-level packages, lowest first: each may import only those on floors below it
 TOP = {"workloads": 0, "policies": 0, "simulator": 1, "calibration": 2, "reports": 2, "servesim": 3}
 
+# a module is read in one sitting (STYLE.md section 1): planning's modules stay under this many lines
+MAX_LINES = 400
+
 # simulator/ by concept, lowest first (config splits: specs and file readers below, the scenario schema,
 # which names the cost models' and policies' parameters, above the cost models)
 FLOORS = {
@@ -68,6 +71,37 @@ def test_simulator_concepts_import_only_floors_below():
             if theirs != mine and FLOORS[theirs] >= FLOORS[mine]:
                 bad.append(f"{module} ({mine}) imports {name} ({theirs})")
     assert not bad, bad
+
+
+# planning/ by concept, lowest first
+PLANNING_FLOORS = {"points": 0, "sweeps": 1, "search": 1, "plans": 2}
+
+
+def test_planning_concepts_import_only_floors_below():
+    bad = []
+    for module, path in _modules("simulator/planning"):
+        parts = module.split(".")
+        if len(parts) < 4:  # planning/__init__
+            continue
+        mine = parts[2]
+        for name in _imports(path):
+            if not name.startswith("simulator.planning."):
+                continue
+            theirs = name.split(".")[2]
+            if theirs != mine and PLANNING_FLOORS[theirs] >= PLANNING_FLOORS[mine]:
+                bad.append(f"{module} ({mine}) imports {name} ({theirs})")
+    assert not bad, bad
+
+
+def test_planning_is_grouped_by_concept_in_small_modules():
+    planning = ROOT / "simulator" / "planning"
+    assert not [p.name for p in planning.glob("*.py") if p.name != "__init__.py"], "a flat module in planning/"
+    folders = {p.name for p in planning.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == set(PLANNING_FLOORS)
+    for folder in folders:  # each says what it holds
+        assert ast.get_docstring(ast.parse((planning / folder / "__init__.py").read_text()))
+    long = [str(p.relative_to(ROOT)) for p in planning.rglob("*.py") if len(p.read_text().splitlines()) > MAX_LINES]
+    assert not long, long
 
 
 def test_every_simulator_folder_is_a_named_concept():

@@ -55,8 +55,8 @@ def test_dp_attention_defaults_to_one_and_speculation_is_refused_with_it():
 
 
 def test_the_planners_capacity_bound_declines_attention_dp():
-    from simulator.planning.bound import capacity_bound
-    from simulator.planning.steady import SloTargets
+    from simulator.planning.search.bound import capacity_bound
+    from simulator.planning.search.steady import SloTargets
     from workloads import generate
 
     cfg = make_config(parallelism={"tp": 2, "dp_attention": 2}, workload={"num_requests": 20})

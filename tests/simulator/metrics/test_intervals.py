@@ -94,8 +94,8 @@ def test_other_cost_models_get_no_interval(tmp_path):
 def test_a_plans_operating_point_gets_the_engines_intervals():
     from types import SimpleNamespace
 
-    from simulator.planning.plan import _prediction_intervals
-    from simulator.planning.stats import Interval
+    from simulator.planning.plans.result import _prediction_intervals
+    from simulator.planning.points.stats import Interval
 
     operating = {"mean_ttft_ms": Interval(100.0), "mean_tpot_ms": Interval(20.0), "p99_tpot_ms": Interval(30.0)}
     error = shipped_prediction_error()

@@ -7,17 +7,11 @@ import numpy as np
 import pytest
 
 from simulator.config.schema import ScenarioConfig
-from simulator.planning.bound import (
-    GRID_RATIO,
-    capacity_bound,
-    decode_block_steps,
-    geometric_grid,
-    interval_max,
-    kv_seq_cap,
-)
-from simulator.planning.evaluate import CandidateRun, SearchTask, rate_config, search_task
-from simulator.planning.settings import SearchSettings
-from simulator.planning.steady import SloTargets
+from simulator.planning.search.bound import capacity_bound, decode_block_steps, kv_seq_cap
+from simulator.planning.search.evaluate import CandidateRun, SearchTask, rate_config, search_task
+from simulator.planning.search.maxima import GRID_RATIO, geometric_grid, interval_max
+from simulator.planning.search.settings import SearchSettings
+from simulator.planning.search.steady import SloTargets
 from workloads import generate
 
 GROWTH = 0.05  # SearchSettings' default max_growth_fraction

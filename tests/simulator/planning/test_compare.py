@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from simulator.config.scenario import validate_scenario
-from simulator.planning.compare import expand_variants, parse_sets, run_comparison
+from simulator.planning.sweeps.compare import expand_variants, parse_sets, run_comparison
 
 SERVESIM = shutil.which("servesim") or str(Path(sys.executable).parent / "servesim")
 

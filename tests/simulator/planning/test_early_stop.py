@@ -19,8 +19,8 @@ import pytest
 from simulator.build import build
 from simulator.config.scenario import validate_scenario
 from simulator.metrics.summary import SLO_SLACK
-from simulator.planning.early_stop import VerdictKnown, VerdictWatch, p99_threshold
-from simulator.planning.steady import SloTargets, percentile_inf, steady_stats
+from simulator.planning.search.early_stop import VerdictKnown, VerdictWatch, p99_threshold
+from simulator.planning.search.steady import SloTargets, percentile_inf, steady_stats
 from simulator.request import State
 from tests.simulator.planning.planning_helpers import tiny_base
 from workloads import RequestStream

@@ -6,11 +6,11 @@ import random
 import numpy as np
 import pytest
 
-from simulator.planning.bound import capacity_bound
-from simulator.planning.evaluate import CandidateRun, SearchTask, rate_config, search_task
-from simulator.planning.search import Probe, guided_max_rate, max_feasible_rate
-from simulator.planning.settings import SearchSettings
-from simulator.planning.steady import SloTargets
+from simulator.planning.search.bound import capacity_bound
+from simulator.planning.search.evaluate import CandidateRun, SearchTask, rate_config, search_task
+from simulator.planning.search.rates import Probe, guided_max_rate, max_feasible_rate
+from simulator.planning.search.settings import SearchSettings
+from simulator.planning.search.steady import SloTargets
 from tests.simulator.planning.planning_helpers import tiny_base
 from workloads import generate
 

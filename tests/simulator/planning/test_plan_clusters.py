@@ -4,8 +4,8 @@ import pytest
 
 from simulator.config.presets import hardware_presets
 from simulator.config.scenario import validate_scenario
-from simulator.planning.capacity import deployment_cost_per_hour, gpus_per_replica
-from simulator.planning.keys import resolved_config
+from simulator.planning.points.capacity import deployment_cost_per_hour, gpus_per_replica
+from simulator.planning.points.keys import resolved_config
 
 
 def _spec_price(ref, spec):

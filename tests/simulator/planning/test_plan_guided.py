@@ -5,10 +5,10 @@ import random
 
 import pytest
 
-from simulator.planning.candidates import CandidateSet, CandidatesFile, CandidateSpec, candidates_from
-from simulator.planning.executors import InProcessExecutor
-from simulator.planning.plan import execute_load_curve, prepare_plan, run_plan
-from simulator.planning.settings import PlanRequest
+from simulator.planning.plans.candidates import CandidateSet, CandidatesFile, CandidateSpec, candidates_from
+from simulator.planning.plans.plan import execute_load_curve, prepare_plan, run_plan
+from simulator.planning.points.executors import InProcessExecutor
+from simulator.planning.search.settings import PlanRequest
 from tests.simulator.planning.planning_helpers import md1_base, md1_max_rate
 
 HARDWARE = ("l40s", "a100-40gb", "a100-80gb", "h100-sxm", "h200", "b200")

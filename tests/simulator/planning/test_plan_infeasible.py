@@ -15,8 +15,8 @@ import math
 import pytest
 
 from simulator.config.scenario import validate_scenario
-from simulator.planning.load import MIN_SPAN_S, Load
-from simulator.planning.overrides import apply_overrides
+from simulator.planning.points.overrides import apply_overrides
+from simulator.planning.search.load import MIN_SPAN_S, Load
 from tests.simulator.planning.planning_helpers import md1_base, servesim, write_yaml
 from workloads.validators import MAX_SECONDS, rate_range
 

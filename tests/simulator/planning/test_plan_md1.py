@@ -8,10 +8,10 @@ for goodput at 90% attainment, the p90) of the wait reaches a bound is known exa
 
 import pytest
 
-from simulator.planning.candidates import scenario_only
-from simulator.planning.executors import InProcessExecutor
-from simulator.planning.plan import run_plan
-from simulator.planning.settings import PlanRequest
+from simulator.planning.plans.candidates import scenario_only
+from simulator.planning.plans.plan import run_plan
+from simulator.planning.points.executors import InProcessExecutor
+from simulator.planning.search.settings import PlanRequest
 from tests.simulator.planning.planning_helpers import md1_base, md1_max_rate
 
 SERVICE_S = 0.1

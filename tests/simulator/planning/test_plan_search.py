@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.planning.evaluate import CandidateRun, SearchTask, search_task, simulate_rate
-from simulator.planning.pareto import pareto_front
-from simulator.planning.search import max_feasible_rate
-from simulator.planning.settings import SearchSettings
-from simulator.planning.stats import interval, replicate_seed
-from simulator.planning.steady import SloTargets, percentile_inf, steady_stats
+from simulator.planning.points.pareto import pareto_front
+from simulator.planning.points.stats import interval, replicate_seed
+from simulator.planning.search.evaluate import CandidateRun, SearchTask, search_task, simulate_rate
+from simulator.planning.search.rates import max_feasible_rate
+from simulator.planning.search.settings import SearchSettings
+from simulator.planning.search.steady import SloTargets, percentile_inf, steady_stats
 from tests.simulator.planning.planning_helpers import md1_base, tiny_base
 
 

@@ -12,15 +12,22 @@ import pandas as pd
 import pytest
 import yaml
 
-from simulator.planning.candidates import scenario_only
-from simulator.planning.evaluate import CandidateRun, SearchTask, rate_config, run_load, search_task, simulate_rate
-from simulator.planning.executors import InProcessExecutor, RayExecutor
-from simulator.planning.grid import load_grid
-from simulator.planning.load import CLOSED_LOOP_REQUESTS_PER_USER, stream_rate
-from simulator.planning.plan import execute_plan, prepare_plan
-from simulator.planning.settings import PlanRequest, SearchSettings
-from simulator.planning.steady import SloTargets
-from simulator.planning.sweep import run_sweep
+from simulator.planning.plans.candidates import scenario_only
+from simulator.planning.plans.plan import execute_plan, prepare_plan
+from simulator.planning.points.executors import InProcessExecutor, RayExecutor
+from simulator.planning.search.evaluate import (
+    CandidateRun,
+    SearchTask,
+    rate_config,
+    run_load,
+    search_task,
+    simulate_rate,
+)
+from simulator.planning.search.load import CLOSED_LOOP_REQUESTS_PER_USER, stream_rate
+from simulator.planning.search.settings import PlanRequest, SearchSettings
+from simulator.planning.search.steady import SloTargets
+from simulator.planning.sweeps.grid import load_grid
+from simulator.planning.sweeps.sweep import run_sweep
 from tests.simulator.planning.planning_helpers import RAY_TEST_ENV, servesim, write_yaml
 from workloads import generate
 

@@ -11,14 +11,14 @@ import time
 import pandas as pd
 import pytest
 
-from simulator.planning.evaluate import CandidateRun, SearchTask, search_task
-from simulator.planning.executors import InProcessExecutor
-from simulator.planning.grid import MAX_POINTS, SweepSpec, expand
-from simulator.planning.search import max_feasible_rate
-from simulator.planning.settings import SearchSettings
-from simulator.planning.steady import SloTargets
-from simulator.planning.store import PointStore
-from simulator.planning.sweep import run_sweep
+from simulator.planning.points.executors import InProcessExecutor
+from simulator.planning.points.store import PointStore
+from simulator.planning.search.evaluate import CandidateRun, SearchTask, search_task
+from simulator.planning.search.rates import max_feasible_rate
+from simulator.planning.search.settings import SearchSettings
+from simulator.planning.search.steady import SloTargets
+from simulator.planning.sweeps.grid import MAX_POINTS, SweepSpec, expand
+from simulator.planning.sweeps.sweep import run_sweep
 from tests.simulator.planning.planning_helpers import servesim, tiny_base, write_yaml
 
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from simulator.planning.prune import MAX_PROBE_ROUNDS, next_probe_load, probe_verdict
+from simulator.planning.search.prune import MAX_PROBE_ROUNDS, next_probe_load, probe_verdict
 
 TOL = 0.02
 FLOOR, CEILING = 0.01, 1e4

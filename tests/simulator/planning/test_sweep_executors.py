@@ -5,9 +5,9 @@ import time
 import pandas as pd
 import pytest
 
-from simulator.planning.executors import InProcessExecutor, LocalPoolExecutor, RayExecutor, make_executor
-from simulator.planning.grid import SweepSpec, expand
-from simulator.planning.sweep import run_sweep
+from simulator.planning.points.executors import InProcessExecutor, LocalPoolExecutor, RayExecutor, make_executor
+from simulator.planning.sweeps.grid import SweepSpec, expand
+from simulator.planning.sweeps.sweep import run_sweep
 from tests.simulator.planning.planning_helpers import RAY_TEST_ENV, tiny_base
 
 GRID = {

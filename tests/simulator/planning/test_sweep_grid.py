@@ -5,11 +5,11 @@ import json
 import pytest
 
 from simulator.config.scenario import validate_scenario
-from simulator.planning.grid import expand, load_grid
-from simulator.planning.keys import point_key, resolved_config
-from simulator.planning.overrides import apply_overrides, describe
-from simulator.planning.store import PointStore, write_table_atomic
-from simulator.planning.sweep import resolve_points
+from simulator.planning.points.keys import point_key, resolved_config
+from simulator.planning.points.overrides import apply_overrides, describe
+from simulator.planning.points.store import PointStore, write_table_atomic
+from simulator.planning.sweeps.grid import expand, load_grid
+from simulator.planning.sweeps.sweep import resolve_points
 
 
 def test_overrides_compose_and_never_touch_the_base():

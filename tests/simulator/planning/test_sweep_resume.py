@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from simulator.planning.executors import InProcessExecutor
-from simulator.planning.grid import load_grid
-from simulator.planning.sweep import run_sweep
+from simulator.planning.points.executors import InProcessExecutor
+from simulator.planning.sweeps.grid import load_grid
+from simulator.planning.sweeps.sweep import run_sweep
 from tests.simulator.planning.planning_helpers import SERVESIM, servesim, tiny_base, write_yaml
 
 NUM_POINTS = 24

@@ -22,7 +22,7 @@ from simulator.build import profile_path, resolve_specs
 from simulator.config.presets import resolve_hardware, resolve_model
 from simulator.config.scenario import validate_scenario
 from simulator.config.schema import ScenarioConfig
-from simulator.planning.overrides import apply_overrides
+from simulator.planning.points.overrides import apply_overrides
 from workloads.traces import TRACE_CATALOG
 
 KEY_HEX_CHARS = 20

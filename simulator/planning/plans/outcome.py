@@ -10,15 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simulator.planning.bound import CapacityBound
-from simulator.planning.evaluate import CandidateRun
-from simulator.planning.executors import Executor
-from simulator.planning.figures import CandidateFigures
-from simulator.planning.load import Load
-from simulator.planning.pd_ratio import Pools
-from simulator.planning.settings import PlanRequest
-from simulator.planning.stats import replicate_seed
-from simulator.planning.steady import SloTargets
+from simulator.planning.plans.figures import CandidateFigures
+from simulator.planning.plans.pd_ratio import Pools
+from simulator.planning.points.executors import Executor
+from simulator.planning.points.stats import replicate_seed
+from simulator.planning.search.bound import CapacityBound
+from simulator.planning.search.evaluate import CandidateRun
+from simulator.planning.search.load import Load
+from simulator.planning.search.settings import PlanRequest
+from simulator.planning.search.steady import SloTargets
 
 ProgressFn = Callable[[int, int], None]
 StageProgress = Callable[[str], contextlib.AbstractContextManager[ProgressFn]]

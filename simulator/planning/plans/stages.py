@@ -6,14 +6,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from simulator.planning.capacity import ReplicaScaling
-from simulator.planning.evaluate import RatesTask, SearchTask, rates_task, search_task
-from simulator.planning.executors import Executor
-from simulator.planning.figures import CandidateFigures, capacity_figures, operating_figures, set_replicas
-from simulator.planning.load import users_at
-from simulator.planning.outcome import CandidateOutcome, PlanInputs, StageProgress, candidate_run, map_stage
-from simulator.planning.pd_ratio import with_counts
-from simulator.planning.settings import PlanRequest
+from simulator.planning.plans.figures import CandidateFigures, capacity_figures, operating_figures, set_replicas
+from simulator.planning.plans.outcome import CandidateOutcome, PlanInputs, StageProgress, candidate_run, map_stage
+from simulator.planning.plans.pd_ratio import with_counts
+from simulator.planning.points.capacity import ReplicaScaling
+from simulator.planning.points.executors import Executor
+from simulator.planning.search.evaluate import RatesTask, SearchTask, rates_task, search_task
+from simulator.planning.search.load import users_at
+from simulator.planning.search.settings import PlanRequest
 
 MAX_EXTRA_REPLICAS = 3
 CURVE_SPAN = 1.25

@@ -34,7 +34,7 @@ Requests the policy may refuse (longer than max_model_len, the cache, or an unch
 budget: a superset) cost nothing, so they are left out of the means and the bound divided by
 the fraction left. A replica's bound is the least of the four; a scenario's is the sum over
 its groups of count x replica bound. The plan's stability test
-(``simulator.planning.steady``) lets up to ``max_growth_fraction`` of the offered load go
+(``simulator.planning.search.steady``) lets up to ``max_growth_fraction`` of the offered load go
 unserved, so the rate it can call stable is at most bound / (1 - max_growth_fraction): that
 is ``upper_rate_per_s``.
 
@@ -61,7 +61,7 @@ estimate is noisy and whose requests' mean lengths differ from the stream's; in 
 tried (300 requests a point) the simulated max rate stayed 1.1-3.6x below the bound, a short
 run's ramp-up counting as growth.
 
-``estimate_rate_per_s`` is a mean-field guess (see ``_estimate``); only the search's start
+``estimate_rate_per_s`` is a mean-field guess (see ``estimate.mean_field_rate``); only the search's start
 depends on it.
 """
 
@@ -78,14 +78,12 @@ from simulator.build import GroupSetup, make_cost_model, setup_group
 from simulator.config.schema import ScenarioConfig
 from simulator.cost import BatchShape
 from simulator.cost.shape import CostModel
-from simulator.planning.load import load_kind
-from simulator.planning.steady import SloTargets
+from simulator.planning.search.estimate import mean_field_rate
+from simulator.planning.search.load import load_kind
+from simulator.planning.search.maxima import geometric_grid, interval_max
+from simulator.planning.search.steady import SloTargets
 from workloads import RequestStream
 
-# Grid ratio: an interval [n_i, n_{i+1}] of the grid spans at most this factor, the most the
-# interval argument can overstate a throughput that is flat in n (compute-bound steps). A sixteenth
-# of an octave (4.4%) keeps that small for ~16 cost-model calls per doubling of n (a few ms).
-GRID_RATIO = 2.0 ** (1 / 16)
 # The policies' caps on running requests, by parameter name (vllm, vllm_v0, sarathi, hf_fifo,
 # continuous, priority: max_num_seqs; sglang: max_running_requests; trtllm, static: max_batch_size).
 SEQ_CAP_FIELDS = ("max_num_seqs", "max_running_requests", "max_batch_size")
@@ -109,8 +107,6 @@ UNBOUNDED_POLICIES = frozenset({"no_kv_cache"})
 ATTENTION_OPS = ("attn_prefill", "attn_decode")
 # Ops that depend on a step's sequence count or sampled rows rather than its token rows.
 PER_SEQ_OPS = ("lm_head", "cpu_overhead")
-# The p99 SLOs: the tail probability a p99 bound leaves over.
-P99_TAIL = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,30 +240,6 @@ def kv_seq_cap(prompt_tokens: np.ndarray, block_size: int, num_blocks: int) -> i
     ceil((prompt + 1) / block_size) sum to <= num_blocks."""
     need = np.sort(-(-(prompt_tokens + 1) // block_size))
     return int(np.searchsorted(np.cumsum(need), num_blocks, side="right"))
-
-
-def geometric_grid(hi: int, ratio: float = GRID_RATIO) -> list[int]:
-    """Integers 1..hi, consecutive ones at most ``ratio`` apart (every integer while ratio x n < n + 1), hi last."""
-    out = [1]
-    while out[-1] < hi:
-        out.append(min(hi, max(out[-1] + 1, math.floor(out[-1] * ratio))))
-    return out
-
-
-def interval_max(grid: list[int], times_s: list[float], work=None) -> tuple[float, int]:
-    """max over integers n in [1, grid[-1]] of work(n) / t(n), bounded from t at the grid points.
-
-    ``work`` (default: n itself) must be nondecreasing in n. On [n_i, n_{i+1}], t is at least
-    the least grid value at or after n_i (the running minimum from the right, so dips seen at grid
-    points count), hence work(n) / t(n) <= work(n_{i+1}) / that. Returns the bound and the grid
-    point whose interval attains it.
-    """
-    env = np.minimum.accumulate(np.asarray(times_s, dtype=np.float64)[::-1])[::-1]
-    assert (env > 0).all(), "step times must be positive"
-    ends = np.asarray(grid[1:] + grid[-1:], dtype=np.float64)  # the last point's interval is itself
-    ratios = (ends if work is None else work(ends)) / env
-    i = int(ratios.argmax())
-    return float(ratios[i]), int(ends[i])
 
 
 def decode_block_steps(prompt: np.ndarray, output: np.ndarray, block_size: int) -> np.ndarray:
@@ -407,78 +379,5 @@ def replica_bound(
     rate /= served_fraction  # requests the policy may refuse cost nothing
     if served_fraction < 1:
         what += f", {1 - served_fraction:.1%} possibly refused"
-    estimate = _estimate(cost, slo, n_cap, rows_cap, mean_prompt, mean_decode, rate)
+    estimate = mean_field_rate(cost, slo, n_cap, rows_cap, mean_prompt, mean_decode, rate)
     return ReplicaBound(rate, estimate, what)
-
-
-# -- the mean-field estimate ----------------------------------------------------------------------
-
-# The estimate's grid: it only steers the search, so a coarser grid (a quarter octave) will do.
-ESTIMATE_GRID_RATIO = 2.0**0.25
-
-
-def _estimate(
-    cost: CostModel,
-    slo: SloTargets,
-    n_cap: int,
-    rows_cap: int,
-    mean_prompt: float,
-    mean_decode: float,
-    bound_per_s: float,
-) -> float | None:
-    """A mean-field guess of the SLO-limited rate of one replica (requests/s), at most ``bound_per_s``.
-
-    Steady chunked batching at rate lambda with steps of tau seconds: N = lambda x mean_decode x tau
-    requests decode (Little's law: each spends mean_decode steps decoding) and every step also computes
-    lambda x mean_prompt x tau = N x mean_prompt / mean_decode prompt tokens. So a batch of N fixes the
-    step, tau(N) = the step of N decodes (each at context mean_prompt + mean_decode / 2, half-way
-    through its output) and one prompt chunk of that many tokens, and the rate, lambda(N) = N /
-    (mean_decode x tau(N)). The mean-field capacity is the most lambda(N) over N <= the batch cap
-    whose step fits the token cap; a TPOT bound keeps the N with tau(N) <= it. TTFT and E2EL bounds
-    treat the replica as one M/M/1 server of that capacity (P(wait > w) = rho exp(-mu (1 - rho) w)),
-    the rate whose p99 wait fits what the bound leaves after the request's own steps.
-    """
-    tpot_s = slo.tpot_p99_ms / 1000 if slo.tpot_p99_ms is not None else math.inf
-    capacity, within_tpot, step_s_at = 0.0, 0.0, 0.0
-    if mean_decode > 0:
-        context = max(1, round(mean_prompt + mean_decode / 2))
-        for n in geometric_grid(n_cap, ESTIMATE_GRID_RATIO):
-            chunk = round(n * mean_prompt / mean_decode)
-            if chunk + n > rows_cap:
-                break
-            prompts = ((chunk,), (0,)) if chunk else ((), ())
-            step_s = cost.step_time(BatchShape(*prompts, n, n * context, n)).total_s
-            rate = n / (mean_decode * step_s)
-            capacity = max(capacity, rate)
-            if step_s <= tpot_s and rate > within_tpot:
-                within_tpot, step_s_at = rate, step_s
-            if not step_s_at:  # not even the lightest load meets the TPOT bound: start the search there
-                within_tpot, step_s_at = rate, step_s
-    if capacity == 0.0:  # one-token outputs, or a batch over the token cap: the bound's rate as the server's
-        capacity, step_s_at = bound_per_s, 0.0
-        within_tpot = capacity
-    capacity = min(capacity, bound_per_s)
-    estimate = min(within_tpot, capacity)
-    prefill_s = step_s_at * max(1.0, math.ceil(mean_prompt / rows_cap))
-    if slo.ttft_p99_ms is not None:
-        estimate = min(estimate, _mm1_rate(capacity, slo.ttft_p99_ms, prefill_s))
-    if slo.e2el_p99_ms is not None:
-        estimate = min(estimate, _mm1_rate(capacity, slo.e2el_p99_ms, prefill_s + mean_decode * step_s_at))
-    return estimate if estimate > 0 else None
-
-
-def _mm1_rate(capacity_per_s: float, bound_ms: float | None, service_s: float) -> float:
-    """The rate whose p99 M/M/1 wait at ``capacity_per_s`` fits in ``bound_ms`` less ``service_s``."""
-    if bound_ms is None:
-        return capacity_per_s
-    wait_s = bound_ms / 1000 - service_s
-    if wait_s <= 0:
-        return capacity_per_s * P99_TAIL  # the bound leaves no wait: the load at which 99% find the server idle
-    lo, hi = 0.0, 1.0
-    for _ in range(50):  # bisection on rho to float resolution of the utilisation
-        rho = (lo + hi) / 2
-        if rho * math.exp(-capacity_per_s * (1 - rho) * wait_s) > P99_TAIL:
-            hi = rho
-        else:
-            lo = rho
-    return lo * capacity_per_s

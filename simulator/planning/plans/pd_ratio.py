@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from simulator.config.scenario import validate_scenario
-from simulator.planning.steady import SloTargets
+from simulator.planning.search.steady import SloTargets
 
 HEADROOM = 1.25  # the other pool's capacity over the load it served, at least, for a pool's search to count
 HEADROOM_TARGET = 1.5  # the ratio a repeated search gives the other pool

@@ -50,7 +50,7 @@ class SearchSettings(_Frozen):
         None,
         gt=0,
         description="First load tried, in the workload's load unit; None: the target. It must lie in the search "
-        "range (simulator.planning.load.search_range).",
+        "range (simulator.planning.search.load.search_range).",
     )
     max_doublings: int = Field(
         16, ge=0, le=60, description="The search's ceiling is the target x 2^max_doublings (then: unbounded)."
@@ -68,7 +68,7 @@ class SearchSettings(_Frozen):
     pd_ratio: bool = Field(
         False,
         description="Size a disaggregated candidate (one prefill and one decode group) pool by pool for the "
-        "target: the prefill:decode ratio it needs (simulator.planning.pd_ratio), not copies of its own P:D.",
+        "target: the prefill:decode ratio it needs (simulator.planning.plans.pd_ratio), not copies of its own P:D.",
     )
     exhaustive: bool = Field(
         False,

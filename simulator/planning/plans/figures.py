@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simulator.metrics.summary import SLO_SLACK
-from simulator.planning.capacity import ReplicaScaling, cost_per_million_tokens_usd
-from simulator.planning.settings import PlanRequest
-from simulator.planning.stats import Interval, interval
+from simulator.planning.points.capacity import ReplicaScaling, cost_per_million_tokens_usd
+from simulator.planning.points.stats import Interval, interval
+from simulator.planning.search.settings import PlanRequest
 
 OPERATING_LATENCIES = tuple(
     f"{stat}_{name}_ms" for name in ("ttft", "tpot", "e2el") for stat in ("mean", "p50", "p90", "p99")

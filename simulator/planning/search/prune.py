@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from simulator.planning.capacity import ReplicaScaling
+from simulator.planning.points.capacity import ReplicaScaling
 
 ONE_COPY_OVER = 0.0  # ``probe_load``: one copy alone costs more than the threshold
 # The most rounds of points a probe verdict takes (the first at the probe load): with steps of one, two,

@@ -48,7 +48,7 @@ import numpy as np
 
 from simulator.cluster.simulation import Simulation
 from simulator.metrics.summary import SLO_SLACK
-from simulator.planning.steady import SloTargets
+from simulator.planning.search.steady import SloTargets
 from simulator.request import Request, State
 from workloads import RequestStream
 

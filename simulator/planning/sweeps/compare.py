@@ -18,8 +18,8 @@ import yaml
 from simulator.build import build
 from simulator.config.scenario import validate_scenario
 from simulator.metrics.results import TableFormat
-from simulator.planning.executors import make_executor
-from simulator.planning.overrides import apply_overrides
+from simulator.planning.points.executors import make_executor
+from simulator.planning.points.overrides import apply_overrides
 from workloads import RequestStream, generate
 from workloads.validators import first_repeat
 

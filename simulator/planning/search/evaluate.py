@@ -5,7 +5,7 @@ process pool or on Ray. Every load point of a (candidate, replicate) uses the sa
 common random numbers, so the arrival times at rate r are one sample path scaled by 1/r
 and the feasibility of a rate is (in practice) monotone. What a load is (an arrival rate,
 a trace's time scale, a session rate, a number of closed-loop users) is
-``simulator.planning.load``'s business; "rate" below is any of them.
+``simulator.planning.search.load``'s business; "rate" below is any of them.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from pydantic import ValidationError
 from simulator.build import build
 from simulator.config.errors import format_validation_error
 from simulator.config.schema import ScenarioConfig
-from simulator.planning.early_stop import VerdictKnown, VerdictWatch
-from simulator.planning.load import Load, plan_load, search_range
-from simulator.planning.overrides import apply_overrides
-from simulator.planning.search import Probe, guided_max_rate, max_feasible_rate
-from simulator.planning.settings import SearchSettings
-from simulator.planning.steady import SloTargets, steady_stats
+from simulator.planning.points.overrides import apply_overrides
+from simulator.planning.search.early_stop import VerdictKnown, VerdictWatch
+from simulator.planning.search.load import Load, plan_load, search_range
+from simulator.planning.search.rates import Probe, guided_max_rate, max_feasible_rate
+from simulator.planning.search.settings import SearchSettings
+from simulator.planning.search.steady import SloTargets, steady_stats
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from simulator.config.errors import format_validation_error
 from simulator.config.files import read_yaml_mapping
 from simulator.config.scenario import read_scenario_dict
-from simulator.planning.overrides import check_path
+from simulator.planning.points.overrides import check_path
 from workloads.validators import first_repeat
 
 Overrides = dict[str, Any]

@@ -34,9 +34,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from simulator.config.errors import format_validation_error
 from simulator.config.files import read_yaml_mapping
-from simulator.planning.grid import check_grid, check_points, expand
-from simulator.planning.overrides import describe
-from simulator.planning.prices import PriceTable
+from simulator.planning.plans.prices import PriceTable
+from simulator.planning.points.overrides import describe
+from simulator.planning.sweeps.grid import check_grid, check_points, expand
 
 
 class _Frozen(BaseModel):

@@ -4,7 +4,7 @@ A scenario (one replica, or a cluster of replica groups) is the unit a plan repe
 deployment serving a target rate is ``replicas = ceil(target / the unit's max rate)``
 copies of it, each receiving ``target / replicas``, the deployment's throughput being a
 copy's times ``replicas``. Its GPUs and price come from the resolved config's
-``deployment`` (``simulator.planning.keys.resolved_config``), one entry per group.
+``deployment`` (``simulator.planning.points.keys.resolved_config``), one entry per group.
 ``ReplicaScaling`` is the seam for a check that simulates the copies together: it decides
 how many copies a target needs, which config overrides and rate the operating-point
 simulation runs with, and how that run's throughput scales to the deployment.

@@ -33,13 +33,13 @@ import pandas as pd
 from simulator.build import build
 from simulator.config.schema import ScenarioConfig
 from simulator.metrics.results import json_safe
-from simulator.planning.capacity import cost_per_million_tokens_usd, deployment_cost_per_hour, gpus_per_replica
-from simulator.planning.executors import Executor
-from simulator.planning.grid import SweepSpec
-from simulator.planning.keys import canonical_json, point_key, resolve_variant
-from simulator.planning.overrides import describe, lookup, scalar
-from simulator.planning.stats import interval, replicate_seed
-from simulator.planning.store import PointStore, write_json_atomic, write_table_atomic
+from simulator.planning.points.capacity import cost_per_million_tokens_usd, deployment_cost_per_hour, gpus_per_replica
+from simulator.planning.points.executors import Executor
+from simulator.planning.points.keys import canonical_json, point_key, resolve_variant
+from simulator.planning.points.overrides import describe, lookup, scalar
+from simulator.planning.points.stats import interval, replicate_seed
+from simulator.planning.points.store import PointStore, write_json_atomic, write_table_atomic
+from simulator.planning.sweeps.grid import SweepSpec
 
 ROW_VERSION = 1
 SWEEP_SCHEMA = "servesim.sweep/1"
