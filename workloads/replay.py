@@ -22,7 +22,7 @@ from workloads.classes import RequestClass, assign_classes, check_classes
 from workloads.rng import Stream, rng_for
 from workloads.stream import RequestStream
 from workloads.traces import FormatName, Trace, read_trace
-from workloads.validators import field_error, one_stop_rule
+from workloads.validators import MAX_SECONDS, field_error, one_stop_rule
 
 
 class TraceWorkload(BaseModel):
@@ -167,6 +167,15 @@ def _replay_timed(cfg: TraceWorkload, trace: Trace, seed: int) -> tuple[Trace, n
     if cfg.time_scale != 1.0:
         think = None if trace.think_s is None else trace.think_s / cfg.time_scale
         trace = dataclasses.replace(trace, arrival_s=trace.arrival_s / cfg.time_scale, think_s=think)  # type: ignore[operator]
+        longest = max(
+            float(np.max(trace.arrival_s, initial=0.0)), float(np.max(think, initial=0.0)) if think is not None else 0.0
+        )
+        if longest > MAX_SECONDS:
+            raise ValueError(
+                f"workload.time_scale {cfg.time_scale:g}: {trace.name} replayed at that rate runs to {longest:.3g} s, "
+                f"more than {MAX_SECONDS:,.0f} s (one year); use a time_scale of at least "
+                f"{cfg.time_scale * longest / MAX_SECONDS:.3g}"
+            )
     if cfg.duration_s is not None:
         root_time = trace.arrival_s[trace.group_of()]  # type: ignore[index]
         trace = _keep(trace, root_time <= cfg.duration_s, f"duration_s {cfg.duration_s}")

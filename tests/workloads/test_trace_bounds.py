@@ -128,3 +128,15 @@ def test_a_length_file_is_bounded_alike(tmp_path):
     path.write_text(f"tokens\n10\n{10**30}\n")
     with pytest.raises(ValueError, match=r"line 3: tokens: 1.00e\+30 tokens is more than 1,000,000,000 tokens"):
         read_length_column(str(path), "tokens")
+
+
+def test_a_time_scale_that_replays_past_the_horizon_is_refused(tmp_path):
+    """``time_scale`` divides the trace's times: 1e-9 turns a 1.5 s trace into 1.5e9 s, refused naming the field
+    (it ended in a numpy MemoryError) with the smallest scale that stays within a year."""
+    from workloads.replay import TraceWorkload, generate_trace
+
+    trace = tmp_path / "ts.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,5\n1.5,12,6\n")
+    with pytest.raises(ValueError, match=r"workload.time_scale 1e-09: .* runs to 1.5e\+09 s, .* at least 4.76e-08"):
+        generate_trace(TraceWorkload(source=str(trace), time_scale=1e-9), seed=0)
+    assert len(generate_trace(TraceWorkload(source=str(trace), time_scale=1e-7), seed=0)) == 2
