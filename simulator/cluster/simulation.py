@@ -24,6 +24,9 @@ ProgressFn = Callable[[int, int], None]
 AdmitFn = Callable[[Request], None]
 
 
+RANKED = -(2**62)  # SimPy event priorities below URGENT (0): ranked arrivals, before every other event at an instant
+
+
 class Arrival(simpy.Timeout):
     """A timeout processed before every ordinary event at the same instant.
 
@@ -33,18 +36,22 @@ class Arrival(simpy.Timeout):
     then by when they were scheduled; arrivals take the urgent priority, so the order no longer
     depends on which was scheduled first (the plain path schedules one event per step, the
     fast-forward path one per window: with the insertion order they disagreed on ties).
+
+    ``rank`` orders arrivals at one instant among themselves (a dependent request's index: the order in
+    which requests that ended at one instant were reported differs between the paths, and with it the
+    order their users' next requests were routed in); ranked arrivals come before unranked ones.
     """
 
-    def __init__(self, env: simpy.Environment, delay: float, value: Any = None) -> None:
+    def __init__(self, env: simpy.Environment, delay: float, value: Any = None, rank: int | None = None) -> None:
         if delay < 0:
             raise ValueError(f"negative delay {delay}")
-        # as simpy.Timeout.__init__, at the urgent priority
+        # as simpy.Timeout.__init__, at the urgent priority (ranked: below it, in rank order)
         self.env = env
         self.callbacks = []
         self._value = value
         self._delay = delay
         self._ok = True
-        env.schedule(self, simpy.core.URGENT, delay)
+        env.schedule(self, simpy.core.URGENT if rank is None else RANKED + rank, delay)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +236,7 @@ class Simulation:
             wait = self.stream_delay_s + self._think_s[child]
             sent_s = req.finished_s + wait
             delay = max(lag + wait, 0.0) + self._ingest_s(child)
-            Arrival(self.env, delay).callbacks.append(partial(self._admit, child, sent_s))
+            Arrival(self.env, delay, rank=child).callbacks.append(partial(self._admit, child, sent_s))
         done = self.recorder.num_done
         if self._progress is not None and (done % self._progress_every == 0 or done == len(self.stream)):
             self._progress(done, len(self.stream))

@@ -277,3 +277,20 @@ def test_a_fast_forward_window_polls_the_input_queue_as_the_plain_plan_would():
     plain, fast = build(cfg, fast_forward=False).run().requests, build(cfg).run().requests
     assert plain["enqueued_s"].tolist() == fast["enqueued_s"].tolist()
     assert check_scenario(data).refused is None
+
+
+def test_users_answered_at_one_instant_are_routed_in_request_order_on_both_paths():
+    # two users' requests end at one instant on two replicas; the paths reported the ends in different orders,
+    # so round robin sent the users' next requests to different replicas
+    few = {"kind": "uniform", "min_tokens": 1, "max_tokens": 3}
+    data = {"model": "mistral-7b", "hardware": "h200", "replicas": 2, "router": {"kind": "round_robin"},
+            "policy": {"kind": "vllm", "max_num_seqs": 9, "max_num_batched_tokens": 512},
+            "cost_model": {"kind": "constant", "step_time_s": 0.01, "per_token_s": 0.0},
+            "client": {"ingest_delay_s": 0.0, "stream_delay_s": 0.3}, "kv_cache": {"block_size": 16, "num_blocks": 129},
+            "workload": {"kind": "closed_loop", "concurrency": 2, "num_requests": 40,
+                         "think_s": {"kind": "fixed", "seconds": 0.05},
+                         "lengths": FIXED | {"prompt": {"kind": "fixed", "tokens": 140}, "output": few}}}  # fmt: skip
+    cfg = validate_scenario(data)
+    plain, fast = build(cfg, fast_forward=False).run().requests, build(cfg).run().requests
+    assert plain["replica_id"].tolist() == fast["replica_id"].tolist()
+    assert check_scenario(data).refused is None
