@@ -58,7 +58,11 @@ SCENARIOS: dict[str, dict] = {
         "policy": {"kind": "vllm_v0", "preemption_mode": "swap"},
         "workload": {"num_requests": N},
     },
-    "sarathi_small_kv": {"kv_cache": {"num_blocks": 3000}, "policy": {"kind": "sarathi"}, "workload": {"num_requests": N}},
+    "sarathi_small_kv": {
+        "kv_cache": {"num_blocks": 3000},
+        "policy": {"kind": "sarathi"},
+        "workload": {"num_requests": N},
+    },
 }
 
 

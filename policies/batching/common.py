@@ -50,9 +50,19 @@ def is_decode(req: RequestView) -> bool:
 
 
 def admission_order(running: Sequence[RequestView]) -> VictimKey:
-    """A key ranking ``running`` (oldest admission first, as a view lists them) by admission: the newest is largest."""
-    rank = {id(r): i for i, r in enumerate(running)}
-    return lambda r: rank[id(r)]
+    """A key ranking ``running`` (oldest admission first, as a view lists them) by admission: the newest is largest.
+
+    The ranks are built at the key's first use (most steps preempt nothing and never ask); ``running`` must not
+    change in between (a policy only reads it while it plans)."""
+    rank: dict[int, int] | None = None
+
+    def key(r: RequestView) -> int:
+        nonlocal rank
+        if rank is None:
+            rank = {id(q): i for i, q in enumerate(running)}
+        return rank[id(r)]
+
+    return key
 
 
 def newest_first(requests: Iterable[RequestView], key: VictimKey) -> list[RequestView]:
@@ -109,24 +119,30 @@ def schedule_running(
     blocks. vLLM's ``_schedule_running`` loop.
     """
     pending = list(order)
-    while pending:
-        req = pending[0]
-        want = req.num_tokens - req.num_computed_tokens
-        n = chunk(want, budget.tokens) if chunk is not None else want
+    i = 0  # pending[:i] are done (scheduled or given nothing)
+    num_new_blocks = view.num_new_blocks
+    scheduled = plan.scheduled
+    tokens, free = budget.tokens, budget.free_blocks
+    while i < len(pending):
+        req = pending[i]
+        computed = req.num_computed_tokens
+        want = req.num_tokens - computed
+        n = chunk(want, tokens) if chunk is not None else want
         if n <= 0:
-            pending.pop(0)
+            i += 1
             continue
-        need = view.num_new_blocks(req, req.num_computed_tokens + n)
-        if need > budget.free_blocks:
-            victim = max(pending, key=victim_key)
-            pending.remove(victim)
+        need = num_new_blocks(req, computed + n)
+        if need > free:
+            victim = max(pending[i:], key=victim_key)  # the first of the largest keys, as max over the rest
+            del pending[pending.index(victim, i)]
             plan.preempt.append(victim)
-            budget.free_blocks += view.num_freeable_blocks(victim)
+            free += view.num_freeable_blocks(victim)
             continue
-        pending.pop(0)
-        budget.free_blocks -= need
-        budget.tokens -= n
-        plan.scheduled.append((req, n))
+        i += 1
+        free -= need
+        tokens -= n
+        scheduled.append((req, n))
+    budget.tokens, budget.free_blocks = tokens, free
     # vLLM's schedule() asserts the same: a step never computes more than its budget (without chunking, the
     # policy's parameters must make every running request's decode token fit: max_num_batched_tokens >= max_num_seqs)
     assert budget.tokens >= 0, f"the running requests' tokens overrun the step's budget by {-budget.tokens}"

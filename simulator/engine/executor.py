@@ -336,9 +336,13 @@ class StepExecutor:
                 if reload_blocks:
                     carried.swap_bytes += reload_blocks * self.block_bytes
                     carried.num_swaps += 1
-        for req, n in plan.scheduled:
-            assert req.num_computed_tokens + n <= req.num_tokens, "plan computes beyond the sequence"
-            kv.allocate(req, plan.kv_tokens.get(req, req.num_computed_tokens + n))
+        if plan.kv_tokens:  # reserved at admission: a request's KV is not its computed tokens
+            kv_tokens = plan.kv_tokens
+            for req, n in plan.scheduled:
+                assert req.num_computed_tokens + n <= req.num_tokens, "plan computes beyond the sequence"
+                kv.allocate(req, kv_tokens.get(req, req.num_computed_tokens + n))
+        else:
+            kv.allocate_step(plan.scheduled)  # one pass, in plan order
         carried.num_preempted += len(plan.preempt)
 
     @staticmethod
@@ -378,10 +382,12 @@ class StepExecutor:
         irregular: dict[float, int] = {}  # gaps not starting at the previous step's end, pooled by value
         spec = self.speculation
         num_extra = 0
+        commit = kv.commit if kv.commits else None
         for req, n in plan.scheduled:
             verified = spec is not None and n == 1 and req.num_computed_tokens >= req.num_prompt_tokens
             req.num_computed_tokens += n
-            kv.commit(req)
+            if commit is not None:
+                commit(req)
             if req.num_computed_tokens == req.num_tokens:
                 req.num_generated_tokens += 1
                 if verified:

@@ -69,17 +69,19 @@ class FastForward:
         self.cached_monitor = cached_monitor
         self.batch: DecodeBatch | None = None  # the running requests while they only decode
         self.window: Window | None = None  # the window in progress
+        self._synced = -1  # the batch's step at which every member was last brought up to date (-1: not since built)
         executor.lazy = self
 
     # -- LazyRunning ---------------------------------------------------------------------
 
     def bring_up_to_date(self) -> None:
         batch = self.batch
-        if batch is None:
+        if batch is None or batch.step == self._synced:  # a member that joined since was current when it did
             return
         for r in self.executor._running:
             if r in batch:
                 self._materialize(r)
+        self._synced = batch.step
 
     def release(self, plan: StepPlan) -> None:
         batch = self.batch
@@ -122,8 +124,9 @@ class FastForward:
 
     # -- windows -------------------------------------------------------------------------
 
-    def plan(self) -> Window | None:
-        """The decode steps that can run unattended, with their durations; None if not even one qualifies.
+    def plan(self, max_steps: int | None = None) -> Window | None:
+        """The decode steps that can run unattended (at most ``max_steps``), with their durations; None if not even
+        one qualifies.
 
         The running requests are the decode batch (built here when there is none), so
         planning costs nothing per request.
@@ -135,8 +138,9 @@ class FastForward:
             batch = self.batch = DecodeBatch.of(ex._running, kv.block_size, kv.num_blocks)
             if batch is None:
                 return None
+            self._synced = -1
         assert len(batch) == len(ex._running), "a running request is missing from the decode batch"
-        k = min(batch.steps_to_finish(), MAX_WINDOW_STEPS)
+        k = min(batch.steps_to_finish(), MAX_WINDOW_STEPS if max_steps is None else max_steps)
         new = batch.new_blocks(k)
         # Only blocks free without evicting cached prefixes: a router may look at the cache mid-window.
         free = kv.num_unused_blocks

@@ -263,15 +263,19 @@ class Engine:
                 and ex._running
                 and not carried.num_preempted
                 and not carried.num_swaps
-                and not self._inbox
+                and (not self._inbox or self._plans_ahead)
             ):
                 assert self._steady is not None
                 if self._steady(ex):
-                    window = ff.plan()
+                    # Requests in the input queue of an engine that plans ahead join the queue after this step's
+                    # plan (as the plain path flushes them after planning): the plan only decodes, so it is a window
+                    # of one step, the next plan sees them.
+                    window = ff.plan(1 if self._inbox else None)
                     if window is not None:
-                        # the window's first step stands for a plan made now, which polls the (empty) input
-                        # queue when the skipper's counter is due, as the plain path's plan would: it restarts it
-                        self._polls()
+                        # the window's first step stands for a plan made now, which polls the input queue when the
+                        # skipper's counter is due, as the plain path's plan would: it restarts it
+                        if self._polls() and self._inbox:
+                            self._flush_inbox()
                         self._wake = wake = env.event()
                         self._busy = True
                         k = yield from ff.wait(window, wake)

@@ -20,6 +20,7 @@ class BlockManager(Holdings):
     """Counts of paged KV blocks on one replica (a ``KvPool``)."""
 
     counted_growth: ClassVar[bool] = True
+    commits: ClassVar[bool] = False  # ``commit`` does nothing: no prefix index
 
     def __init__(self, num_blocks: int, block_size: int, swap: HostPool | None = None) -> None:
         assert num_blocks >= 1 and block_size >= 1
@@ -38,7 +39,9 @@ class BlockManager(Holdings):
 
     def num_new_blocks(self, req: Request, num_kv_tokens: int) -> int:
         """Blocks ``req`` must newly get to hold ``num_kv_tokens`` tokens."""
-        return max(0, ceil_div(num_kv_tokens, self.block_size) - self.num_blocks(req))
+        h = self._held.get(req.request_id)
+        need = -(-num_kv_tokens // self.block_size) - (h.num_blocks if h is not None else 0)
+        return need if need > 0 else 0
 
     def allocate(self, req: Request, num_kv_tokens: int) -> None:
         """Grow ``req``'s blocks to cover ``num_kv_tokens``; the caller checked they are free."""
@@ -51,6 +54,26 @@ class BlockManager(Holdings):
         h.num_blocks += need
         if num_kv_tokens > h.num_kv_tokens:
             h.num_kv_tokens = num_kv_tokens
+
+    def allocate_step(self, scheduled: Iterable[tuple[Request, int]]) -> None:
+        """``allocate`` for each ``(req, n)`` of a step to cover its computed tokens plus ``n`` (one pass)."""
+        held = self._held
+        bs = self.block_size
+        free = self.num_free_blocks
+        for req, n in scheduled:
+            num_kv_tokens = req.num_computed_tokens + n
+            assert num_kv_tokens <= req.num_tokens, "plan computes beyond the sequence"
+            h = held.get(req.request_id)
+            if h is None:
+                h = held[req.request_id] = Holding()
+            need = -(-num_kv_tokens // bs) - h.num_blocks
+            if need > 0:
+                assert need <= free, f"allocate {need} blocks with {free} free"
+                free -= need
+                h.num_blocks += need
+            if num_kv_tokens > h.num_kv_tokens:
+                h.num_kv_tokens = num_kv_tokens
+        self.num_free_blocks = free
 
     @property
     def num_cached_blocks(self) -> int:

@@ -108,6 +108,7 @@ class KvPool(Protocol):
     """One engine's KV blocks."""
 
     counted_growth: ClassVar[bool]
+    commits: ClassVar[bool]  # whether ``commit`` does anything (the executor skips the call when not)
     block_size: int
     num_total_blocks: int
 
@@ -173,6 +174,10 @@ class KvPool(Protocol):
 
     def allocate(self, req: Request, num_kv_tokens: int) -> None:
         """Grow ``req``'s blocks to cover ``num_kv_tokens`` (the caller checked they are there)."""
+        ...
+
+    def allocate_step(self, scheduled: Iterable[tuple[Request, int]]) -> None:
+        """``allocate(req, req.num_computed_tokens + n)`` for each ``(req, n)`` of a step, in order."""
         ...
 
     def commit(self, req: Request) -> None:

@@ -56,6 +56,7 @@ class PrefixCache(Holdings):
     """
 
     counted_growth: ClassVar[bool] = False  # blocks have ids: each request's growth is allocated
+    commits: ClassVar[bool] = True  # ``commit`` registers prompt blocks in the prefix index
 
     def __init__(
         self, num_blocks: int, block_size: int, num_host_blocks: int = 0, swap: HostPool | None = None
@@ -226,6 +227,13 @@ class PrefixCache(Holdings):
         h.num_blocks = len(ids)
         if num_kv_tokens > h.num_kv_tokens:
             h.num_kv_tokens = num_kv_tokens
+
+    def allocate_step(self, scheduled: Iterable[tuple[Request, int]]) -> None:
+        """``allocate`` for each ``(req, n)`` of a step to cover its computed tokens plus ``n``, in order."""
+        for req, n in scheduled:
+            num_kv_tokens = req.num_computed_tokens + n
+            assert num_kv_tokens <= req.num_tokens, "plan computes beyond the sequence"
+            self.allocate(req, num_kv_tokens)
 
     def block_ids(self, req: Request) -> list[int]:
         """The ids of ``req``'s blocks, in token order (its page table)."""
