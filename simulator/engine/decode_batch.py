@@ -103,12 +103,41 @@ class DecodeBatch:
     ) -> DecodeBatch | None:
         """A batch of ``running``, or None unless every request's next step is a decode that the batch can model."""
         for r in reversed(running):  # newest first: a prompt still in progress is usually the last admitted
-            if not is_decoding(r):
+            c, p = r.num_computed_tokens, r.num_prompt_tokens
+            if not (c >= p and p + r.num_generated_tokens - c == 1):  # is_decoding, inlined
                 return None
         batch = cls(block_size)
-        for r in running:
-            if not batch.add(r, num_blocks(r)):
+        # ``add`` for each request in order, inlined (the batch is built after every step that was not a window)
+        bs = block_size
+        base, phases, heap, order, cross, emitted = (
+            batch._base,
+            batch._phase,
+            batch._finish,
+            batch._order,
+            batch._cross,
+            batch.emitted,
+        )
+        context = 0
+        push = heapq.heappush
+        for req in running:
+            c = req.num_computed_tokens
+            finish = req.num_output_tokens - req.num_generated_tokens  # the batch's step is 0
+            first = num_blocks(req) * bs - c + 1
+            if first > finish:
+                phase = None
+            elif first <= bs:
+                phase = first % bs
+                cross[phase] += 1
+            else:
                 return None
+            base[req] = 0
+            phases[req] = phase
+            push(heap, (finish, next(order), req))
+            context += c
+            t = req.last_token_s
+            assert t is not None, "a decoding request has emitted a token"
+            emitted[t] = emitted.get(t, 0) + 1
+        batch._context = context
         return batch
 
     # -- planning ------------------------------------------------------------------------
@@ -167,6 +196,27 @@ class DecodeBatch:
             req.last_token_s = self.last_end_s
             self._base[req] = self.step
         return c
+
+    def materialize_all(self, requests: Sequence[Request]) -> list[tuple[Request, int]]:
+        """``materialize`` every member among ``requests``, in order; returns each with the KV tokens it must hold."""
+        base = self._base
+        step = self.step
+        last = self.last_end_s
+        out = []
+        for req in requests:
+            b = base.get(req)
+            if b is None:
+                continue
+            c = req.num_computed_tokens
+            if b != step:
+                d = step - b
+                c += d
+                req.num_computed_tokens = c
+                req.num_generated_tokens += d
+                req.last_token_s = last
+                base[req] = step
+            out.append((req, c))
+        return out
 
     def remove(self, req: Request) -> None:
         """Take out a materialized request (it finished)."""

@@ -78,9 +78,14 @@ class FastForward:
         batch = self.batch
         if batch is None or batch.step == self._synced:  # a member that joined since was current when it did
             return
-        for r in self.executor._running:
-            if r in batch:
-                self._materialize(r)
+        members = batch.materialize_all(self.executor._running)
+        kv = self.executor.kv
+        if kv.counted_growth:  # the windows took any new blocks from the pool already
+            kv.settle_growth_all(members)
+        else:
+            for r, c in members:
+                if c > kv.num_kv_tokens(r):
+                    kv.allocate(r, c)
         self._synced = batch.step
 
     def release(self, plan: StepPlan) -> None:

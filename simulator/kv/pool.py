@@ -204,6 +204,10 @@ class KvPool(Protocol):
         """Counted pools: ``req`` holds ``num_kv_tokens`` tokens, its new blocks already taken by ``take_growth``."""
         ...
 
+    def settle_growth_all(self, settled: Iterable[tuple[Request, int]]) -> None:
+        """Counted pools: ``settle_growth`` for each ``(req, num_kv_tokens)`` holding fewer KV tokens than that."""
+        ...
+
     def check(self, holders: Iterable[Request], leases: Iterable[Lease]) -> None:
         """Assert the pool's invariants: ``holders`` are the requests that may hold blocks or swap space here."""
         ...
