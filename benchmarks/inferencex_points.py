@@ -290,6 +290,8 @@ class Recipe:
     kv_cache_for: Callable[[int, int, int, int], dict[str, Any]] | None = None
     # the db-dump configurations (the ``cfgN`` of a point's id) launched with DP_ATTENTION=true (vLLM: tp 1, dp TP)
     dp_attention_configs: frozenset[str] = frozenset()
+    # the MoE kernel family the script selects, by (ISL, OSL, CONC, TP, attention DP): SiliconParams.moe_kernel
+    moe_kernel: Callable[[int, int, int, int, bool], str | None] | None = None
 
     @property
     def label(self) -> str:
@@ -348,7 +350,7 @@ def _sglang_dsr1_fp4_blackwell(isl: int, osl: int, conc: int, tp: int) -> dict[s
 
 
 _FP8_KV = {"dtype": "fp8"}
-_DSR1_TRT_UNEXPRESSED = "CUDA-graph and piecewise-graph settings; MoE backend; attention-DP context balancing"
+_DSR1_TRT_UNEXPRESSED = "CUDA-graph and piecewise-graph settings; attention-DP context balancing"
 _DSR1_TRT_KV = _FP8_KV | {"free_gpu_memory_fraction": 0.8}
 
 
@@ -380,6 +382,7 @@ def _with(recipe: Recipe, script: str, commit: str) -> Recipe:
         recipe.expert_parallel,
         recipe.kv_cache_for,
         recipe.dp_attention_configs,
+        recipe.moe_kernel,
     )
 
 
@@ -414,13 +417,36 @@ def _trt_dsr1_fp8_b200_kv(isl: int, osl: int, conc: int, tp: int) -> dict[str, A
     return {}
 
 
-_DSR1_TRT_B200 = Recipe("", "", _trt_dsr1_b200_tokens, _DSR1_TRT_KV, _DSR1_TRT_UNEXPRESSED)
-_DSR1_TRT_FP8_B200 = Recipe(
-    "", "", _trt_dsr1_fp8_b200, _DSR1_TRT_KV, _DSR1_TRT_UNEXPRESSED, kv_cache_for=_trt_dsr1_fp8_b200_kv
+def _trt_dsr1_fp4_b200_moe(isl: int, osl: int, conc: int, tp: int, dp: bool) -> str:
+    # MOE_BACKEND="TRTLLM"; "CUTLASS" with DP_ATTENTION
+    return "cutlass" if dp else "trtllm_gen"
+
+
+def _trt_dsr1_fp8_b200_moe(isl: int, osl: int, conc: int, tp: int, dp: bool) -> str:
+    # MOE_BACKEND="TRTLLM"; "DEEPGEMM" at 1k/8k with CONC >= 256
+    return "deepgemm" if (isl, osl) == (1024, 8192) and conc >= 256 else "trtllm_gen"
+
+
+_DSR1_TRT_B200 = Recipe(
+    "", "", _trt_dsr1_b200_tokens, _DSR1_TRT_KV, _DSR1_TRT_UNEXPRESSED, moe_kernel=_trt_dsr1_fp4_b200_moe
 )
-# free_gpu_memory_fraction: 0.75 for every point
+_DSR1_TRT_FP8_B200 = Recipe(
+    "",
+    "",
+    _trt_dsr1_fp8_b200,
+    _DSR1_TRT_KV,
+    _DSR1_TRT_UNEXPRESSED,
+    kv_cache_for=_trt_dsr1_fp8_b200_kv,
+    moe_kernel=_trt_dsr1_fp8_b200_moe,
+)
+# free_gpu_memory_fraction: 0.75 for every point; MOE_BACKEND="CUTLASS"
 _DSR1_TRT_FP8_H200 = Recipe(
-    "", "", _trt_dsr1_h200_tokens, _FP8_KV | {"free_gpu_memory_fraction": 0.75}, _DSR1_TRT_UNEXPRESSED
+    "",
+    "",
+    _trt_dsr1_h200_tokens,
+    _FP8_KV | {"free_gpu_memory_fraction": 0.75},
+    _DSR1_TRT_UNEXPRESSED,
+    moe_kernel=lambda isl, osl, conc, tp, dp: "cutlass",
 )
 # --mem-fraction-static 0.85; 0.82, or 0.95 at TP 4; 0.82 and no --kv-cache-dtype (auto) on H200
 _SGL_FP4 = Recipe("", "", _sglang_dsr1_fp4_blackwell, _FP8_KV | {"mem_fraction_static": 0.85})
@@ -456,14 +482,16 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         "d7dbd045b23447f2fef1fb3fe44d392c33e32679",  # 2026-02-05
         lambda isl, osl, conc, tp: {"max_num_tokens": 20000, "max_batch_size": 512, "enable_chunked_prefill": False},
         _FP8_KV | {"free_gpu_memory_fraction": 0.85},
-        "CUDA graphs to CONC; MoE backend TRTLLM",
+        "CUDA graphs to CONC",
+        moe_kernel=lambda isl, osl, conc, tp, dp: "trtllm_gen",  # MOE_BACKEND="TRTLLM"
     ),
     ("trtllm", "openai/gpt-oss-120b", "fp4", "h200_sxm"): Recipe(
         "benchmarks/gptoss_fp4_h200_trt_slurm.sh",
         "f6a9d0b6adf1b0eb52c7b107b275f086bbb48100",  # 2025-12-15
         lambda isl, osl, conc, tp: {"max_num_tokens": 20000, "max_batch_size": conc, "enable_chunked_prefill": False},
         {"free_gpu_memory_fraction": 0.85},  # kv_cache_config dtype: auto
-        "CUDA graphs to CONC; MoE backend TRITON",
+        "CUDA graphs to CONC",
+        moe_kernel=lambda isl, osl, conc, tp, dp: "triton",  # moe_config: backend: TRITON
     ),
     # TensorRT-LLM, DeepSeek-R1 and -V3: MAX_NUM_TOKENS from CONC and ISL, kv fp8, no --max_batch_size
     ("trtllm", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm"): _with(
@@ -738,6 +766,14 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
             kv_cache.update(recipe.kv_cache_for(int(row["isl"]), int(row["osl"]), concurrency, tp))
         if recipe.quantization is not None:
             scenario["quantization"] = recipe.quantization
+        dp = scenario.get("parallelism", {}).get("dp_attention", 1) > 1
+        kernel = (
+            None
+            if recipe.moe_kernel is None
+            else recipe.moe_kernel(int(row["isl"]), int(row["osl"]), concurrency, tp, dp)
+        )
+        if kernel is not None:
+            scenario["cost_model"] = {"kind": "silicon", "moe_kernel": kernel}
     scenario["kv_cache"] = kv_cache
     scenario["workload"] = workload_for(int(row["isl"]), int(row["osl"]), concurrency)
     return scenario

@@ -407,6 +407,24 @@ def _moe_tables(sel: Selection, table: Table) -> tuple[list[Table], list[Table]]
     return own, others
 
 
+# A measured MoE kernel's family, from the collectors' kernel_source names (the first that matches): a deployment
+# names one where its engine runs a kernel other than the table's fastest. TensorRT-LLM's moe_config.backend TRTLLM
+# runs the TRT-LLM-gen kernels that FlashInfer's trtllm MoE wraps, measured by SGLang's and vLLM's collectors as
+# sglang_flashinfer_trtllm_moe and vllm_..._flashinfer_trtllm_...; vllm_fused_moe is vLLM's Triton fused MoE.
+MOE_KERNEL_FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("trtllm_gen", ("flashinfer_trtllm",)),
+    ("deepgemm", ("deepgemm",)),
+    ("marlin", ("marlin",)),
+    ("cutlass", ("cutlass",)),
+    ("triton", ("triton", "vllm_fused_moe")),
+)
+
+
+def moe_kernel_family(kernel_source: str) -> str | None:
+    """The family (MOE_KERNEL_FAMILIES) of a MoE table's ``kernel_source``, or None."""
+    return next((family for family, marks in MOE_KERNEL_FAMILIES if any(m in kernel_source for m in marks)), None)
+
+
 def _moe(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:
     """The fused MoE layer by token count per (dtype, distribution, shape, moe_tp, moe_ep), the fastest kernel:
     ``moe/...`` from the engine's own tables, ``moe_other/...`` from the other engines'.
@@ -415,7 +433,11 @@ def _moe(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> No
     kernel; e.g. h200's vLLM 0.24.0 table dropped MiniMax-M2.5's shape that 0.19.0 measured). The silicon model
     reads the other engines' measurements (``moe_other``) only where no dtype it accepts was measured by the engine
     itself (e.g. the W4A8 MXFP4 experts vLLM runs with VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 are FlashInfer's TRT-LLM
-    kernel, which SGLang's collector measured and vLLM's did not), before any roofline."""
+    kernel, which SGLang's collector measured and vLLM's did not), before any roofline.
+
+    Each kernel family's fastest measurement is kept too, ``moek/<family>/...`` from the engine's tables and
+    ``moek_other/<family>/...`` from the others' (MOE_KERNEL_FAMILIES), for a deployment that names the kernel its
+    engine runs (``SiliconParams.moe_kernel``)."""
     table = sel.table("moe", "moe_perf.parquet")
     if table is None:
         return
@@ -428,20 +450,39 @@ def _moe(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> No
             assert frame is not None
             frame = frame[(frame.latency > 0) & frame.moe_dtype.isin(list(MOE_DTYPES))]
             for keys, part in frame.groupby(cols):
+                dtype, dist, *rest = keys
+                shape = [MOE_DTYPES[dtype], dist, *map(str, rest)]
+                if "kernel_source" in part.columns:
+                    _moe_kernels(part, prefix.replace("moe", "moek", 1), shape, out)
                 part = part.groupby("num_tokens").latency.min().sort_index()
                 if len(part) < 2:
                     continue
-                dtype, dist, *rest = keys
-                key = "/".join([prefix, MOE_DTYPES[dtype], dist, *map(str, rest)])
+                key = "/".join([prefix, *shape])
                 if key in out:
                     continue
-                out[key] = np.stack([part.index.to_numpy(np.float64), part.to_numpy(np.float64)]).astype(np.float32)
+                out[key] = _curve(part)
                 if source is not table:
                     label = f"{source.framework} {source.version}"
                     borrowed[label] = borrowed.get(label, 0) + 1
     meta["moe"] = f"{table.describe()}, fastest kernel per shape"
     if borrowed:
         meta["moe"] += "; shapes it lacks from " + ", ".join(f"{k} ({n})" for k, n in borrowed.items())
+
+
+def _moe_kernels(part: pd.DataFrame, prefix: str, shape: list[str], out: dict[str, np.ndarray]) -> None:
+    """Each kernel family's fastest curve of one MoE shape, where no earlier table gave that family's."""
+    families = part.kernel_source.astype(str).map(moe_kernel_family)
+    for family, kernel in part[families.notna()].groupby(families[families.notna()]):
+        key = "/".join([prefix, str(family), *shape])
+        fastest = kernel.groupby("num_tokens").latency.min().sort_index()
+        if len(fastest) >= 2 and key not in out:
+            out[key] = _curve(fastest)
+
+
+def _curve(latency_by_tokens: pd.Series) -> np.ndarray:
+    """A [tokens, latency] array of a MoE table's latencies by token count."""
+    tokens, latency = latency_by_tokens.index.to_numpy(np.float64), latency_by_tokens.to_numpy(np.float64)
+    return np.stack([tokens, latency]).astype(np.float32)
 
 
 def _all_to_all(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:

@@ -122,6 +122,13 @@ class SiliconParams(BaseModel):
         description="The engine version whose tables are read (e.g. 0.24.0); None: the newest measured on the GPU. "
         "Each table then comes from the newest version measured at or before it.",
     )
+    moe_kernel: Literal["trtllm_gen", "deepgemm", "marlin", "cutlass", "triton"] | None = Field(
+        None,
+        description="The MoE kernel family the engine runs, read from any engine's measurement of it on the GPU "
+        "(TensorRT-LLM's moe_config.backend TRTLLM: trtllm_gen, DEEPGEMM: deepgemm, CUTLASS: cutlass, TRITON: "
+        "triton; SGLang's --moe-runner-backend flashinfer_trtllm: trtllm_gen); None, or a family not measured for "
+        "the model's shape: the fastest kernel measured.",
+    )
     roofline: RooflineParams = Field(
         default_factory=RooflineParams,
         description="The roofline behind the fallbacks and the unmeasured ops (embedding, norms, activation, "
@@ -237,8 +244,11 @@ class SiliconCostModel:
             if m.quantization == "mxfp4":
                 dtypes = MXFP4_MOE_TABLES.get(t.selection.framework, dtypes)
             # the engine's own measurement of any dtype it accepts first, then another engine's of the same kernel
-            keys = (f"{p}/{d}/{dist}/{shape}/{tp // self.ep}/{self.ep}" for p in ("moe", "moe_other") for d in dtypes)
-            self._moe = next((curve for curve in map(t.moe, keys) if curve is not None), None)
+            layout = f"{dist}/{shape}/{tp // self.ep}/{self.ep}"
+            kernel = self.params.moe_kernel
+            named = (f"{p}/{kernel}/{d}/{layout}" for p in ("moek", "moek_other") for d in dtypes) if kernel else ()
+            keys = (f"{p}/{d}/{layout}" for p in ("moe", "moe_other") for d in dtypes)
+            self._moe = next((curve for curve in map(t.moe, (*named, *keys)) if curve is not None), None)
         if m.is_moe and self.ep > 1 and self.params.roofline.expert_all_to_all:
             shape = (m.hidden_size, m.num_experts_per_token, m.num_experts, self.ep)
             dispatch, combine = t.all_to_all("dispatch", *shape), t.all_to_all("combine", *shape)

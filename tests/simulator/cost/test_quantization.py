@@ -345,3 +345,51 @@ def test_an_experts_only_format_on_a_model_without_experts_is_one_line():
     for quantization in ("mxfp4", "mxfp4_mxfp8"):
         with pytest.raises(ValueError, match=rf"^quantization {quantization} quantizes the routed experts only"):
             deployed_model(M, quantization)
+
+
+def test_a_named_moe_kernel_reads_that_kernels_measurement_from_any_engine():
+    """TensorRT-LLM's DeepSeek FP8 scripts on B200 run moe_config.backend TRTLLM: the TRT-LLM-gen kernels that SGLang's
+    and vLLM's collectors measured (flashinfer_trtllm), where TensorRT-LLM's own table has DeepGEMM's only. At 8
+    decode tokens the named kernel is the measured 0.06 ms a layer against DeepGEMM's 0.18 ms."""
+    import pandas as pd
+
+    from simulator.cost.silicon import SiliconCostModel, SiliconParams
+    from simulator.cost.silicon.convert import moe_kernel_family
+    from simulator.cost.silicon.tables import load_tables
+
+    assert moe_kernel_family("sglang_flashinfer_trtllm_moe") == "trtllm_gen"
+    assert moe_kernel_family("vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic") == "trtllm_gen"
+    assert moe_kernel_family("deepgemm") == "deepgemm" and moe_kernel_family("vllm_fused_moe") == "triton"
+    assert moe_kernel_family("moe_torch_flow_cutlass") == "cutlass" and moe_kernel_family("unknown") is None
+
+    from simulator.config.presets import resolve_model
+
+    deepseek = resolve_model("deepseek-ai/DeepSeek-R1")
+    decode = BatchShape(num_decode_seqs=8, decode_context_tokens=8 * 2000, num_sampled_tokens=8)
+
+    def moe_ms(**params):
+        cost = SiliconCostModel(SiliconParams(framework="trtllm", **params), deepseek, HW["b200"], 8)
+        ops = cost.breakdown(decode).ops
+        return sum(ops[n].seconds for n in ("mlp_gate_up", "mlp_act", "mlp_down")) * 1e3
+
+    fastest, named, deepgemm = moe_ms(), moe_ms(moe_kernel="trtllm_gen"), moe_ms(moe_kernel="deepgemm")
+    assert named < 0.5 * fastest and deepgemm == fastest  # TensorRT-LLM's table measured DeepGEMM only
+    # the named curve is SGLang's flashinfer_trtllm measurement of the shape, point for point
+    tables = load_tables("b200_sxm", "trtllm")
+    curve = tables.moe("moek_other/trtllm_gen/fp8_block/balanced/7168/2048/8/256/8/1")
+    assert curve is not None
+    root = tables.selection.tables.root / "moe" / "sglang"
+    frame = pd.concat(pd.read_parquet(p) for p in sorted(root.glob("*/moe_perf.parquet")))
+    row = frame[
+        (frame.kernel_source == "sglang_flashinfer_trtllm_moe")
+        & (frame.moe_dtype == "fp8_block")
+        & (frame.distribution == "balanced")
+        & (frame.hidden_size == 7168)
+        & (frame.num_experts == 256)
+        & (frame.moe_tp_size == 8)
+        & (frame.moe_ep_size == 1)
+        & (frame.num_tokens == 8)
+    ]
+    assert curve(8.0) == pytest.approx(row.latency.min() * 1e-3, rel=1e-6)
+    # a family nobody measured for the shape: the fastest kernel, as without the setting
+    assert moe_ms(moe_kernel="marlin") == fastest
