@@ -42,9 +42,11 @@ written with InferenceX's client all the same).
 - a disaggregated point: a prefill group and a decode group of their worker counts, TPs, EPs and
   attention-DP sizes, each served by the point's engine's policy.
 
-Attention data parallelism (``attention_dp_size`` > 1; the file's ``tp_size`` is then the attention TP of
-one rank) is ``parallelism: {tp: tp_size x attention_dp_size, ep: moe_ep_size, dp_attention:
-attention_dp_size}``. A point servesim cannot express raises ``PointRefused`` with a one-line reason:
+A gap-analysis point's attention data parallelism (``attention_dp_size`` > 1; the file's ``tp_size`` is then the
+attention TP of one rank) is ``parallelism: {tp: tp_size x attention_dp_size, ep: moe_ep_size, dp_attention:
+attention_dp_size}``. An InferenceX agg point's layout is its launch script's (``_recorded_squared_parallelism``,
+``_vllm_parallelism``): the file records ``{tp: T, ep: E}`` as tp_size (or attention_dp_size) T x E.
+A point servesim cannot express raises ``PointRefused`` with a one-line reason:
 attention data parallelism implied but not recorded (``batch_size``, one attention rank's batch, differs
 from the concurrency), int4 weight-only quantization, a disaggregated point
 without worker counts, no recorded concurrency. A scenario servesim itself refuses (a model config it
