@@ -197,6 +197,22 @@ class DecodeBatch:
             self._base[req] = self.step
         return c
 
+    def count_plain_step(self, end_s: float) -> None:
+        """A plain step ending at ``end_s`` decoded every member once, advancing their counters itself (and their
+        KV blocks: a member that crossed a block boundary took its block at the step its phase says); the
+        members that emitted their last token have left the running requests and leave the batch."""
+        self.step += 1
+        step = self.step
+        self.last_end_s = end_s
+        base = self._base
+        for r in base:
+            base[r] = step
+        heap = self._finish
+        while heap and heap[0][0] == step:
+            self.remove(heapq.heappop(heap)[2])
+        left = len(base)
+        self.emitted = {end_s: left} if left else {}
+
     def materialize_all(self, requests: Sequence[Request]) -> list[tuple[Request, int]]:
         """``materialize`` every member among ``requests``, in order; returns each with the KV tokens it must hold."""
         base = self._base

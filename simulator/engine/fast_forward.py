@@ -70,6 +70,7 @@ class FastForward:
         self.batch: DecodeBatch | None = None  # the running requests while they only decode
         self.window: Window | None = None  # the window in progress
         self._synced = -1  # the batch's step at which every member was last brought up to date (-1: not since built)
+        self._stepping = False  # the plain step under way decodes every member (``release`` kept the batch)
         executor.lazy = self
 
     # -- LazyRunning ---------------------------------------------------------------------
@@ -89,22 +90,40 @@ class FastForward:
         self._synced = batch.step
 
     def release(self, plan: StepPlan) -> None:
+        """Keep the batch through a plan that touches no member, or one that gives every member its decode token
+        (a plain step that also runs prompt chunks: ``join`` then counts the step in the batch); else give it up."""
         batch = self.batch
+        self._stepping = False
         if batch is None:
             return
-        for r, _ in plan.scheduled:
-            if r in batch:
-                self._drop()
-                return
         for r in plan.preempt:
             if r in batch:
                 self._drop()
                 return
+        members = 0
+        for r, n in plan.scheduled:
+            if r in batch:
+                if n != 1:
+                    self._drop()
+                    return
+                members += 1
+        if not members:
+            return
+        if members != len(batch) or plan.discard_kv:
+            self._drop()
+            return
+        self._stepping = True
 
     def join(self, scheduled: list[tuple[Request, int]]) -> None:
         batch = self.batch
         if batch is None:
             return
+        if self._stepping:  # the plain step just run decoded every member once
+            self._stepping = False
+            end_s = self.executor.last_step_end_s
+            assert end_s is not None
+            batch.count_plain_step(end_s)
+            self._synced = batch.step
         for req, _ in scheduled:
             joins = req.state is State.RUNNING and req not in batch
             if joins and not (is_decoding(req) and batch.add(req, self.executor.kv.num_blocks(req))):
@@ -115,6 +134,7 @@ class FastForward:
         """Materialize every member and give up the batch (a plan changes running requests)."""
         self.bring_up_to_date()
         self.batch = None
+        self._stepping = False
 
     def _materialize(self, req: Request) -> None:
         """Bring a member's counters and KV blocks up to date."""
