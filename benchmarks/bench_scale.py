@@ -14,7 +14,9 @@ Cases (each in a fresh subprocess, so its peak resident memory is its own):
   the first time, end to end in a fresh process (no profile to fit: the roofline needs none).
   Target: under 10 s (Vidur: about 40 minutes of predictor training).
 
-Run by hand: ``python benchmarks/bench_scale.py [--cases default vidur ...] [--repeats 3] [--plain]``.
+Run by hand: ``python benchmarks/bench_scale.py [--cases default vidur ...] [--repeats 3] [--plain]
+[--cluster-requests N]`` (the cluster case reads the ShareGPT lengths: offline, point ``SERVESIM_DATA_DIR`` at a
+folder holding ``sharegpt_8k_filtered_stats_llama2_tokenizer.csv``).
 Wall times are medians over the repeats; peak memory is the largest ru_maxrss seen.
 """
 
@@ -39,7 +41,7 @@ if case == "default":
     data = {"workload": {"num_requests": 100_000}}
 elif case == "cluster":
     data = {"replicas": 16, "router": "least_outstanding",
-            "workload": {"num_requests": 1_000_000, "arrival": {"kind": "poisson", "rate_per_s": 80.0},
+            "workload": {"num_requests": int(sys.argv[3]), "arrival": {"kind": "poisson", "rate_per_s": 80.0},
                          "lengths": sharegpt}}
 elif case.startswith("vidur"):
     base = {"model": "llama-2-7b", "hardware": "a100-80gb", "max_model_len": 4096}
@@ -81,6 +83,9 @@ def main() -> None:
     parser.add_argument("--cases", nargs="+", choices=cases, default=cases)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--plain", action="store_true", help="the step-by-step path instead of fast-forward")
+    parser.add_argument(
+        "--cluster-requests", type=int, default=1_000_000, help="requests of the 16-replica case (target: 1M)"
+    )
     args = parser.parse_args()
     mode = "plain" if args.plain else "fast"
     rows = []
@@ -96,10 +101,10 @@ def main() -> None:
                 )
             )
         elif case == "cluster":
-            r, wall, run_s, peak = repeat(1, "cluster", mode)
+            r, wall, run_s, peak = repeat(1, "cluster", mode, str(args.cluster_requests))
             rows.append(
                 (
-                    "16 replicas, 1M requests",
+                    f"16 replicas, {args.cluster_requests:,} requests",
                     f"{wall:.0f} s ({r['n'] / run_s:,.0f} req/s)",
                     "< 60 s, < 2 GB",
                     f"{peak:,.0f} MB ({peak * 1024 / r['n']:.2f} KB/request)",
