@@ -4,7 +4,8 @@ The question (issue 19): Llama-3.1-70B, short chat lengths, p99 TTFT 1 s and p99
 60 ms, 30 req/s, 3 replicates, over H100 TP4/TP8, H200 TP2/TP4 and A100-80GB TP8, each
 with vLLM V1 (chunked prefill) and vLLM V0 (no chunking). Prints the plan's wall time,
 the ratio to one 2,000-request run of the base scenario timed in the same process, the
-requests simulated, the chosen candidate and every candidate's replicas and max rate.
+requests simulated, the wall time and tasks of each stage (where the time goes), the chosen
+candidate and every candidate's replicas and max rate.
 
 Run by hand on a quiet machine:
 ``python benchmarks/bench_plan.py [--workers 2] [--repeats 1] [--exhaustive] [--json OUT] [--against PLAN]``
@@ -14,6 +15,8 @@ Run by hand on a quiet machine:
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import json
 import statistics
 import time
@@ -61,8 +64,31 @@ def one_run() -> float:
     return time.perf_counter() - t0
 
 
+class StageTimes:
+    """Wall time and tasks per stage of a plan (the ``stage`` progress hook): where the plan's time goes."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = collections.defaultdict(float)
+        self.tasks: collections.Counter[str] = collections.Counter()
+
+    @contextlib.contextmanager
+    def __call__(self, description: str):
+        t0, total = time.perf_counter(), [0]
+
+        def progress(done: int, n: int) -> None:
+            total[0] = n
+
+        yield progress
+        self.seconds[description] += time.perf_counter() - t0
+        self.tasks[description] += total[0]
+
+
 def one_plan(
-    workers: int, exhaustive: bool, rank_all: bool = False, requests_per_point: int | None = None
+    workers: int,
+    exhaustive: bool,
+    rank_all: bool = False,
+    requests_per_point: int | None = None,
+    stages: StageTimes | None = None,
 ) -> tuple[float, dict, int]:
     request = PlanRequest(slo_ttft_p99_ms=1000, slo_tpot_p99_ms=60, target_rate_per_s=30, replicates=3)
     update: dict = {"exhaustive": exhaustive, "rank_all": rank_all}
@@ -74,7 +100,7 @@ def one_plan(
     inputs = prepare_plan(BASE, None, "bench", candidates(), request)
     executor = make_executor("local", workers)
     try:
-        result = execute_plan(inputs, request, executor)
+        result = execute_plan(inputs, request, executor, stages)
     finally:
         executor.close()
     wall = time.perf_counter() - t0
@@ -103,7 +129,8 @@ def main() -> None:
     run_s = statistics.median(runs)
     walls = []
     for _ in range(args.repeats):
-        wall, plan, simulated = one_plan(args.workers, args.exhaustive, args.rank_all, args.requests_per_point)
+        stages = StageTimes()
+        wall, plan, simulated = one_plan(args.workers, args.exhaustive, args.rank_all, args.requests_per_point, stages)
         walls.append(wall)
     wall = statistics.median(walls)
     print(f"one run (2,000 requests): {run_s:.2f} s (median of 3: {', '.join(f'{x:.2f}' for x in runs)})")
@@ -112,6 +139,8 @@ def main() -> None:
         f"{args.workers} workers): {wall:.1f} s "
         f"(runs: {', '.join(f'{x:.1f}' for x in walls)}); ratio {wall / run_s:.1f}; simulated requests {simulated:,}"
     )
+    for name, seconds in stages.seconds.items():  # the last repeat's
+        print(f"  stage {seconds:6.1f} s  {stages.tasks[name]:3d} tasks  {name}")
     print(f"chosen: {plan['chosen']}")
     for c in plan["candidates"]:
         mr = (c.get("max_rate_per_s") or {}).get("value")
