@@ -250,8 +250,16 @@ def pareto_figure(plan: dict[str, Any], colours: ColourMap) -> go.Figure:
 
 
 def build_plan_report(plan_dir: Path | str) -> Report:
-    """The report of a plan folder written by ``servesim plan``."""
-    plan, points = _read_plan(Path(plan_dir))
+    """The report of a plan folder written by ``servesim plan`` (``plan --gpus N``: ``plan_gpus``)."""
+    from reports.plan_gpus import GPUS_SCHEMA, build_gpus_report
+
+    d = Path(plan_dir)
+    if (d / "plan.json").is_file():
+        plan = read_json_object(d / "plan.json", "plan file")
+        if plan.get("schema") == GPUS_SCHEMA:
+            points = pd.read_parquet(d / "points.parquet") if (d / "points.parquet").is_file() else pd.DataFrame()
+            return build_gpus_report(plan, points)
+    plan, points = _read_plan(d)
     colours = ColourMap(c["name"] for c in plan["candidates"])
     slo = plan.get("slo") or {}
     bounds = ", ".join(

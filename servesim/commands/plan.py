@@ -95,6 +95,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "refused with a CANDIDATES file that has its own tune:)",
     )
     g.add_argument("--price", action="append", default=[], metavar="HW=USD", help="USD per GPU-hour of HW")
+    n = p.add_argument_group("the best deployment on N GPUs (--gpus)")
+    n.add_argument(
+        "--gpus",
+        type=int,
+        metavar="N",
+        help="instead of the cheapest deployment for a load: the layout of N GPUs (TP, replicas, or prefill and "
+        "decode pools; vLLM's batch limit and token budget) with the most output tokens/s per GPU under the SLOs, "
+        "the Pareto front of tokens/s/GPU against tokens/s/user, the best checked by simulation",
+    )
+    n.add_argument("--model", help="the scenario's model replaced (a preset or Hugging Face id)")
+    n.add_argument("--hardware", help="the scenario's GPU replaced (a preset, e.g. h200)")
+    n.add_argument("--isl", type=int, help="every prompt this many tokens (the workload's lengths replaced)")
+    n.add_argument("--osl", type=int, help="every output this many tokens (the workload's lengths replaced)")
     g.add_argument("--prices", type=Path, help="YAML file of hardware: USD per GPU-hour")
     s = p.add_argument_group("statistics and search")
     s.add_argument("--replicates", type=int, default=1, help="independent seeds; intervals need 2 or more")
@@ -292,6 +305,47 @@ def chosen_interval_lines(plan: dict) -> list[str]:
     return [f"operating point: {line}" for line in display.interval_lines(intervals)]
 
 
+# flags of the cheapest-deployment question that the N-GPU question refuses (it searches its own layouts)
+NOT_WITH_GPUS = (
+    ("candidates", "--candidates"),
+    ("tune", "--tune"),
+    ("target_rate", "--target-rate"),
+    ("price", "--price"),
+    ("prices", "--prices"),
+    ("pd_ratio", "--pd-ratio"),
+    ("exhaustive", "--exhaustive"),
+    ("rank_all", "--rank-all"),
+    ("start_rate", "--start-rate"),
+)
+
+
+def scenario_overrides(args: argparse.Namespace, base: dict[str, Any], label: str) -> dict[str, Any]:
+    """``base`` with ``--model``, ``--hardware``, ``--isl`` and ``--osl`` applied; ValueError naming the flag."""
+    from simulator.config.scenario import validate_scenario
+    from simulator.planning.points.overrides import apply_overrides
+
+    over: dict[str, Any] = {k: v for k, v in (("model", args.model), ("hardware", args.hardware)) if v is not None}
+    for flag, value in (("--isl", args.isl), ("--osl", args.osl)):
+        if value is not None and value < 1:
+            raise ValueError(f"{flag} {value}: expected a positive number of tokens")
+    if (args.isl is None) != (args.osl is None):
+        raise ValueError("--isl and --osl: give both (every prompt and every output of that length)")
+    if args.isl is not None:
+        fixed = {"kind": "independent", "prompt": {"kind": "fixed", "tokens": args.isl}}
+        over["workload.lengths"] = fixed | {"output": {"kind": "fixed", "tokens": args.osl}}
+    if not over:
+        return base
+    data = apply_overrides(base, over)
+    flags = ", ".join(
+        f for f, v in (("--model", args.model), ("--hardware", args.hardware), ("--isl/--osl", args.isl)) if v
+    )
+    try:
+        validate_scenario(data, label)
+    except ValueError as exc:
+        raise ValueError(f"{flags}: {exc}") from None
+    return data
+
+
 def main(args: argparse.Namespace) -> int:
     from simulator.config.scenario import read_scenario_dict
     from simulator.planning.search.slo import scenario_slo
@@ -302,7 +356,10 @@ def main(args: argparse.Namespace) -> int:
         base, base_dir, label = read_scenario_dict(args.scenario), args.scenario.parent, str(args.scenario)
     else:
         base, base_dir, label = {}, None, "default scenario"
+    base = scenario_overrides(args, base, label)
     request = plan_request(args, scenario_slo(base, label))
+    if args.gpus is not None:
+        return gpus_main(args, base, base_dir, label, request)
     prices = _prices(args)
     tune = parse_tune(args.tune)
     # the question is checked: now the planning machinery (pandas, the simulator) loads
@@ -352,3 +409,74 @@ def main(args: argparse.Namespace) -> int:
     if not args.no_report:
         display.stdout.print(f"report: {out / 'report.html'}")
     return 0
+
+
+def gpus_main(
+    args: argparse.Namespace, base: dict[str, Any], base_dir: Path | None, label: str, request: PlanRequest
+) -> int:
+    """``servesim plan --gpus N``: the best deployment on N GPUs."""
+    import time
+
+    for name, flag in NOT_WITH_GPUS:
+        if getattr(args, name):
+            raise ValueError(f"{flag}: not with --gpus (the N-GPU question searches its own layouts on N GPUs)")
+    if args.replicates != 1:
+        raise ValueError("--replicates: not with --gpus (each layout is checked by one simulation)")
+    from simulator.planning.layouts.best import GpusQuestion, best_on_gpus
+
+    t0 = time.perf_counter()
+    question = GpusQuestion(args.gpus, request)
+    with output_folder(args.out, "plan", args.overwrite) as out:
+        executor = make_executor(args.executor, args.workers, args.address)
+        try:
+            result = best_on_gpus(base, base_dir, label, question, executor)
+        finally:
+            executor.close()
+        result.write(out)
+        if not args.no_report:
+            import reports
+
+            reports.write_plan_report(out, out / "report.html", static=args.static, plotlyjs=args.plotlyjs)
+    wall_s = time.perf_counter() - t0
+    if args.json:
+        print(json.dumps(result.plan))
+        return 0
+    display.stdout.print(gpus_table(result.plan))
+    chosen = result.plan["chosen"]
+    if chosen is None:
+        display.stdout.print("chosen: none (no layout confirmed by simulation to meet the SLOs)")
+    else:
+        display.stdout.print(
+            f"chosen: {chosen['layout']}, max_num_seqs {chosen['max_num_seqs']}: {chosen['tokens_per_s_per_gpu']:,.1f} "
+            f"tokens/s/GPU, {chosen['tokens_per_s_per_user']:,.1f} tokens/s/user at {chosen['rate_per_s']:.3g} req/s "
+            f"(simulated p99 TTFT {chosen['sim_p99_ttft_ms']:,.0f} ms, TPOT {chosen['sim_p99_tpot_ms']:,.1f} ms)"
+        )
+    for note in result.plan["notes"]:
+        display.stdout.print(f"note: {note}")
+    display.stdout.print(f"answered in {wall_s:.1f} s; plan folder: {out}")
+    if not args.no_report:
+        display.stdout.print(f"report: {out / 'report.html'}")
+    return 0
+
+
+def gpus_table(plan: dict[str, Any]) -> Table:
+    """The Pareto front of the N-GPU question, most tokens/s/GPU first."""
+    t = Table(
+        title=f"Pareto front on {plan['num_gpus']} GPUs (p99 SLOs: {slo_text(plan['slo'])})", title_justify="left"
+    )
+    for h in ("layout", "max_num_seqs", "conc.", "TTFT ms", "TPOT ms", "req/s", "tok/s/GPU", "tok/s/user", "simulated"):
+        t.add_column(h, justify="left" if h == "layout" else "right")
+    for r in plan["pareto_front"]:
+        sim = "" if not r["checked"] else ("met" if r["sim_meets_slo"] else "missed")
+        t.add_row(
+            r["layout"] + (" (chosen)" if r["chosen"] else ""),
+            str(r["max_num_seqs"]),
+            str(r["concurrency"]),
+            f"{r['ttft_ms']:,.0f}",
+            f"{r['tpot_ms']:,.1f}",
+            f"{r['rate_per_s']:.3g}",
+            f"{r['tokens_per_s_per_gpu']:,.1f}",
+            f"{r['tokens_per_s_per_user']:,.1f}",
+            sim,
+        )
+    return t

@@ -7,4 +7,5 @@ Subpackages by concept, lowest floor first (each imports only those below it):
 - ``sweeps``: grids and comparisons of points.
 - ``search``: the rate search of one deployment, its analytic bounds and its pruning.
 - ``plans``: the cheapest deployment for a load: candidates searched, sized, ranked.
+- ``layouts``: the best deployment on N GPUs: every layout's operating points, their Pareto front, checked.
 """

@@ -271,3 +271,42 @@ def test_plan_load_curve_and_tuning_from_the_command_line(tmp_path):
     assert family["best"] in family["variants"] and plan["chosen"] in family["variants"]
     replicas = [row["replicas"] for row in plan["load_curve"]]
     assert replicas == sorted(replicas) and replicas[0] >= 1
+
+
+GPUS_QUESTION = ("--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--isl", "1000", "--osl", "100")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--gpus", "0", *GPUS_QUESTION), "--gpus 0: expected 1 to 64 GPUs"),
+        (("--gpus", "1", "--model", "llama-3.1-70b", "--hardware", "h100-sxm"), "fits no layout on 1 x h100-sxm"),
+        (("--gpus", "2", *GPUS_QUESTION, "--target-rate", "5"), "--target-rate: not with --gpus"),
+        (("--gpus", "2", *GPUS_QUESTION, "--replicates", "3"), "--replicates: not with --gpus"),
+        (("--gpus", "2", "--isl", "1000"), "--isl and --osl: give both"),
+        (("--gpus", "2", "--isl", "0", "--osl", "5"), "--isl 0: expected a positive number of tokens"),
+        (("--gpus", "2", "--model", "no-such-model"), "unknown model 'no-such-model'"),
+    ],
+)
+def test_plan_gpus_bad_input_is_one_clear_line_and_exit_2(tmp_path, args, message):
+    proc = servesim("plan", *args, "--slo-ttft-ms", "500", "--quiet", "--no-report", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_plan_gpus_answers_with_a_front_and_a_report(tmp_path):
+    out = tmp_path / "gpus"
+    proc = servesim(
+        "plan", "--gpus", "2", *GPUS_QUESTION, "--slo-ttft-ms", "500", "--slo-tpot-ms", "25",
+        "--requests-per-point", "600", "--workers", "1", "--out", out, "--quiet", cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["schema"] == "servesim.plan-gpus/1" and plan["num_gpus"] == 2
+    assert plan["chosen"] is not None and f"chosen: {plan['chosen']['layout']}" in proc.stdout
+    assert "Pareto front on 2 GPUs" in proc.stdout and "answered in" in proc.stdout
+    points = pd.read_parquet(out / "points.parquet")
+    assert len(points) == plan["operating_points"] and points["chosen"].sum() == 1
+    report = (out / "report.html").read_text()
+    assert "Pareto front" in report and "output tokens\\u002fs per GPU" in report

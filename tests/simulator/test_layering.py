@@ -74,7 +74,7 @@ def test_simulator_concepts_import_only_floors_below():
 
 
 # planning/ by concept, lowest first
-PLANNING_FLOORS = {"points": 0, "sweeps": 1, "search": 1, "plans": 2}
+PLANNING_FLOORS = {"points": 0, "sweeps": 1, "search": 1, "plans": 2, "layouts": 2}
 
 
 def test_planning_concepts_import_only_floors_below():
