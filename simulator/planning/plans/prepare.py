@@ -24,6 +24,7 @@ from simulator.planning.points.keys import resolve_variant
 from simulator.planning.points.overrides import apply_overrides
 from simulator.planning.points.stats import replicate_seed
 from simulator.planning.search.bound import CapacityBound, capacity_bound
+from simulator.planning.search.costs import CostModels
 from simulator.planning.search.load import Load, check_load, load_kind, own_load, plan_load, search_range
 from simulator.planning.search.settings import PlanRequest
 from workloads import RequestStream, generate
@@ -98,6 +99,7 @@ def prepare_candidates(
     """
     out = []
     unit: tuple[str, str] | None = None
+    cost_models = CostModels()  # the bounds' cost models, one per distinct deployment
     own = cset.source == "scenario"  # the scenario's own configuration only
     target_source = "--target-rate" if request.target_rate_per_s is not None else f"{scenario_label}: its own load"
     for i, spec in enumerate(cset.candidates):
@@ -122,7 +124,7 @@ def prepare_candidates(
         cfg_at, stream = _generate_at(config, at_start, base_dir, source)
         bound = None
         if not request.search.exhaustive:
-            bound = _replicates_bound(config, at_start, cfg_at, stream, base_dir, source, request)
+            bound = _replicates_bound(config, at_start, cfg_at, stream, base_dir, source, request, cost_models)
         if unit is not None and unit != (load_kind(cfg), load.unit):
             raise ValueError(
                 f"{source}: its workload's load is {load_kind(cfg)} in {load.unit}, the first candidate's "
@@ -182,6 +184,7 @@ def _replicates_bound(
     base_dir: Path | None,
     source: str,
     request: PlanRequest,
+    cost_models: CostModels | None = None,
 ) -> CapacityBound:
     """The analytic bound of every replicate's requests (each seed draws its own lengths), the largest.
 
@@ -189,14 +192,14 @@ def _replicates_bound(
     any replicate has none.
     """
     slo, growth = slo_targets(request), request.search.max_growth_fraction
-    first = capacity_bound(cfg, base_dir, stream, slo, growth)
+    first = capacity_bound(cfg, base_dir, stream, slo, growth, cost_models)
     upper = first.upper_rate_per_s
     for r in range(1, request.replicates):
         if upper is None:
             break
         seeded = apply_overrides(config, at_start | {"seed": replicate_seed(cfg.seed, r)})
         cfg_r, stream_r = _generate_at(seeded, {}, base_dir, source)
-        other = capacity_bound(cfg_r, base_dir, stream_r, slo, growth).upper_rate_per_s
+        other = capacity_bound(cfg_r, base_dir, stream_r, slo, growth, cost_models).upper_rate_per_s
         upper = None if other is None else max(upper, other)
     if upper is None:
         return CapacityBound(None, first.estimate_rate_per_s, first.reason)

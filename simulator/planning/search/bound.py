@@ -74,10 +74,11 @@ from typing import Any
 
 import numpy as np
 
-from simulator.build import GroupSetup, make_cost_model, setup_group
+from simulator.build import GroupSetup, setup_group
 from simulator.config.schema import ScenarioConfig
 from simulator.cost import BatchShape
 from simulator.cost.shape import CostModel
+from simulator.planning.search.costs import CostModels, cost_model
 from simulator.planning.search.estimate import mean_field_rate
 from simulator.planning.search.load import load_kind
 from simulator.planning.search.maxima import geometric_grid, interval_max
@@ -139,10 +140,13 @@ def capacity_bound(
     stream: RequestStream,
     slo: SloTargets,
     max_growth_fraction: float,
+    cost_models: CostModels | None = None,
 ) -> CapacityBound:
     """The capacity bound of ``cfg`` serving ``stream`` (its load point's requests); see the module docstring.
 
-    Never raises: a configuration it cannot bound gets ``upper_rate_per_s`` None and the reason.
+    ``cost_models``: the cost models of earlier bounds, shared by the candidates and replicates that run the
+    same one (``costs.CostModels``). Never raises: a configuration it cannot bound gets ``upper_rate_per_s``
+    None and the reason.
     """
     try:
         why = _unbounded_reason(cfg)
@@ -163,10 +167,10 @@ def capacity_bound(
             if s.dp_attention > 1:
                 return CapacityBound(None, None, "no bound: attention data parallelism (dp_attention > 1)")
             params = s.cost_model
-            cost = make_cost_model(params, s.model, s.hardware, s.tp, s.pp, s.profile, s.ep)
+            cost = cost_model(s, cost_models)
             if cost.breakdown(BatchShape((1,), (0,), 0, 0, 1)).ops is None:
                 return CapacityBound(None, None, f"no bound: cost model {params.kind} gives no per-op breakdown")
-            r = replica_bound(cfg, s, cost, prompt, output, slo)
+            r = replica_bound(cfg, s, cost, prompt, output, slo, cost_models)
             if r.rate_per_s is None:
                 return CapacityBound(None, None, f"no bound: {r.reason}")
             total += g.count * r.rate_per_s
@@ -288,7 +292,13 @@ def _rows_lower_bounds(cost: CostModel, grid: list[int]) -> tuple[np.ndarray, np
 
 
 def replica_bound(
-    cfg: ScenarioConfig, s: GroupSetup, cost: CostModel, prompt: np.ndarray, output: np.ndarray, slo: SloTargets
+    cfg: ScenarioConfig,
+    s: GroupSetup,
+    cost: CostModel,
+    prompt: np.ndarray,
+    output: np.ndarray,
+    slo: SloTargets,
+    shared: CostModels | None = None,
 ) -> ReplicaBound:
     """One replica's bound (requests/s) serving requests of these ``prompt``/``output`` lengths."""
     kv = s.group.kv_cache or cfg.kv_cache
@@ -320,7 +330,10 @@ def replica_bound(
     if budget is not None:
         rows_cap = min(rows_cap, budget)
     rows_grid = geometric_grid(max(rows_cap, 1))
-    rows_env, rest = _rows_lower_bounds(cost, rows_grid)
+    if shared is None:
+        rows_env, rest = _rows_lower_bounds(cost, rows_grid)
+    else:  # the replicates of a candidate price the same grid
+        rows_env, rest = shared.rows(cost, rows_grid, _rows_lower_bounds)
     prefill_tokens_per_s, prefill_at = interval_max(rows_grid, list(rows_env + rest))
 
     # decode: n decodes at the least total context n requests can have; a step with prompt tokens as well

@@ -199,3 +199,38 @@ def test_bound_is_never_below_the_simulated_max_rate(name):
     ratio = b.upper_rate_per_s / found["max_rate_per_s"]
     print(f"{name}: bound {b.upper_rate_per_s:.3f}/s, simulated {found['max_rate_per_s']:.3f}/s ({ratio:.2f}x)")
     assert found["max_rate_per_s"] <= b.upper_rate_per_s
+
+
+def test_shared_cost_models_give_the_same_bounds():
+    """A plan's bounds share one cost model per deployment (``costs.CostModels``): every bound, in any order
+    and across seeds, equals the one made with its own cost model, and each deployment builds one model."""
+    from simulator.planning.search.costs import CostModels
+
+    lognormal = {"kind": "lognormal", "median_tokens": 300, "sigma": 0.8, "max_tokens": 3000}
+    base = {
+        "model": "llama-3.1-8b",
+        "workload": {
+            "num_requests": 300,
+            "arrival": {"kind": "poisson", "rate_per_s": 5.0},
+            "lengths": {"kind": "independent", "prompt": lognormal, "output": lognormal},
+        },
+    }
+    variants = [
+        base | {"hardware": hw, "policy": {"kind": kind}, "seed": seed}
+        for seed in (1, 2)
+        for hw in ("h100-sxm", "l40s")
+        for kind in ("vllm", "vllm_v0")
+    ]
+    shared = CostModels()
+    for data in variants:
+        cfg = ScenarioConfig.model_validate(data)
+        stream = generate(cfg.workload, cfg.seed, None)
+        alone = capacity_bound(cfg, None, stream, TIGHT, GROWTH)
+        together = capacity_bound(cfg, None, stream, TIGHT, GROWTH, shared)
+        assert alone.upper_rate_per_s is not None
+        assert (together.upper_rate_per_s, together.estimate_rate_per_s, together.reason) == (
+            alone.upper_rate_per_s,
+            alone.estimate_rate_per_s,
+            alone.reason,
+        )
+    assert len(shared._models) == 4  # 2 GPUs x V1's and V0's CPU overlap
