@@ -309,12 +309,11 @@ class SiliconCostModel:
             memo = self._decode_fixed[n] = (_total(ops), cpu)
         fixed, cpu = memo
         layers = self.model.num_layers
-        out = []
-        anchored_steps = 0
-        for c in context_tokens:
-            t, anchored = self._decode_attention(n, int(c))
-            anchored_steps += anchored
-            out.append(fixed + t * layers if cpu is None else overlap_total(fixed + t * layers, cpu))
+        per_layer, anchored_steps = self._decode_attention_steps(n, context_tokens)
+        if cpu is None:
+            out = [fixed + t * layers for t in per_layer]
+        else:
+            out = [overlap_total(fixed + t * layers, cpu) for t in per_layer]
         self.num_lookups += len(out)  # decode attention, once per step, as step_time counts it
         if anchored_steps:
             self.fallbacks["attn_decode"] += anchored_steps
@@ -540,6 +539,48 @@ class SiliconCostModel:
         if bc != num_seqs:
             t *= self._decode_roof(num_seqs, length) / self._decode_roof(bc, length)
         return t, anchored
+
+    def _decode_attention_steps(self, num_seqs: int, context_tokens: Sequence[int]) -> tuple[list[float], int]:
+        """``_decode_attention`` of each total context at ``num_seqs`` sequences (the same floats: one ``log`` of
+        the length shared by the two bracketing batch rows, the segment arithmetic inlined), and how many anchored."""
+        n = num_seqs
+        bc, pairs = self._decode_rows(n)
+        if bc != n or len(pairs) != 2:  # a measured batch size, or one outside the table: the general path
+            out, anchored = [], 0
+            for c in context_tokens:
+                t, a = self._decode_attention(n, int(c))
+                out.append(t)
+                anchored += a
+            return out, anchored
+        (r0, w0, _), (r1, w1, _) = pairs
+        xs0, lt0, lx0, xs1, lt1, lx1 = r0.xs, r0._lt, r0._lx, r1.xs, r1._lt, r1._lx
+        lo, hi = max(r0.lo, r1.lo), min(r0.hi, r1.hi)
+        log, exp, bisect_left = math.log, math.exp, bisect.bisect_left
+        out = []
+        anchored = 0
+        for c in context_tokens:
+            length = int(c) / n
+            if not lo <= length <= hi:  # a row's roofline anchor
+                t, a = self._decode_attention(n, int(c))
+                out.append(t)
+                anchored += a
+                continue
+            lx = None
+            j = bisect_left(xs0, length)
+            if xs0[j] == length:
+                a0 = lt0[j]
+            else:
+                lx = log(length)
+                a0 = lt0[j - 1] + (lx - lx0[j - 1]) / (lx0[j] - lx0[j - 1]) * (lt0[j] - lt0[j - 1])
+            j = bisect_left(xs1, length)
+            if xs1[j] == length:
+                a1 = lt1[j]
+            else:
+                if lx is None:
+                    lx = log(length)
+                a1 = lt1[j - 1] + (lx - lx1[j - 1]) / (lx1[j] - lx1[j - 1]) * (lt1[j] - lt1[j - 1])
+            out.append(exp(0.0 + w0 * a0 + w1 * a1))
+        return out, anchored
 
     def _decode_source(self, num_seqs: int, context_tokens: int) -> str:
         assert self._decode is not None
