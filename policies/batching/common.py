@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, Literal
 
 from policies.interface import ReplicaView, RequestView, StepPlan
@@ -117,12 +118,23 @@ def schedule_running(
     blocks it needs, the request with the largest ``victim_key`` among those not yet
     scheduled (the request itself included) is preempted; a preempted request frees its
     blocks. vLLM's ``_schedule_running`` loop.
+
+    A view that keeps its decoding requests as a batch may say (``steady_decodes``) that the first requests of
+    ``order`` each want one token and how many new blocks they take together: when the budget holds them all they
+    are scheduled at once, as the loop would (``chunk(1, t)`` is 1 for any ``t >= 1``: a decode fits what is left).
     """
     pending = list(order)
     i = 0  # pending[:i] are done (scheduled or given nothing)
     num_new_blocks = view.num_new_blocks
     scheduled = plan.scheduled
     tokens, free = budget.tokens, budget.free_blocks
+    steady = getattr(view, "steady_decodes", None)
+    decodes = steady(pending) if steady is not None else None
+    if decodes is not None and decodes[0] <= tokens and decodes[1] <= free:
+        i, need = decodes
+        scheduled.extend(zip(pending[:i], repeat(1)))
+        tokens -= i
+        free -= need
     while i < len(pending):
         req = pending[i]
         computed = req.num_computed_tokens

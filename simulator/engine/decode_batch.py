@@ -161,6 +161,15 @@ class DecodeBatch:
             cycle *= -(-num_steps // len(cycle))
         return list(accumulate(cycle[:num_steps]))
 
+    def leads(self, order: Sequence[Request]) -> bool:
+        """Whether the members are the first ``len(self)`` requests of ``order`` (a sequence of distinct requests)."""
+        m = len(self._base)
+        return 0 < m <= len(order) and all(map(self._base.__contains__, order[:m]))
+
+    def num_crossing_next(self) -> int:
+        """Members that take a new KV block in the batch's next step (counters and blocks current)."""
+        return self._cross[(self.step + 1) % self.block_size]
+
     # -- running -------------------------------------------------------------------------
 
     def advance(self, num_steps: int, first_end_s: float, end_s: float) -> tuple[dict[float, int], list[Request]]:

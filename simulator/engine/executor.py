@@ -57,12 +57,22 @@ class LazyRunning(Protocol):
         """Bring every member's counters and KV current (repeatable: the members stay members)."""
         ...
 
-    def release(self, plan: StepPlan) -> None:
-        """The plan is about to change running requests: give up the members it touches."""
+    def release(self, plan: StepPlan) -> tuple[int, int, int] | None:
+        """The plan is about to change running requests: give up the members it touches. Returns (members, new
+        blocks, computed tokens) when it opens with every member, each decoding: they step as a batch."""
+        ...
+
+    def step_members(self, now_s: float) -> tuple[int, float | None, int, list[Request]]:
+        """Count the step for the members ``release`` offered: (regular ITLs, other ITL or None, its count, the
+        members that finished, ended by the caller)."""
         ...
 
     def join(self, scheduled: list[tuple[Request, int]]) -> None:
         """Requests the step just made decode may join."""
+        ...
+
+    def steady_decodes(self, order: list[Request]) -> tuple[int, int] | None:
+        """``StepExecutor.steady_decodes``."""
         ...
 
 
@@ -141,6 +151,7 @@ class StepExecutor:
         self.prefix_hit_tokens: Callable[[Request], int] = kv.prefix_hit_tokens
         self.is_swapped: Callable[[Request], bool] = kv.is_swapped
         self.lazy: LazyRunning | None = None  # set by a fast-forward seam
+        self._members: tuple[int, int, int] | None = None  # what ``lazy.release`` offered for the step under way
         self.waiting: deque[Request] = deque()
         self._running: list[Request] = []
         self.sending: list[Request] = []  # prompt done, KV on its way to a decode engine
@@ -176,6 +187,12 @@ class StepExecutor:
         return self.kv.block_size
 
     # num_new_blocks, num_freeable_blocks, prefix_hit_tokens and is_swapped are the pool's own (set in __init__)
+
+    def steady_decodes(self, order: list[Request]) -> tuple[int, int] | None:
+        """(requests, KV blocks) when the first requests of ``order`` are every member of the fast-forward decode
+        batch, their counters current: each would compute one token, and together they take that many new blocks
+        (``schedule_running`` gives them their tokens at once). None otherwise (then walk them)."""
+        return self.lazy.steady_decodes(order) if self.lazy is not None else None
 
     @property
     def kv_capacity_tokens(self) -> int:
@@ -281,8 +298,8 @@ class StepExecutor:
         """Apply the plan's decisions before the step: reject, preempt, admit, allocate."""
         if self.log is not None:
             self.log.plan(plan)
-        if self.lazy is not None:
-            self.lazy.release(plan)
+        # members of the fast-forward decode batch opening the plan step together (None: walk every request)
+        members = self._members = self.lazy.release(plan) if self.lazy is not None else None
         kv = self.kv
         for req, reason in plan.reject:
             self.waiting.remove(req)
@@ -341,19 +358,27 @@ class StepExecutor:
             for req, n in plan.scheduled:
                 assert req.num_computed_tokens + n <= req.num_tokens, "plan computes beyond the sequence"
                 kv.allocate(req, kv_tokens.get(req, req.num_computed_tokens + n))
+        elif members is not None:
+            kv.take_growth(members[1])  # the members' blocks are counts, settled when they are next brought current
+            kv.allocate_step(plan.scheduled[members[0] :])
         else:
             kv.allocate_step(plan.scheduled)  # one pass, in plan order
         carried.num_preempted += len(plan.preempt)
 
-    @staticmethod
-    def shape(plan: StepPlan) -> BatchShape:
+    def shape(self, plan: StepPlan) -> BatchShape:
         """The step's work as the cost models see it."""
         prefill_new: list[int] = []
         prefill_cached: list[int] = []
         num_decode = 0
         decode_ctx = 0
         sampled = 0
-        for req, n in plan.scheduled:
+        scheduled = plan.scheduled
+        members = self._members
+        if members is not None:  # decoding members: one token each, on their computed tokens
+            num_decode = sampled = members[0]
+            decode_ctx = members[2] + members[0]
+            scheduled = scheduled[members[0] :]
+        for req, n in scheduled:
             computed = req.num_computed_tokens
             # A decode computes the one token sampled last step; a 1-token chunk of a prompt
             # (or of a recompute) is prefill work, even though it costs the same.
@@ -383,7 +408,20 @@ class StepExecutor:
         spec = self.speculation
         num_extra = 0
         commit = kv.commit if kv.commits else None
-        for req, n in plan.scheduled:
+        scheduled = plan.scheduled
+        if self._members is not None:  # the members' tokens, counted by the decode batch
+            assert self.lazy is not None
+            scheduled = scheduled[self._members[0] :]
+            self._members = None
+            num_regular_gaps, gap, count, finished = self.lazy.step_members(now_s)
+            if gap is not None:
+                irregular[gap] = count
+            for req in finished:
+                self._running.remove(req)
+                kv.free(req)
+                self.end(req, State.FINISHED, now_s)
+                left.append(req)
+        for req, n in scheduled:
             verified = spec is not None and n == 1 and req.num_computed_tokens >= req.num_prompt_tokens
             req.num_computed_tokens += n
             if commit is not None:

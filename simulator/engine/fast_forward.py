@@ -21,6 +21,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Generator
 from dataclasses import dataclass
 from itertools import accumulate, pairwise
+from operator import itemgetter
 
 import simpy
 
@@ -71,6 +72,7 @@ class FastForward:
         self.window: Window | None = None  # the window in progress
         self._synced = -1  # the batch's step at which every member was last brought up to date (-1: not since built)
         self._stepping = False  # the plain step under way decodes every member (``release`` kept the batch)
+        self._members: list[Request] | None = None  # members the plain step under way steps as the batch
         executor.lazy = self
 
     # -- LazyRunning ---------------------------------------------------------------------
@@ -89,13 +91,31 @@ class FastForward:
                     kv.allocate(r, c)
         self._synced = batch.step
 
-    def release(self, plan: StepPlan) -> None:
+    def steady_decodes(self, order: list[Request]) -> tuple[int, int] | None:
+        """When the first requests of ``order`` are the decode batch's members, current (a policy planning after
+        reading the running requests): how many they are and the KV blocks their next decode tokens take; else None.
+        """
+        batch = self.batch
+        if batch is None or batch.step != self._synced or not self.executor.kv.counted_growth:
+            return None
+        if not batch.leads(order):
+            return None
+        return len(batch), batch.num_crossing_next()
+
+    def release(self, plan: StepPlan) -> tuple[int, int, int] | None:
         """Keep the batch through a plan that touches no member, or one that gives every member its decode token
-        (a plain step that also runs prompt chunks: ``join`` then counts the step in the batch); else give it up."""
+        (a plain step that also runs prompt chunks: ``join`` then counts the step in the batch); else give it up.
+
+        Returns (members, their new KV blocks, their computed tokens) when the plan's first requests are every
+        member, current, each given its decode token: the executor then steps them as the batch (``step_members``)
+        and walks only the rest of the plan."""
         batch = self.batch
         self._stepping = False
+        self._members = None
         if batch is None:
-            return
+            return None
+        if self._steps_members(plan, batch):
+            return len(batch), batch.num_crossing_next(), batch.context_tokens()
         for r in plan.preempt:
             if r in batch:
                 self._drop()
@@ -114,11 +134,65 @@ class FastForward:
             return
         self._stepping = True
 
+    def _steps_members(self, plan: StepPlan, batch: DecodeBatch) -> bool:
+        """Whether ``plan`` opens with every member, each given one token, as ``step_members`` can take it: members and
+        blocks current, counted growth, no preemption, reservation, discarded KV, speculation or hand-off, and the
+        members' latest tokens at most one time other than the last step's end (the gaps' order is then the plan's)."""
+        ex = self.executor
+        if (
+            batch.step != self._synced
+            or plan.preempt
+            or plan.kv_tokens
+            or plan.discard_kv
+            or not ex.kv.counted_growth
+            or ex.speculation is not None
+            or ex.role == "prefill"
+        ):
+            return False
+        m = len(batch)
+        head = plan.scheduled[:m]
+        if len(head) < m or not all(map((1).__eq__, map(itemgetter(1), head))):
+            return False
+        members = list(map(itemgetter(0), head))
+        if not batch.leads(members):
+            return False
+        prev_end = ex.last_step_end_s
+        if sum(t != prev_end for t in batch.emitted) > 1:
+            return False
+        self._members = members
+        return True
+
+    def step_members(self, now_s: float) -> tuple[int, float | None, int, list[Request]]:
+        """The members' decode tokens of the plain step ending at ``now_s`` (``release`` offered them): counted in the
+        batch, their counters left to catch up (as after a window). Returns the tokens that came one step after the
+        last (regular ITLs), the other ITL and its count (or None, 0), and the members that finished, in the plan's
+        order, brought up to date and out of the batch (the executor ends them)."""
+        batch = self.batch
+        members = self._members
+        assert batch is not None and members is not None
+        prev_end = self.executor.last_step_end_s
+        regular, gap, irregular = 0, None, 0
+        for t, count in batch.emitted.items():
+            if t == prev_end:
+                regular += count
+            else:
+                gap, irregular = now_s - t, count
+        _, finished = batch.advance(1, now_s, now_s)
+        if len(finished) > 1:
+            finished.sort(key=members.index)
+        for r in finished:
+            self._materialize(r)
+            batch.remove(r)
+        return regular, gap, irregular, finished
+
     def join(self, scheduled: list[tuple[Request, int]]) -> None:
         batch = self.batch
         if batch is None:
             return
-        if self._stepping:  # the plain step just run decoded every member once
+        if self._members is not None:  # stepped as the batch (``step_members``): the rest may join
+            scheduled = scheduled[len(self._members) :]
+            self._members = None
+        elif self._stepping:  # the plain step just run decoded every member once
             self._stepping = False
             end_s = self.executor.last_step_end_s
             assert end_s is not None
