@@ -7,9 +7,10 @@ Stages (each a batch of independent tasks on the executor):
    load in its unit (``load``: requests/s, sessions/s, or closed-loop users);
 2. operating points: per (candidate, replicate), one replica at target / replicas, plus
    ``curve_points`` evenly spaced rates for capacity curves (the same rates for every
-   replicate, so curves get intervals). A candidate whose operating point misses an SLO
-   (its max rate was optimistic for some seeds) gets one more replica and is simulated
-   again, up to ``MAX_EXTRA_REPLICAS`` times.
+   replicate, so curves get intervals; ``curves``: a rate the search or the operating point
+   ran at every replicate stands for the grid rate within half a spacing, not run again).
+   A candidate whose operating point misses an SLO (its max rate was optimistic for some
+   seeds) gets one more replica and is simulated again, up to ``MAX_EXTRA_REPLICAS`` times.
 
 Then: feasible candidates ranked by cost per hour (ties: cost per million output tokens,
 then p99 latency), the cheapest chosen, and the Pareto frontier of cost per hour against
@@ -19,7 +20,7 @@ the operating point's p99 latency. See ``figures`` for the definitions and
 This module runs the plan (``execute_plan``, or ``execute_load_curve`` for several targets);
 ``prepare`` validates its inputs, ``pools`` sizes pool-by-pool candidates (``--pd-ratio``),
 ``result`` ranks and writes. The default search and its pruning are ``guided`` and ``pruning``;
-the stages both searches share (capacity figures, operating points, curves) are ``stages``; the
+the stages both searches share (capacity figures, operating points) are ``stages``, the curves ``curves``; the
 candidates, their outcomes and the executor plumbing are ``outcome``.
 """
 
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.planning.plans.candidates import CandidateSet
+from simulator.planning.plans.curves import curve_stage
 from simulator.planning.plans.guided import guided_plan
 from simulator.planning.plans.outcome import (
     CandidateOutcome,
@@ -43,7 +45,7 @@ from simulator.planning.plans.outcome import (
 from simulator.planning.plans.pools import pd_stage
 from simulator.planning.plans.prepare import prepare_plan
 from simulator.planning.plans.result import PlanResult, plan_result, rank_outcomes
-from simulator.planning.plans.stages import curve_stage, operating_stage, search_stage
+from simulator.planning.plans.stages import operating_stage, search_stage
 from simulator.planning.points.capacity import IndependentReplicas, ReplicaScaling
 from simulator.planning.points.executors import Executor
 from simulator.planning.search.load import check_load
@@ -89,8 +91,9 @@ def execute_plan(
     if request.search.exhaustive:
         whole = [o for o in outcomes if o.candidate.pools is None]
         points = pd_stage(pooled, inputs, request, executor, stage) if pooled else []
-        points += search_stage(whole, inputs, request, executor, stage, scaling)
-        points += operating_stage(whole, inputs, request, executor, stage, scaling, curves=True)
+        searched = search_stage(whole, inputs, request, executor, stage, scaling)
+        points += searched
+        points += operating_stage(whole, inputs, request, executor, stage, scaling, curves=True, search_rows=searched)
         rank_outcomes(outcomes, request)
         tally(outcomes, verdicts)
         return plan_result(outcomes, points, request, inputs)
@@ -99,7 +102,7 @@ def execute_plan(
     rank_outcomes(outcomes, request)
     ranked = sorted((o for o in outcomes if o.rank is not None), key=lambda o: o.rank or 0)
     if ranked and request.search.curve_points:
-        points += curve_stage(ranked[0], inputs, request, executor, stage)
+        points += curve_stage(ranked[0], inputs, request, executor, stage, scaling, points)
     return plan_result(outcomes, points, request, inputs)
 
 

@@ -3,12 +3,11 @@ operating points (one more replica while an SLO is missed) and the capacity curv
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
-from simulator.planning.plans.figures import CandidateFigures, capacity_figures, operating_figures, set_replicas
+from simulator.planning.plans.curves import Runs, as_curve, curve_grid, full_runs, snap
+from simulator.planning.plans.figures import capacity_figures, operating_figures, set_replicas
 from simulator.planning.plans.outcome import CandidateOutcome, PlanInputs, StageProgress, candidate_run, map_stage
-from simulator.planning.plans.pd_ratio import with_counts
 from simulator.planning.points.capacity import ReplicaScaling
 from simulator.planning.points.executors import Executor
 from simulator.planning.search.evaluate import RatesTask, SearchTask, rates_task, search_task
@@ -16,7 +15,6 @@ from simulator.planning.search.load import users_at
 from simulator.planning.search.settings import PlanRequest
 
 MAX_EXTRA_REPLICAS = 3
-CURVE_SPAN = 1.25
 
 
 def apply_searches(
@@ -86,37 +84,6 @@ def search_stage(
     return [row for res in searched for row in res["points"]]
 
 
-def curve_rates(f: CandidateFigures, integer: bool, n: int) -> list[float]:
-    """``n`` evenly spaced loads up to ``CURVE_SPAN`` times the larger max rate."""
-    top = CURVE_SPAN * max(f.max_rate_per_s.value or 0.0, f.max_goodput_rate_per_s.value or 0.0)
-    curve = [top * (j + 1) / n for j in range(n)]
-    if integer:  # whole users, each once
-        curve = sorted({float(users_at(x)) for x in curve})
-    return curve
-
-
-def curve_stage(
-    o: CandidateOutcome, inputs: PlanInputs, request: PlanRequest, executor: Executor, stage: StageProgress
-) -> list[dict[str, Any]]:
-    """The chosen candidate's capacity-curve loads, the same for every replicate."""
-    f = o.figures
-    assert f is not None
-    rates = [("curve", x, {}) for x in curve_rates(f, o.candidate.load.integer, request.search.curve_points)]
-    c = o.candidate
-    config = c.config
-    if c.pools is not None and o.pool_figures is not None:  # sized pool by pool: the curve of its deployment
-        config = with_counts(c.config, c.pools, o.pool_figures["prefill_replicas"], o.pool_figures["decode_replicas"])
-    tasks = [  # a task per point: the points near and past the max rate cost the most, and the workers share them
-        RatesTask(replace(candidate_run(c, r, inputs.base_dir, request), config=config), [rate])
-        for r in range(request.replicates)
-        for rate in rates
-    ]
-    rows = map_stage(executor, rates_task, tasks, stage, "capacity curve of the chosen candidate")
-    out = [row | {"extra_replicas": 0} for task_rows in rows for row in task_rows]
-    o.simulated_requests += sum(row.get("num_simulated", 0) for row in out)
-    return out
-
-
 def operating_stage(
     outcomes: list[CandidateOutcome],
     inputs: PlanInputs,
@@ -125,10 +92,13 @@ def operating_stage(
     stage: StageProgress,
     scaling: ReplicaScaling,
     curves: bool,
+    search_rows: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Simulate the operating points (and, first round only, the curves if ``curves``), adding replicas where an
-    SLO is missed."""
+    """Simulate the operating points (and, first round only, the curves if ``curves``: ``curves.curve_stage``'s
+    loads, those the ``search_rows`` or the operating point ran at every replicate not simulated again), adding
+    replicas where an SLO is missed."""
     k, points = request.replicates, []
+    reused: dict[int, tuple[Runs, list[float]]] = {}  # per candidate: the runs its curve reuses, and their loads
     pending = [o for o in outcomes if o.figures is not None and o.figures.replicas is not None]
     for round_ in range(MAX_EXTRA_REPLICAS + 1):
         if not pending:
@@ -140,10 +110,16 @@ def operating_stage(
             assert f.replicas is not None and f.replicas.value is not None
             integer = o.candidate.load.integer
             operating = float(users_at(f.rate_per_replica_s)) if integer else f.rate_per_replica_s
-            rates = [("operating", operating, scaling.operating_overrides(int(f.replicas.value)))]
+            overrides = scaling.operating_overrides(int(f.replicas.value))
+            rates = [("operating", operating, overrides)]
             n = request.search.curve_points
             if round_ == 0 and n and curves:
-                rates += [("curve", x, {}) for x in curve_rates(f, integer, n)]
+                grid, spacing = curve_grid(f, integer, n)
+                known = full_runs(search_rows or [], o.candidate.index, k, plain_operating=False)
+                plain = overrides == {}
+                loads = snap(grid, spacing, [*known, *([operating] if plain else [])])
+                rates += [("curve", x, {}) for x, was in loads if not was]
+                reused[o.candidate.index] = (known, [x for x, was in loads if was])
             tasks += [RatesTask(candidate_run(o.candidate, r, inputs.base_dir, request), rates) for r in range(k)]
         label = "operating points" if round_ == 0 else f"operating points, {round_} extra replica(s)"
         rows_by_task = map_stage(executor, rates_task, tasks, stage, label)
@@ -154,6 +130,10 @@ def operating_stage(
             ]
             points += rows
             o.simulated_requests += sum(row.get("num_simulated", 0) for row in rows)
+            if o.candidate.index in reused:  # the curve's loads run already: the search's, or this operating point
+                known, loads = reused.pop(o.candidate.index)
+                here = {row["replicate"]: row for row in rows if row["phase"] == "operating"}
+                points += [row for x in loads for row in as_curve(known.get(x) or [here[r] for r in range(k)])]
             f, c = o.figures, o.candidate
             assert f is not None and f.replicas is not None
             operating_figures(f, [r for r in rows if r["phase"] == "operating"], request, scaling)

@@ -63,7 +63,9 @@ class SearchSettings(_Frozen):
         ge=0,
         le=200,
         description="Evenly spaced rates up to 1.25x the max rate, for capacity curves: the chosen candidate's "
-        "(every feasible candidate's with exhaustive); the other curves are drawn from the rates the search tried.",
+        "(every feasible candidate's with exhaustive), the same for every replicate; a rate the search or the "
+        "operating point ran to the end at every replicate stands for the one within half a spacing (its runs "
+        "are not made again); the other curves are drawn from the rates the search tried.",
     )
     pd_ratio: bool = Field(
         False,
