@@ -15,15 +15,21 @@ Cases (each in a fresh subprocess, so its peak resident memory is its own):
   Target: under 10 s (Vidur: about 40 minutes of predictor training).
 
 Run by hand: ``python benchmarks/bench_scale.py [--cases default vidur ...] [--repeats 3] [--plain]
-[--cluster-requests N]`` (the cluster case reads the ShareGPT lengths: offline, point ``SERVESIM_DATA_DIR`` at a
-folder holding ``sharegpt_8k_filtered_stats_llama2_tokenizer.csv``).
+[--cluster-requests N] [--default-requests N] [--against DIR] [--calls N]`` (the cluster case reads the ShareGPT
+lengths: offline, point ``SERVESIM_DATA_DIR`` at a folder holding ``sharegpt_8k_filtered_stats_llama2_tokenizer.csv``).
 Wall times are medians over the repeats; peak memory is the largest ru_maxrss seen.
+
+Old commit side by side: ``--against DIR`` (a checkout of it, ``git worktree add DIR <commit>``) runs the default and
+cluster cases from that tree too, interleaved with this one's repeats (a shared machine's load falls on both alike),
+and prints both medians. ``--calls N``: the Python calls of the default scenario at N requests under cProfile, in each
+tree (the deterministic measure: wall times on a shared machine are noisy).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -37,8 +43,9 @@ from simulator.config.scenario import validate_scenario
 case, fast = sys.argv[1], sys.argv[2] == "fast"
 sharegpt = {"kind": "dataset", "name": "sharegpt-8k-multiturn"}
 azure = {"kind": "empirical", "source": "azure-conv", "max_total_tokens": 4096}
-if case == "default":
-    data = {"workload": {"num_requests": 100_000}}
+calls = None
+if case in ("default", "calls"):
+    data = {"workload": {"num_requests": int(sys.argv[3])}}
 elif case == "cluster":
     data = {"replicas": 16, "router": "least_outstanding",
             "workload": {"num_requests": int(sys.argv[3]), "arrival": {"kind": "poisson", "rate_per_s": 80.0},
@@ -52,9 +59,15 @@ elif case.startswith("vidur"):
 cfg = validate_scenario(data)
 sim = build(cfg, fast_forward=fast, record_steps=case != "cluster")
 t1 = time.perf_counter()
-result = sim.run()
+if case == "calls":
+    import cProfile, pstats
+    profile = cProfile.Profile()
+    result = profile.runcall(sim.run)
+    calls = pstats.Stats(profile).total_calls
+else:
+    result = sim.run()
 t2 = time.perf_counter()
-print(json.dumps({"n": len(sim.stream), "build_s": t1 - t0, "run_s": t2 - t1, "total_s": t2 - t0,
+print(json.dumps({"n": len(sim.stream), "build_s": t1 - t0, "run_s": t2 - t1, "total_s": t2 - t0, "calls": calls,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "completed": result.summary["completed"], "rejected": result.summary["rejected"],
                   "request_throughput": result.summary["request_throughput"]}))
@@ -63,18 +76,30 @@ print(json.dumps({"n": len(sim.stream), "build_s": t1 - t0, "run_s": t2 - t1, "t
 VIDUR = {"req_per_s": 310.0, "wall_100k_s": 9 * 60 + 11, "peak_mb": 1930.0, "cold_start_s": 40 * 60}
 
 
-def child(*args: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True)
+def child(*args: str, tree: str | None = None) -> dict:
+    """One run in a fresh process, importing the simulator from ``tree`` (a checkout; None: this one)."""
+    env = os.environ | {"PYTHONPATH": tree} if tree is not None else None
+    out = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True, cwd=tree, env=env)
     if out.returncode:
         raise SystemExit(out.stderr)
     return json.loads(out.stdout)
 
 
-def repeat(repeats: int, *args: str) -> tuple[dict, float, float, float]:
-    runs = [child(*args) for _ in range(repeats)]
+def summarize(runs: list[dict]) -> tuple[dict, float, float, float]:
     wall = statistics.median(r["total_s"] for r in runs)
     run_s = statistics.median(r["run_s"] for r in runs)
     return runs[0], wall, run_s, max(r["peak_rss_mb"] for r in runs)
+
+
+def repeat(repeats: int, *args: str, against: str | None = None) -> tuple[tuple, tuple | None]:
+    """``repeats`` runs here and, with ``against``, as many from that tree, interleaved; each summarized."""
+    here: list[dict] = []
+    there: list[dict] = []
+    for _ in range(repeats):
+        here.append(child(*args))
+        if against is not None:
+            there.append(child(*args, tree=against))
+    return summarize(here), (summarize(there) if there else None)
 
 
 def main() -> None:
@@ -86,34 +111,47 @@ def main() -> None:
     parser.add_argument(
         "--cluster-requests", type=int, default=1_000_000, help="requests of the 16-replica case (target: 1M)"
     )
+    parser.add_argument("--default-requests", type=int, default=100_000, help="requests of the default case")
+    parser.add_argument("--against", help="a checkout of another commit: run default and cluster there too")
+    parser.add_argument("--calls", type=int, help="also count the Python calls of the default scenario at N requests")
     args = parser.parse_args()
     mode = "plain" if args.plain else "fast"
     rows = []
+    trees = [("", None)] + ([(f" [{args.against}]", args.against)] if args.against else [])
+    if args.calls:
+        for label, tree in trees:
+            calls = child("calls", mode, str(args.calls), tree=tree)["calls"]
+            rows.append((f"Python calls, default, {args.calls:,} requests{label}", f"{calls:,}", "-", "-"))
     for case in args.cases:
         if case == "default":
-            r, wall, run_s, peak = repeat(args.repeats, "default", mode)
-            rows.append(
-                (
-                    "default, 100k requests",
-                    f"{r['n'] / run_s:,.0f} req/s (wall {wall:.1f} s)",
-                    "50,000 req/s",
-                    f"{peak:,.0f} MB ({peak * 1024 / r['n']:.1f} KB/request)",
+            n = args.default_requests
+            runs = [x for x in repeat(args.repeats, "default", mode, str(n), against=args.against) if x is not None]
+            for (label, _), (r, wall, run_s, peak) in zip(trees, runs, strict=True):
+                rows.append(
+                    (
+                        f"default, {n:,} requests{label}",
+                        f"{r['n'] / run_s:,.0f} req/s (wall {wall:.1f} s)",
+                        "20,000 req/s (issue 31)",
+                        f"{peak:,.0f} MB ({peak * 1024 / r['n']:.1f} KB/request)",
+                    )
                 )
-            )
         elif case == "cluster":
-            r, wall, run_s, peak = repeat(1, "cluster", mode, str(args.cluster_requests))
-            rows.append(
-                (
-                    f"16 replicas, {args.cluster_requests:,} requests",
-                    f"{wall:.0f} s ({r['n'] / run_s:,.0f} req/s)",
-                    "< 60 s, < 2 GB",
-                    f"{peak:,.0f} MB ({peak * 1024 / r['n']:.2f} KB/request)",
+            n = args.cluster_requests
+            repeats = 1 if args.against is None else args.repeats
+            runs = [x for x in repeat(repeats, "cluster", mode, str(n), against=args.against) if x is not None]
+            for (label, _), (r, wall, run_s, peak) in zip(trees, runs, strict=True):
+                rows.append(
+                    (
+                        f"16 replicas, {n:,} requests{label}",
+                        f"{wall:.0f} s ({r['n'] / run_s:,.0f} req/s)",
+                        "< 60 s, < 2 GB",
+                        f"{peak:,.0f} MB ({peak * 1024 / r['n']:.2f} KB/request)",
+                    )
                 )
-            )
         elif case == "vidur":
             sat = child("vidur-sat", mode, "1000", "3000")  # saturating: its throughput is the capacity
             rate = 0.85 * sat["request_throughput"]
-            r, wall, run_s, peak = repeat(args.repeats, "vidur", mode, str(rate), "100000")
+            (r, wall, run_s, peak), _ = repeat(args.repeats, "vidur", mode, str(rate), "100000")
             rows.append(
                 (
                     f"Vidur's scenario at 85% load ({rate:.2f} req/s), 100k",
