@@ -9,7 +9,8 @@ candidate and every candidate's replicas and max rate.
 
 Run by hand on a quiet machine:
 ``python benchmarks/bench_plan.py [--workers 2] [--repeats 1] [--exhaustive] [--json OUT] [--against PLAN]``
-(``--requests-per-point N``: shorter points, to measure what they cost in accuracy).
+(``--requests-per-point N``: shorter points, to measure what they cost in accuracy; ``--curve-points N``: the
+chosen candidate's capacity curve at N loads instead of the default 8, 0 for none, to measure what it costs).
 """
 
 from __future__ import annotations
@@ -89,11 +90,14 @@ def one_plan(
     rank_all: bool = False,
     requests_per_point: int | None = None,
     stages: StageTimes | None = None,
+    curve_points: int | None = None,
 ) -> tuple[float, dict, int]:
     request = PlanRequest(slo_ttft_p99_ms=1000, slo_tpot_p99_ms=60, target_rate_per_s=30, replicates=3)
     update: dict = {"exhaustive": exhaustive, "rank_all": rank_all}
     if requests_per_point is not None:
         update["requests_per_point"] = requests_per_point
+    if curve_points is not None:
+        update["curve_points"] = curve_points
     search = request.search.model_copy(update=update)
     request = request.model_copy(update={"search": search})
     t0 = time.perf_counter()
@@ -120,6 +124,9 @@ def main() -> None:
         help="simulate this many requests at each rate point instead of the default (shorter points are "
         "cheaper and noisier: compare the answer with --against)",
     )
+    parser.add_argument(
+        "--curve-points", type=int, help="the chosen candidate's capacity curve at this many loads (0: none)"
+    )
     parser.add_argument("--json", help="write the plan.json of the last repeat here")
     parser.add_argument(
         "--against", help="a plan.json of the other search (--exhaustive --json F): say whether the answers agree"
@@ -130,7 +137,9 @@ def main() -> None:
     walls = []
     for _ in range(args.repeats):
         stages = StageTimes()
-        wall, plan, simulated = one_plan(args.workers, args.exhaustive, args.rank_all, args.requests_per_point, stages)
+        wall, plan, simulated = one_plan(
+            args.workers, args.exhaustive, args.rank_all, args.requests_per_point, stages, args.curve_points
+        )
         walls.append(wall)
     wall = statistics.median(walls)
     print(f"one run (2,000 requests): {run_s:.2f} s (median of 3: {', '.join(f'{x:.2f}' for x in runs)})")

@@ -112,13 +112,15 @@ def curve_stage(
     else:
         known = full_runs(rows, c.index, k, plain_operating(o, scaling))
     loads = snap(grid, spacing, known)
-    tasks = [  # a task per point: the points near and past the max rate cost the most, and the workers share them
+    # a task per point, the highest loads first: the points past the max rate cost the most (up to 2-3x), and the
+    # workers share the rest after them (the stage ends with the cheap points, not with one worker's costly one)
+    todo = sorted(((x, r) for r in range(k) for x, reused in loads if not reused), key=lambda p: (-p[0], p[1]))
+    tasks = [
         RatesTask(replace(candidate_run(c, r, inputs.base_dir, request), config=config), [("curve", x, {})])
-        for r in range(k)
-        for x, reused in loads
-        if not reused
+        for x, r in todo
     ]
     done = map_stage(executor, rates_task, tasks, stage, "capacity curve of the chosen candidate") if tasks else []
     out = [row | {"extra_replicas": 0} for task_rows in done for row in task_rows]
+    out.sort(key=lambda row: (row["replicate"], row["rate_per_s"]))
     o.simulated_requests += sum(row.get("num_simulated", 0) for row in out)
     return out + [row for x, reused in loads if reused for row in as_curve(known[x])]

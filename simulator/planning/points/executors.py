@@ -11,7 +11,8 @@ Every executor has the same contract, so results never depend on which one ran t
   given by address is only disconnected from).
 
 Local pools use the ``spawn`` start method (no inherited threads or locks), and their
-workers exit when the parent process dies, so killing a sweep leaves no orphans.
+workers exit when the parent process dies, so killing a sweep leaves no orphans. Every
+worker starts with the pool and imports the simulator then, beside the others.
 """
 
 from __future__ import annotations
@@ -75,6 +76,17 @@ def _exit_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="servesim-parent-watch", daemon=True).start()
 
 
+def _start_worker(parent_pid: int) -> None:
+    """Pool-worker initializer: ``_exit_with_parent``, then the simulator imported (about 1.3 s, which every
+    task's first run would spend), while the parent and the other workers go on."""
+    _exit_with_parent(parent_pid)
+    import simulator.build  # noqa: F401
+
+
+def _started() -> None:
+    """A pool's first task in each worker: nothing (submitting one per worker starts them all at once)."""
+
+
 class LocalPoolExecutor:
     """A pool of ``workers`` local processes (spawned, not forked)."""
 
@@ -87,9 +99,13 @@ class LocalPoolExecutor:
         self._pool = cf.ProcessPoolExecutor(
             max_workers=workers,
             mp_context=multiprocessing.get_context("spawn"),
-            initializer=_exit_with_parent,
+            initializer=_start_worker,
             initargs=(os.getpid(),),
         )
+        # the pool starts a worker only when no idle one takes a task: a first stage of fewer tasks than workers
+        # (a lone search) would leave the rest to start, and import the simulator, in a later stage
+        for _ in range(workers):
+            self._pool.submit(_started)
 
     def map_unordered(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[tuple[int, R]]:
         futures = {self._pool.submit(fn, item): i for i, item in enumerate(items)}

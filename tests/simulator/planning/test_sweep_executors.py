@@ -77,3 +77,13 @@ def test_make_executor_checks_its_options():
     with pytest.raises(ValueError, match="unknown executor 'dask'"):
         make_executor("dask")
     assert isinstance(make_executor("local", 1), InProcessExecutor)
+
+
+def test_a_local_pool_starts_every_worker_at_once():
+    """A first stage of one task (a lone search) does not leave the other workers to start in a later stage."""
+    pool = LocalPoolExecutor(2)
+    try:
+        assert [r for _, r in pool.map_unordered(abs, [-3])] == [3]
+        assert len(pool._pool._processes) == 2
+    finally:
+        pool.close()
