@@ -25,6 +25,7 @@ import heapq
 from collections.abc import Callable, Sequence
 from itertools import accumulate, count
 
+from simulator.kv.pool import Holding
 from simulator.request import Request
 
 
@@ -242,6 +243,31 @@ class DecodeBatch:
                 base[req] = step
             out.append((req, c))
         return out
+
+    def catch_up(self, requests: Sequence[Request], held: dict[int, Holding]) -> None:
+        """``materialize_all`` and a counted pool's ``settle_growth_all`` in one pass: every member among ``requests``
+        brought up to date, and its holding in ``held`` (the pool's, by request id) grown to its computed tokens."""
+        base = self._base
+        step = self.step
+        last = self.last_end_s
+        bs = self.block_size
+        for req in requests:
+            b = base.get(req)
+            if b is None:
+                continue
+            c = req.num_computed_tokens
+            if b != step:
+                d = step - b
+                c += d
+                req.num_computed_tokens = c
+                req.num_generated_tokens += d
+                req.last_token_s = last
+                base[req] = step
+            h = held.get(req.request_id)
+            if c > (h.num_kv_tokens if h is not None else 0):
+                assert h is not None
+                h.num_blocks = -(-c // bs)
+                h.num_kv_tokens = c
 
     def remove(self, req: Request) -> None:
         """Take out a materialized request (it finished)."""

@@ -81,12 +81,12 @@ class FastForward:
         batch = self.batch
         if batch is None or batch.step == self._synced:  # a member that joined since was current when it did
             return
-        members = batch.materialize_all(self.executor._running)
         kv = self.executor.kv
         if kv.counted_growth:  # the windows took any new blocks from the pool already
-            kv.settle_growth_all(members)
+            assert kv.block_size == batch.block_size
+            batch.catch_up(self.executor._running, kv.held)
         else:
-            for r, c in members:
+            for r, c in batch.materialize_all(self.executor._running):
                 if c > kv.num_kv_tokens(r):
                     kv.allocate(r, c)
         self._synced = batch.step

@@ -137,17 +137,6 @@ class BlockManager(Holdings):
         h.num_blocks = ceil_div(num_kv_tokens, self.block_size)
         h.num_kv_tokens = num_kv_tokens
 
-    def settle_growth_all(self, settled: Iterable[tuple[Request, int]]) -> None:
-        """``settle_growth`` for each ``(req, num_kv_tokens)`` that holds fewer KV tokens than that."""
-        held = self._held
-        bs = self.block_size
-        for req, num_kv_tokens in settled:
-            h = held.get(req.request_id)
-            if num_kv_tokens > (h.num_kv_tokens if h is not None else 0):
-                assert h is not None
-                h.num_blocks = -(-num_kv_tokens // bs)
-                h.num_kv_tokens = num_kv_tokens
-
     def check(self, holders: Iterable[Request], leases: Iterable[Lease]) -> None:
         """Assert the accounting invariants given the requests that may hold blocks and the leases."""
         held = self._check_holders(holders, leases)

@@ -58,6 +58,11 @@ class Holdings(ABC):
         self._held: dict[int, Holding] = {}
         self.swap = swap if swap is not None else HostPool(0)
 
+    @property
+    def held(self) -> dict[int, Holding]:
+        """The holdings by request id (a hot loop settling many at once writes them: ``DecodeBatch.catch_up``)."""
+        return self._held
+
     def num_blocks(self, req: Request) -> int:
         """Device blocks ``req`` holds here."""
         h = self._held.get(req.request_id)
@@ -204,8 +209,10 @@ class KvPool(Protocol):
         """Counted pools: ``req`` holds ``num_kv_tokens`` tokens, its new blocks already taken by ``take_growth``."""
         ...
 
-    def settle_growth_all(self, settled: Iterable[tuple[Request, int]]) -> None:
-        """Counted pools: ``settle_growth`` for each ``(req, num_kv_tokens)`` holding fewer KV tokens than that."""
+    @property
+    def held(self) -> dict[int, Holding]:
+        """The holdings by request id (counted pools: ``DecodeBatch.catch_up`` settles the growth of many in one
+        pass, as ``settle_growth`` each)."""
         ...
 
     def check(self, holders: Iterable[Request], leases: Iterable[Lease]) -> None:

@@ -296,9 +296,6 @@ class PrefixCache(Holdings):
     def settle_growth(self, req: Request, num_kv_tokens: int) -> None:
         raise TypeError("a prefix cache allocates each request's blocks (counted_growth is False)")
 
-    def settle_growth_all(self, settled: Iterable[tuple[Request, int]]) -> None:
-        raise TypeError("a prefix cache allocates each request's blocks (counted_growth is False)")
-
     def check(self, holders: Iterable[Request], leases: Iterable[Lease]) -> None:
         """Assert: free + used + cached == total; references match the holdings (requests' and leases'); the hash
         index is consistent; no holding outlives its request."""
