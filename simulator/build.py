@@ -23,6 +23,7 @@ from simulator.config.schema import MAX_KV_BLOCKS, KvCacheConfig, ReplicaGroupCo
 from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost import COST_MODELS
 from simulator.cost.dp_attention import DpAttentionCostModel
+from simulator.cost.eager import measured_eager_host_s_per_layer
 from simulator.cost.link import Link
 from simulator.cost.profile import CalibrationProfile, load_profile
 from simulator.cost.shape import CostModel
@@ -170,7 +171,7 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
         raise ValueError(f"group {name}: {num_blocks} KV blocks cannot be shared by {par.pp} pipeline engines")
     if num_blocks < dp:
         raise ValueError(f"group {name}: {num_blocks} KV blocks cannot be shared by {dp} attention-DP ranks")
-    cost_model = resolve_cost_model(g.cost_model or cfg.cost_model, policy.kind, dp, par.ep)
+    cost_model = resolve_cost_model(g.cost_model or cfg.cost_model, policy.kind, dp, par.ep, model)
     return GroupSetup(
         name,
         g,
@@ -246,13 +247,17 @@ def _cpu_overlap(params: Any) -> bool:
     return False
 
 
-def resolve_cost_model(params: Any, policy_kind: str, dp_attention: int = 1, ep: int = 1) -> Any:
+def resolve_cost_model(
+    params: Any, policy_kind: str, dp_attention: int = 1, ep: int = 1, model: ModelSpec | None = None
+) -> Any:
     """The cost model's parameters with what the policy's engine decides filled in where unset (its traits):
     ``framework``, the engine whose measured kernel tables are read (``vllm``/``vllm_v0`` vLLM's, ``sglang``
     SGLang's, ``trtllm`` TensorRT-LLM's, the other policies vLLM's); ``cpu_overlap``, whether its CPU work runs
     beside the GPU's (vLLM V1, SGLang, TensorRT-LLM) or before it (vLLM V0 and the others); ``expert_all_to_all``,
-    vLLM's all-to-all MoE kernels with attention data parallelism and ep > 1 (``use_all2all_kernels``); the last
-    two also in a nested ``roofline``."""
+    vLLM's all-to-all MoE kernels with attention data parallelism and ep > 1 (``use_all2all_kernels``);
+    ``eager_host_s_per_layer``, the host's launches of a step holding a prefill where the engine runs it without a
+    CUDA graph (SGLang, TensorRT-LLM, vLLM V0), measured for ``model``'s architecture (simulator/cost/eager.py; 0
+    elsewhere, or without ``model``); the last three also in a nested ``roofline``."""
     traits = policies.batching.traits_of(policy_kind)
     fields = type(params).model_fields
     update: dict[str, Any] = {}
@@ -267,6 +272,9 @@ def resolve_cost_model(params: Any, policy_kind: str, dp_attention: int = 1, ep:
             nested["cpu_overlap"] = traits.overlaps_cpu
         if roofline.expert_all_to_all is None:
             nested["expert_all_to_all"] = traits.engine == "vllm" and dp_attention > 1 and ep > 1
+        if roofline.eager_host_s_per_layer is None:
+            eager = traits.eager_prefill and model is not None
+            nested["eager_host_s_per_layer"] = measured_eager_host_s_per_layer(model) if eager else 0.0
         if roofline is params:
             update |= nested
         elif nested:

@@ -34,6 +34,9 @@ class BatchTraits:
     overlaps_cpu: bool = False
     """Its engine prepares the next step on the CPU while the GPU runs this one (vLLM V1's async scheduling,
     SGLang's and TensorRT-LLM's overlap schedulers), so a step takes the longer of its GPU and CPU times."""
+    eager_prefill: bool = False
+    """Its engine runs a step holding a prefill without a CUDA graph, launching every kernel from the host (SGLang,
+    TensorRT-LLM and vLLM V0 capture decode-only batches; simulator/cost/eager.py)."""
     hardware_defaults: bool = False
     """Its parameters leave some defaults to the GPU (the engine's own per-device defaults): its parameter model
     has ``resolve_for_hardware(device_memory_bytes, device_name)``, which ``build`` calls for each replica group."""

@@ -179,7 +179,12 @@ def _retract_key(req: RequestView) -> tuple[int, int]:
     "sglang",
     params=SglangParams,
     traits=BatchTraits(
-        engine="sglang", overlaps_cpu=True, steady_decode=True, kv_transfer=True, hardware_defaults=True
+        engine="sglang",
+        overlaps_cpu=True,
+        steady_decode=True,
+        kv_transfer=True,
+        hardware_defaults=True,
+        eager_prefill=True,
     ),
 )
 class SglangPolicy:

@@ -123,7 +123,7 @@ def _context_only(req: RequestView) -> int:
 @BATCH_POLICIES.register(
     "trtllm",
     params=TrtllmParams,
-    traits=BatchTraits(engine="trtllm", overlaps_cpu=True, steady_decode=True, kv_transfer=True),
+    traits=BatchTraits(engine="trtllm", overlaps_cpu=True, steady_decode=True, kv_transfer=True, eager_prefill=True),
 )
 class TrtllmPolicy:
     """In-flight batching: decodes and contexts under one token budget, admission by the capacity policy."""

@@ -72,7 +72,7 @@ class VllmV0Params(BaseModel):
         return self
 
 
-@BATCH_POLICIES.register("vllm_v0", params=VllmV0Params, traits=BatchTraits(steady_decode=True))
+@BATCH_POLICIES.register("vllm_v0", params=VllmV0Params, traits=BatchTraits(steady_decode=True, eager_prefill=True))
 class VllmV0Policy:
     """Prefill-first continuous batching with newest-first preemption (vLLM V0)."""
 

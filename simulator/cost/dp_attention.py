@@ -29,7 +29,10 @@ breakdowns (``OP_NAMES``) goes to one side:
   replace the MoE layers' gather and reduce, so ``all_reduce`` keeps only the dense layers' share) and
   ``lm_head`` (every rank's sampled rows, vocabulary split over tp: SGLang's ``enable_dp_lm_head`` is off by
   default), and any op a model names otherwise;
-- ``cpu_overhead``: each rank's scheduler runs its own process, so the slowest rank's.
+- ``cpu_overhead``: each rank's scheduler runs its own process, so the slowest rank's;
+- ``eager_host``: a step with a prefill on any rank runs eagerly on every rank (TensorRT-LLM all-gathers
+  ``can_run_cuda_graph``; SGLang replays a graph only when every rank's batch is decode or idle), so the step's
+  GPU time is at least the host's launches of the gathered step (simulator/cost/eager.py).
 
 Gathered rows (SGLang's ``DpPaddingMode.get_dp_padding_mode``): a step with a prefill on any rank gathers the sum
 of the ranks' tokens (SUM_LEN); a decode-only step pads every rank, idle ones included, to the largest rank's
@@ -43,9 +46,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from simulator.cost.eager import eager_step_s
 from simulator.cost.overhead import overlap_total
 from simulator.cost.shape import BatchShape, CostModel, OpCost, StepTime
 
+_NOT_GPU = frozenset(("cpu_overhead", "eager_host"))
 ATTENTION_OPS = frozenset(("embed", "qkv_proj", "attn_prefill", "attn_decode", "o_proj", "norm"))
 """Ops each rank runs on its own tokens with its tp/N GPUs."""
 EMPTY = BatchShape()
@@ -138,8 +143,8 @@ class DpAttentionCostModel:
             if gpu > attention_s or not slowest:
                 attention_s, slowest = gpu, ops
             cpu_s = max(cpu_s, cpu)
-        shared_s, shared_ops = self._shared_part(gathered_shape(shapes))
-        gpu_s = attention_s + shared_s
+        shared_s, shared_ops, eager_s = self._shared_part(gathered_shape(shapes))
+        gpu_s = eager_step_s(attention_s + shared_s, eager_s)  # one rank's prefill makes every rank's step eager
         total = overlap_total(gpu_s, cpu_s) if self.cpu_overlap else gpu_s + cpu_s
         if not with_ops:
             return StepTime(total)
@@ -148,6 +153,8 @@ class DpAttentionCostModel:
             prev = ops.get(name)  # the all-reduce is on both sides with tp/N > 1
             ops[name] = op if prev is None else OpCost(*(x + y for x, y in zip(prev, op, strict=True)))
         ops["cpu_overhead"] = OpCost(cpu_s)
+        if eager_s:
+            ops["eager_host"] = OpCost(eager_s)
         return StepTime(total, ops)
 
     def _attention_part(self, shape: BatchShape) -> tuple[float, float, dict[str, OpCost]]:
@@ -167,18 +174,20 @@ class DpAttentionCostModel:
         self._attention_memo[shape] = found
         return found
 
-    def _shared_part(self, gathered: BatchShape) -> tuple[float, dict[str, OpCost]]:
-        """The shared layers' GPU seconds and ops at the gathered rows (memoised by shape)."""
+    def _shared_part(self, gathered: BatchShape) -> tuple[float, dict[str, OpCost], float]:
+        """The shared layers' GPU seconds and ops at the gathered rows, and the host seconds of launching the
+        whole step eagerly (0 for a step replayed from a CUDA graph; memoised by shape)."""
         found = self._shared_memo.get(gathered)
         if found is not None:
             return found
         ops = self.shared.breakdown(gathered).ops or {}
-        part = {name: op for name, op in ops.items() if name not in ATTENTION_OPS and name != "cpu_overhead"}
+        part = {name: op for name, op in ops.items() if name not in ATTENTION_OPS and name not in _NOT_GPU}
         reduce = part.get("all_reduce")
         if reduce is not None and "all_to_all" in part:  # DeepEP replaces the MoE layers' gather and reduce
             share = self.dense_layer_share
             part["all_reduce"] = OpCost(reduce.seconds * share, reduce.flops * share, reduce.bytes * share)
-        found = (sum(op.seconds for op in part.values()), part)
+        eager = ops.get("eager_host")
+        found = (sum(op.seconds for op in part.values()), part, eager.seconds if eager is not None else 0.0)
         if len(self._shared_memo) >= self.MEMO_SIZE:
             self._shared_memo.clear()
         self._shared_memo[gathered] = found

@@ -61,6 +61,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from simulator.config.precision import QUANTIZATIONS
 from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost.collectives import AllReduceLatencyModel
+from simulator.cost.eager import eager_step_s
 from simulator.cost.moe_load import DISTRIBUTIONS, busiest_group_share
 from simulator.cost.overhead import (
     DEFAULT_PER_SEQ_S,
@@ -119,6 +120,14 @@ class RooflineParams(BaseModel):
     cuda_graph_padding: bool = Field(
         True, description="Run a decode-only step's linear layers at the next captured CUDA-graph batch size."
     )
+    eager_host_s_per_layer: float | None = Field(
+        None,
+        ge=0,
+        description="Host seconds to launch one decoder layer's kernels in a step the engine runs without a CUDA "
+        "graph (a step holding a prefill, under SGLang and TensorRT-LLM): such a step takes the longer of its GPU "
+        "time and this x the layers (simulator/cost/eager.py). None: the engine's rule, the measured figure for "
+        "the model's architecture where the policy's engine runs prefills eagerly, else 0.",
+    )
     activation_bytes: float = Field(2.0, gt=0, description="Bytes per activation element (bf16).")
     moe_token_distribution: Literal["balanced", "power_law_1.01", "power_law_1.2"] = Field(
         "balanced",
@@ -128,20 +137,27 @@ class RooflineParams(BaseModel):
     )
 
 
+_NOT_SUMMED = frozenset(("attn_decode", "eager_host"))
+
+
 def _total(ops: dict[str, OpCost], cpu_overlap: bool = False) -> float:
     """A step's time: its ops summed in order, decode attention (the only op that grows with the
-    context) last, so that ``decode_step_times`` adds it to a memoised sum with the same floats.
+    context) last, so that ``decode_step_times`` adds it to a memoised sum with the same floats; a step
+    launched eagerly (``eager_host``, simulator/cost/eager.py) the longer of that sum and the host's launches.
 
     With ``cpu_overlap`` the engine's CPU time (``cpu_overhead``) runs beside the GPU's, not before it: the step
     takes the longer of the two (``overlap_total``).
     """
     total = 0.0
     for name, op in ops.items():
-        if name != "attn_decode" and not (cpu_overlap and name == "cpu_overhead"):
+        if name not in _NOT_SUMMED and not (cpu_overlap and name == "cpu_overhead"):
             total += op.seconds
     decode = ops.get("attn_decode")
     if decode is not None:
         total += decode.seconds
+    eager = ops.get("eager_host")
+    if eager is not None:  # launched eagerly: the GPU's kernels wait for the host's launches
+        total = eager_step_s(total, eager.seconds)
     if cpu_overlap:
         cpu = ops.get("cpu_overhead")
         return overlap_total(total, cpu.seconds if cpu is not None else 0.0)
@@ -259,9 +275,12 @@ class RooflineCostModel:
         """Each pipeline stage's time: its share of the layers, plus embedding/overhead first and LM head last."""
         if self.pp == 1:
             return None
-        once = self._FIRST_STAGE_OPS + self._LAST_STAGE_OPS
+        once = self._FIRST_STAGE_OPS + self._LAST_STAGE_OPS + ("eager_host",)
         per_layer = sum(op.seconds for name, op in ops.items() if name not in once) / self.model.num_layers
         stages = [per_layer * n for n in self._stage_layers]
+        if "eager_host" in ops:  # each stage launches its own layers
+            host = ops["eager_host"].seconds / self.model.num_layers
+            stages = [eager_step_s(s, host * n) for s, n in zip(stages, self._stage_layers, strict=True)]
         first = [n for n in self._FIRST_STAGE_OPS if n in ops and not (self.cpu_overlap and n == "cpu_overhead")]
         stages[0] += sum(ops[n].seconds for n in first)
         stages[-1] += sum(ops[n].seconds for n in self._LAST_STAGE_OPS if n in ops)
@@ -335,6 +354,9 @@ class RooflineCostModel:
             ops["lm_head"] = self._op(2 * S * h * vocab, head_bytes + a * S * h + 4 * S * vocab, 2, self._head_rate, 1)
         if shape.num_seqs:
             ops["cpu_overhead"] = OpCost(engine_overhead_s(self._overhead, shape.num_seqs, self.tp))
+        host = self.params.eager_host_s_per_layer
+        if host and shape.prefill_new_tokens:  # a step holding a prefill, run without a CUDA graph
+            ops["eager_host"] = OpCost(host * m.num_layers)
         return ops
 
     def _mlp_ops(self, T: int, ops: dict[str, OpCost]) -> None:

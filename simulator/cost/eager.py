@@ -1,0 +1,65 @@
+"""The host time of a forward pass the engine runs without a CUDA graph (eagerly).
+
+Kernel tables time each kernel on the GPU; a decode step replays a captured CUDA graph, so the GPU runs
+those kernels back to back. A step that holds a prefill is not captured by SGLang's or TensorRT-LLM's
+defaults: the Python model code launches every kernel from the host, one after another, and the GPU
+cannot run ahead of the launches. Such a step takes the longer of its kernels' GPU time and the host's
+time to launch them (``eager_step_s``); for a short prefill of a model with many small kernels per layer
+the host's time is the longer, and it is in every TTFT at low load.
+
+**Which steps run eagerly** (the batch policy's ``BatchTraits.eager_prefill``):
+
+- SGLang (0.5.x): CUDA graphs replay only DECODE, TARGET_VERIFY and IDLE batches
+  (``ForwardMode.is_cuda_graph`` in ``python/sglang/srt/model_executor/forward_batch_info.py``); an EXTEND
+  batch takes the piecewise CUDA-graph runner only with ``--enable-piecewise-cuda-graph``, off by default
+  in 0.5.9 (``ServerArgs.enable_piecewise_cuda_graph = False``, ``srt/server_args.py``; made the default
+  only by sgl-project/sglang#16331, March 2026, after the InferenceX runs servesim is checked against).
+- TensorRT-LLM (PyTorch backend, 1.1/1.2): a batch replays a CUDA graph only without context requests
+  (``ScheduledRequests.can_run_cuda_graph`` is ``not self.context_requests``; under attention DP the flag
+  is all-gathered, so one rank's context request makes every rank eager); the context phase's piecewise
+  graphs need ``torch_compile_config.enable_piecewise_cuda_graph``, off by default
+  (docs/source/features/torch_compile_and_piecewise_cuda_graph.md).
+- vLLM V1 is not marked: its piecewise CUDA graphs cover every step up to ``max_cudagraph_capture_size``
+  tokens, and a larger one runs torch.compile's generated code without a graph, whose host time no
+  measurement found gives.
+
+**The host time per layer** (``eager_host_s_per_layer``), where it was measured:
+
+- An MLA + MoE decoder layer (DeepSeek-V3/R1 and the models built like it: Kimi-K2, GLM-5):
+  sgl-project/sglang#12160 logs SGLang's forward of a DeepSeek-V3 EXTEND batch of one new token at
+  82.64 ms eagerly and 23.10 ms replayed from a CUDA graph, the same batch on the same machine. One token's
+  kernels take at most the 23.10 ms of the replay, so the eager forward's 82.64 ms is the host launching
+  them: 82.64 ms / 61 layers = 1.355 ms per layer. The machine's CPU is not stated; a faster core launches
+  proportionally faster. TensorRT-LLM's PyTorch DeepSeek-V3 model launches the same kinds of kernels (MLA
+  projections, RoPE, the router, the grouped expert GEMMs) from Python; no measurement of its own eager
+  forward was found, so the same figure is used for it.
+- Other architectures: no measurement found; their eager host time is taken as hidden under the GPU's (0).
+
+Set ``eager_host_s_per_layer`` of the cost model (``roofline`` or ``silicon``'s nested ``roofline``) to
+your engine's (e.g. a profiled eager forward of one token divided by the layers) or to 0 to leave it out.
+"""
+
+from __future__ import annotations
+
+from simulator.config.specs import ModelSpec
+
+SGLANG_DEEPSEEK_V3_EAGER_FORWARD_S = 82.64e-3
+"""SGLang's eager forward of a 1-new-token DeepSeek-V3 EXTEND batch (sgl-project/sglang#12160)."""
+SGLANG_DEEPSEEK_V3_GRAPH_FORWARD_S = 23.10e-3
+"""The same batch replayed from a CUDA graph (sgl-project/sglang#12160): a bound on its kernels' GPU time."""
+DEEPSEEK_V3_LAYERS = 61
+
+MLA_MOE_EAGER_HOST_S_PER_LAYER = SGLANG_DEEPSEEK_V3_EAGER_FORWARD_S / DEEPSEEK_V3_LAYERS  # 1.355 ms
+
+
+def measured_eager_host_s_per_layer(model: ModelSpec) -> float:
+    """The measured host time to launch one decoder layer of ``model`` eagerly, seconds; 0 where none was found."""
+    if model.is_mla and model.is_moe:
+        return MLA_MOE_EAGER_HOST_S_PER_LAYER
+    return 0.0
+
+
+def eager_step_s(gpu_s: float, eager_host_s: float) -> float:
+    """A step launched eagerly: the GPU runs each kernel once the host has launched it and the host does not
+    wait for the GPU, so the step ends with the later of the two."""
+    return gpu_s if gpu_s >= eager_host_s else eager_host_s

@@ -1,0 +1,105 @@
+"""A step holding a prefill, launched without a CUDA graph: the longer of its GPU time and the host's launches."""
+
+import pytest
+
+from simulator.build import make_cost_model, resolve_cost_model
+from simulator.config.presets import resolve_hardware, resolve_model
+from simulator.cost.dp_attention import EMPTY
+from simulator.cost.eager import (
+    MLA_MOE_EAGER_HOST_S_PER_LAYER,
+    SGLANG_DEEPSEEK_V3_EAGER_FORWARD_S,
+    measured_eager_host_s_per_layer,
+)
+from simulator.cost.roofline import RooflineParams
+from simulator.cost.shape import BatchShape
+from simulator.cost.silicon.model import SiliconParams
+
+R1 = "deepseek-ai/DeepSeek-R1"
+
+
+def prefill(n: int, decodes: int = 0) -> BatchShape:
+    return BatchShape((n,), (0,), decodes, decodes * 1000, 1 + decodes)
+
+
+def decode(n: int) -> BatchShape:
+    return BatchShape((), (), n, n * 1000, n)
+
+
+def r1_cost(policy: str, params=None, tp: int = 8, pp: int = 1):
+    model = resolve_model(R1)
+    resolved = resolve_cost_model(params or RooflineParams(), policy, model=model)
+    return make_cost_model(resolved, model, resolve_hardware("h200"), tp, pp), model
+
+
+def test_the_measured_figure_is_sglangs_eager_deepseek_forward_per_layer():
+    model = resolve_model(R1)
+    assert model.is_mla and model.is_moe and model.num_layers == 61
+    assert measured_eager_host_s_per_layer(model) == MLA_MOE_EAGER_HOST_S_PER_LAYER
+    assert pytest.approx(SGLANG_DEEPSEEK_V3_EAGER_FORWARD_S) == MLA_MOE_EAGER_HOST_S_PER_LAYER * 61
+    assert measured_eager_host_s_per_layer(resolve_model("llama-3.1-70b")) == 0.0  # none measured
+
+
+@pytest.mark.parametrize("policy", ["sglang", "trtllm", "vllm_v0"])
+def test_a_short_prefill_waits_for_the_hosts_launches(policy):
+    cost, model = r1_cost(policy)
+    graphed, _ = r1_cost(policy, RooflineParams(eager_host_s_per_layer=0.0))
+    host_s = MLA_MOE_EAGER_HOST_S_PER_LAYER * model.num_layers
+    short = cost.breakdown(prefill(16))
+    assert short.ops["eager_host"].seconds == pytest.approx(host_s)
+    assert graphed.step_time(prefill(16)).total_s < host_s  # its kernels alone take less than the launches
+    gpu_s = sum(op.seconds for name, op in short.ops.items() if name not in ("eager_host", "cpu_overhead"))
+    assert short.total_s == pytest.approx(max(gpu_s, host_s, short.ops["cpu_overhead"].seconds))
+    assert short.total_s == pytest.approx(host_s)
+    # a long prefill's kernels outlast the launches: unchanged
+    long = prefill(32768)
+    assert graphed.step_time(long).total_s > host_s
+    assert cost.step_time(long).total_s == graphed.step_time(long).total_s
+    # decode-only steps replay a CUDA graph: no launches priced, the same floats on the fast path
+    assert "eager_host" not in cost.breakdown(decode(8)).ops
+    assert cost.step_time(decode(8)).total_s == graphed.step_time(decode(8)).total_s
+    assert cost.decode_step_times(8, [8000, 16000]) == graphed.decode_step_times(8, [8000, 16000])
+
+
+def test_a_mixed_step_is_eager_too():
+    """TensorRT-LLM's in-flight batch with a context request runs without a graph (can_run_cuda_graph)."""
+    cost, model = r1_cost("trtllm")
+    step = cost.breakdown(prefill(8, decodes=4))
+    assert step.total_s >= MLA_MOE_EAGER_HOST_S_PER_LAYER * model.num_layers
+
+
+def test_vllm_v1_and_unmeasured_architectures_are_unchanged():
+    cost, _ = r1_cost("vllm")
+    assert "eager_host" not in cost.breakdown(prefill(16)).ops
+    llama = resolve_model("llama-3.1-70b")
+    params = resolve_cost_model(RooflineParams(), "sglang", model=llama)
+    assert params.eager_host_s_per_layer == 0.0
+    assert resolve_cost_model(RooflineParams(), "sglang").eager_host_s_per_layer == 0.0  # no model given
+
+
+def test_a_users_figure_wins_and_reaches_the_silicon_models_roofline():
+    mine = RooflineParams(eager_host_s_per_layer=2e-3)
+    assert resolve_cost_model(mine, "vllm", model=resolve_model(R1)).eager_host_s_per_layer == 2e-3
+    silicon = resolve_cost_model(SiliconParams(), "sglang", model=resolve_model(R1))
+    assert silicon.roofline.eager_host_s_per_layer == MLA_MOE_EAGER_HOST_S_PER_LAYER
+
+
+def test_each_pipeline_stage_launches_its_own_layers():
+    cost, _ = r1_cost("sglang", tp=4, pp=2)
+    step = cost.step_time(prefill(16))
+    assert step.stage_s is not None
+    layers = cost._stage_layers
+    for stage_s, n in zip(step.stage_s, layers, strict=True):
+        assert stage_s >= MLA_MOE_EAGER_HOST_S_PER_LAYER * n * (1 - 1e-12)
+
+
+def test_one_ranks_prefill_makes_every_attention_dp_rank_eager():
+    model = resolve_model(R1)
+    params = resolve_cost_model(RooflineParams(), "sglang", dp_attention=8, ep=8, model=model)
+    cost = make_cost_model(params, model, resolve_hardware("h200"), 8, 1, None, 8, 8)
+    host_s = MLA_MOE_EAGER_HOST_S_PER_LAYER * model.num_layers
+    ranks = [prefill(16), *[decode(4)] * 7]
+    step = cost.breakdown_ranks(ranks)
+    assert step.ops["eager_host"].seconds == pytest.approx(host_s)
+    assert step.total_s == pytest.approx(host_s)
+    assert cost.step_time_ranks([decode(4)] * 8).total_s < host_s
+    assert "eager_host" not in cost.breakdown_ranks([decode(4), *[EMPTY] * 7]).ops
