@@ -89,6 +89,7 @@ QUANTIZATION_BY_GEMM_MODE: dict[str, str | None] = {
     "fp8": "fp8",
     "fp8_block": "fp8_block",
     "nvfp4": "nvfp4",
+    "int4_wo": "int4_wo",  # Kimi-K2.5's own checkpoint: INT4 routed experts
     "none": None,  # bf16 runs: the checkpoint's own weights
 }
 _INSTALL_PREFIX = re.compile(r"/\S*/site-packages/")
@@ -199,7 +200,7 @@ def _attention_dp(size: float | None, batch_size: float | None = None, concurren
 
 
 # A quantization's family: a point's precision (fp8, fp4) names the family, the checkpoint the format.
-QUANTIZATION_FAMILY = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "mxfp4": "fp4"}
+QUANTIZATION_FAMILY = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "mxfp4": "fp4", "int4_wo": "int4"}
 
 
 def _checkpoint_quantization(model: str) -> str | None:
@@ -216,8 +217,6 @@ def _quantization(row: pd.Series) -> str | None:
     """The scenario's ``quantization``: None where the served checkpoint's own format is the point's precision."""
     mode = row.get("gemm_quant_mode")
     mode = "none" if mode is None or pd.isna(mode) else str(mode)
-    if mode == "int4_wo":
-        raise PointRefused("int4 weight-only not modelled")
     if mode not in QUANTIZATION_BY_GEMM_MODE:
         raise PointRefused(f"GEMM quantization {mode} not modelled")
     wanted = QUANTIZATION_BY_GEMM_MODE[mode]

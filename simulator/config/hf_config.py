@@ -19,6 +19,12 @@ _UNGATED_MODEL_TYPES = {"gpt2", "gpt_neox", "opt", "falcon", "gpt_bigcode", "phi
 _FP8_METHODS = {"fp8", "fbgemm_fp8"}
 
 
+def _ignores_attention(qc: dict) -> bool:
+    """Whether a compressed-tensors config leaves attention unquantized (its ``ignore`` list names self_attn)."""
+    ignore = qc.get("ignore")
+    return isinstance(ignore, list) and any(isinstance(x, str) and "self_attn" in x for x in ignore)
+
+
 def _quantization(cfg: dict, path: Path) -> str | None:
     """servesim's quantization of a checkpoint from its ``quantization_config`` (None when it has none).
 
@@ -51,10 +57,16 @@ def _quantization(cfg: dict, path: Path) -> str | None:
             for w in weights
         ):
             return "nvfp4"
-        detail = " with weights other than 8-bit or NVFP4 float"
+        # INT4 routed experts in groups of 32, the rest left out (Kimi-K2.5's pack-quantized checkpoint)
+        if all(
+            isinstance(w, dict) and w.get("type") == "int" and w.get("num_bits") == 4 and w.get("group_size") == 32
+            for w in weights
+        ) and _ignores_attention(qc):
+            return "int4_wo"
+        detail = " with weights other than 8-bit or NVFP4 float, or INT4 experts"
     raise ValueError(
         f"{path}: quantization_config.quant_method {method!r}{detail} is not modelled by servesim (it models "
-        "fp8, fp8_block, nvfp4, mxfp4); give the unquantized model's config.json, or a spec .yaml with the "
+        "fp8, fp8_block, nvfp4, mxfp4, int4_wo); give the unquantized model's config.json, or a spec .yaml with the "
         "weight_bytes to approximate it"
     )
 
@@ -77,6 +89,10 @@ def _modelopt_quantization(path: Path) -> str:
     )
 
 
+_TOP_LEVEL_FIELDS = ("_name_or_path", "quantization_config", "tie_word_embeddings", "torch_dtype", "dtype")
+"""What a vision-language config keeps beside its ``text_config`` (the text model's own fields win)."""
+
+
 def model_spec_from_hf_config(
     path: Path, name: str | None = None, quant_config: Path | None = None, source: str | None = None
 ) -> ModelSpec:
@@ -91,6 +107,11 @@ def model_spec_from_hf_config(
     Raises ValueError naming the file and the missing or bad field.
     """
     cfg = read_json_object(path, "model config")
+    text = cfg.get("text_config")
+    if isinstance(text, dict) and "num_hidden_layers" not in cfg:
+        # a vision-language checkpoint (Kimi-K2.5, Llama-4...): its language model serves text prompts; the
+        # vision tower's weights (under 1 % of Kimi-K2.5's) are left out
+        cfg = {**{k: v for k, v in cfg.items() if k in _TOP_LEVEL_FIELDS}, **text}
     if cfg.get("hybrid_override_pattern") is not None:  # Nemotron-H: Mamba, attention and MLP layers interleaved
         raise ValueError(
             f"{path}: field 'hybrid_override_pattern' makes this a hybrid Mamba model, not modelled by servesim "

@@ -24,7 +24,7 @@ class Quantization:
 
 # The quantizations servesim models (``quantization:`` and ``--quantization``); the embedding and LM head stay 16-bit
 # in each (vLLM quantizes the decoder's linear layers only).
-QuantizationName = Literal["fp8", "fp8_block", "nvfp4", "mxfp4", "mxfp4_mxfp8"]
+QuantizationName = Literal["fp8", "fp8_block", "nvfp4", "mxfp4", "mxfp4_mxfp8", "int4_wo"]
 QUANTIZATIONS: dict[str, Quantization] = {
     "fp8": Quantization(
         1.0,
@@ -57,5 +57,12 @@ QUANTIZATIONS: dict[str, Quantization] = {
     # VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 (FlashInfer's TRT-LLM W4A8 MoE), TensorRT-LLM's TRTLLM MoE backend
     "mxfp4_mxfp8": Quantization(
         0.53125, None, "MXFP4 routed experts, MXFP8 activations (W4A8, Blackwell), bf16 attention", experts_only=True
+    ),
+    # 4-bit integers and one bf16 scale per group of 32: 4.5 bits a weight. Kimi-K2-Thinking / Kimi-K2.5 ship their
+    # routed experts so (compressed-tensors "pack-quantized", weights {type: int, num_bits: 4, group_size: 32},
+    # attention, shared experts and dense MLPs in the ignore list); engines run them weight-only (W4A16: Marlin,
+    # CUTLASS or FlashInfer kernels, the measured tables' int4_wo)
+    "int4_wo": Quantization(
+        0.5625, None, "INT4 routed experts, group-32 bf16 scales, bf16 attention (Kimi-K2.5; W4A16)", experts_only=True
     ),
 }

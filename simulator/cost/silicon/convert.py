@@ -105,6 +105,7 @@ MOE_DTYPES = {
     "nvfp4": "nvfp4",
     "w4a16_mxfp4": "mxfp4",
     "w4a8_mxfp4_mxfp8": "mxfp4_mxfp8",  # MXFP4 experts with the activations quantized to MXFP8 (Blackwell)
+    "int4_wo": "int4_wo",  # INT4 weight-only experts, bf16 activations (W4A16)
 }
 # A GEMM table whose smallest problems take longer than this times the host, not the kernel (module docstring): one
 # kernel launch takes 6-13 us in every GEMM table of aiconfigurator-core 0.12 measured through a CUDA graph or

@@ -65,6 +65,7 @@ GEMM_TABLES: dict[str | None, tuple[str, ...]] = {
     "nvfp4": ("nvfp4",),
     "mxfp4": ("mxfp4",),
     "mxfp4_mxfp8": ("mxfp4_mxfp8",),  # W4A8 is the setting: another engine's W4A8 before the W4A16 kernel
+    "int4_wo": ("int4_wo",),
 }
 # The MoE tables an engine's MXFP4 experts (gpt-oss) read, most preferred first. On Blackwell TensorRT-LLM's TRTLLM
 # MoE backend and SGLang's flashinfer_mxfp4 runner quantize the activations to MXFP8 (W4A8; TensorRT-LLM's gpt-oss

@@ -161,7 +161,8 @@ def test_presets_lists_the_ids_servesim_reads(capsys):
     assert main(["presets", "--hf-models", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["models"]["deepseek-ai/DeepSeek-R1"]["source"].startswith("aiconfigurator-core ")
-    assert "Qwen/Qwen3-30B-A3B" in data["models"] and "Qwen/Qwen3-VL-2B-Instruct" in data["not_read"]
+    assert "Qwen/Qwen3-30B-A3B" in data["models"] and "XiaomiMiMo/MiMo-V2-Flash" in data["not_read"]
+    assert data["models"]["Qwen/Qwen3-VL-2B-Instruct"]["num_layers"] == 28  # its text_config's language model
     assert set(data["models"]) | set(data["not_read"]) == set(dependency_model_ids())
 
 

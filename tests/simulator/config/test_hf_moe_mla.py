@@ -144,3 +144,18 @@ def test_expert_parallel_rules():
     # per GPU: E/ep whole experts split tp/ep ways; 1/tp of all routed expert weights at any ep
     assert m.expert_weight_bytes_per_gpu(8, ep=8) == m.routed_expert_params() * 2 / 8
     assert m.expert_weight_bytes_per_gpu(8, ep=8) < m.expert_weight_bytes_per_gpu(1)
+
+
+def test_a_vision_language_config_reads_its_text_model(tmp_path):
+    """Kimi-K2.5's config.json nests the language model under text_config (beside vision_config)."""
+    text = json.loads(config_path("deepseek-v3").read_text())
+    text.pop("quantization_config", None)
+    wrapped = {"architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25", "text_config": text}
+    wrapped["vision_config"] = {"vt_num_hidden_layers": 27}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(wrapped))
+    nested = model_spec_from_hf_config(path, name="wrapped")
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(text))
+    assert nested == model_spec_from_hf_config(plain, name="wrapped")
+    assert nested.num_layers == 61 and nested.is_mla

@@ -194,7 +194,7 @@ def test_no_quantization_config_leaves_the_spec_unquantized(tmp_path):
                 "quant_method": "compressed-tensors",
                 "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int", "group_size": 128}}},
             },
-            "'compressed-tensors' with weights other than 8-bit or NVFP4 float",
+            "'compressed-tensors' with weights other than 8-bit or NVFP4 float, or INT4 experts",
         ),
     ],
 )
@@ -204,7 +204,7 @@ def test_other_quantization_methods_are_refused_naming_method_and_file(tmp_path,
         model_spec_from_hf_config(path)
     text = str(exc.value)
     assert text.startswith(f"{path}: quantization_config.quant_method {method} is not modelled by servesim")
-    assert "(it models fp8, fp8_block, nvfp4, mxfp4)" in text and "\n" not in text
+    assert "(it models fp8, fp8_block, nvfp4, mxfp4, int4_wo)" in text and "\n" not in text
 
 
 @pytest.mark.parametrize(
@@ -341,8 +341,30 @@ def test_each_engine_reads_its_own_mxfp4_moe_kernel_on_blackwell():
     assert vllm_w4a8 < vllm_w4a16 and trtllm < vllm_w4a16
 
 
+def test_kimis_int4_experts_are_read_and_priced_by_the_int4_kernels(tmp_path):
+    """Kimi-K2.5's config nests its language model under text_config; its compressed-tensors quantization stores the
+    routed experts in INT4 (groups of 32, bf16 scales: 4.5 bits) and ignores attention and the shared experts."""
+    from simulator.config.presets import resolve_model
+    from simulator.cost.silicon import SiliconCostModel, SiliconParams
+
+    kimi = resolve_model("moonshotai/Kimi-K2.5")
+    assert kimi.quantization == "int4_wo" and kimi.dense_weight_bytes == 2.0 and kimi.num_layers == 61
+    experts = kimi.routed_expert_params()
+    assert experts / 1e12 == pytest.approx(1.0, rel=0.06)  # Kimi K2: 1T parameters, nearly all in the experts
+    assert kimi.weight_bytes_total() < 0.6 * experts + 2.0 * (kimi.num_params() - experts)
+    decode = BatchShape(num_decode_seqs=8, decode_context_tokens=8 * 1500, num_sampled_tokens=8)
+    cost = SiliconCostModel(SiliconParams(framework="vllm"), kimi, HW["h200"], 8)
+    assert cost.sources(decode)["mlp_gate_up"].startswith("measured")  # the int4_wo MoE rows, not the roofline
+    bf16 = ModelSpec.model_validate(kimi.model_dump() | {"quantization": None})
+    unquantized = SiliconCostModel(SiliconParams(framework="vllm"), bf16, HW["h200"], 8)
+    # a decode step's experts read a quarter of the bytes: the measured W4A16 kernel beats the bf16 one
+    assert cost.step_time(decode).total_s < unquantized.step_time(decode).total_s
+    moe = cost.breakdown(decode).ops["mlp_gate_up"].seconds
+    assert moe < 0.6 * unquantized.breakdown(decode).ops["mlp_gate_up"].seconds
+
+
 def test_an_experts_only_format_on_a_model_without_experts_is_one_line():
-    for quantization in ("mxfp4", "mxfp4_mxfp8"):
+    for quantization in ("mxfp4", "mxfp4_mxfp8", "int4_wo"):
         with pytest.raises(ValueError, match=rf"^quantization {quantization} quantizes the routed experts only"):
             deployed_model(M, quantization)
 
