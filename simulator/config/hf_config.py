@@ -112,6 +112,15 @@ def model_spec_from_hf_config(
         # a vision-language checkpoint (Kimi-K2.5, Llama-4...): its language model serves text prompts; the
         # vision tower's weights (under 1 % of Kimi-K2.5's) are left out
         cfg = {**{k: v for k, v in cfg.items() if k in _TOP_LEVEL_FIELDS}, **text}
+    layer_types = cfg.get("layer_types")
+    if cfg.get("linear_attn_config") is not None or (
+        isinstance(layer_types, list) and "linear_attention" in layer_types
+    ):  # Qwen3.5/3.6 (Gated DeltaNet), Kimi-K3 (KDA): a fixed recurrent state, not a KV cache, in most layers
+        field = "linear_attn_config" if cfg.get("linear_attn_config") is not None else "layer_types"
+        raise ValueError(
+            f"{path}: field {field!r} makes this a hybrid linear-attention model, not modelled by servesim "
+            "(its layers are full attention plus MLP)"
+        )
     if cfg.get("hybrid_override_pattern") is not None:  # Nemotron-H: Mamba, attention and MLP layers interleaved
         raise ValueError(
             f"{path}: field 'hybrid_override_pattern' makes this a hybrid Mamba model, not modelled by servesim "

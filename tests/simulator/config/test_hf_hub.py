@@ -155,6 +155,14 @@ def test_a_hybrid_mamba_model_is_refused_not_misread():
         resolve_model("nvidia/Nemotron-H-56B-Base-8K")
 
 
+def test_a_hybrid_linear_attention_model_is_refused_not_misread():
+    # Qwen3.5's config nests its language model under text_config; three layers in four are Gated DeltaNet
+    with pytest.raises(ValueError, match="'layer_types' makes this a hybrid linear-attention model, not modelled"):
+        resolve_model("Qwen/Qwen3.5-397B-A17B")
+    with pytest.raises(ValueError, match="'linear_attn_config' makes this a hybrid linear-attention model"):
+        resolve_model("moonshotai/Kimi-K3")
+
+
 def test_presets_lists_the_ids_servesim_reads(capsys):
     from servesim.cli import main
 
