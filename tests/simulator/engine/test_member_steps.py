@@ -1,0 +1,74 @@
+"""A plain step whose plan opens with every member of the decode batch steps them as the batch.
+
+``schedule_running`` gives the members their decode tokens at once (the view's ``steady_decodes``),
+and the executor counts them in the batch (``FastForward.step_members``); these tests check that the
+shortcut is taken where it applies and gives the plain path's results bit for bit, and that the
+policy's loop and the shortcut schedule the same.
+"""
+
+import pandas as pd
+import pytest
+
+from policies.batching.common import Budget, schedule_running
+from policies.interface import StepPlan
+from simulator.config.scenario import validate_scenario
+from simulator.engine.fast_forward import FastForward
+from tests.simulator.engine.test_fast_forward import assert_same_run
+
+
+@pytest.mark.parametrize("policy", ["vllm", "sarathi", "trtllm", "sglang", "vllm_v0"])
+def test_member_steps_give_the_plain_paths_results(policy, monkeypatch):
+    taken = []
+    step_members = FastForward.step_members
+
+    def counted(self, now_s):
+        taken.append(len(self._members))
+        return step_members(self, now_s)
+
+    monkeypatch.setattr(FastForward, "step_members", counted)
+    cfg = validate_scenario({"policy": {"kind": policy}, "workload": {"num_requests": 300}})
+    plain, fast = assert_same_run(cfg)
+    pd.testing.assert_frame_equal(fast.requests, plain.requests, check_exact=True)
+    pd.testing.assert_frame_equal(fast.steps, plain.steps, check_exact=True)
+    if policy == "vllm":  # the default: nearly every prompt's step carries the running decodes
+        assert len(taken) > 100 and sum(taken) > 1000
+
+
+class View:
+    """Requests that each want one token and need a block every fourth token, with or without the shortcut."""
+
+    def __init__(self, requests, free_blocks, steady):
+        self.requests = requests
+        self.num_free_blocks = free_blocks
+        if steady:
+            self.steady_decodes = lambda order: (len(order), sum(map(self._needs, order)))
+
+    @staticmethod
+    def _needs(req):
+        return int(req.num_computed_tokens % 4 == 0)
+
+    def num_new_blocks(self, req, num_kv_tokens):
+        return self._needs(req)
+
+    def num_freeable_blocks(self, req):
+        return 1
+
+
+class Req:
+    def __init__(self, i):
+        self.request_id = i
+        self.num_computed_tokens = 10 + i
+        self.num_tokens = 11 + i
+
+
+@pytest.mark.parametrize("tokens", [0, 3, 8, 100])
+@pytest.mark.parametrize("free", [0, 2, 3, 100])
+def test_the_shortcut_schedules_as_the_loop(tokens, free):
+    requests = [Req(i) for i in range(8)]
+    out = []
+    for steady in (False, True):
+        plan, budget = StepPlan(), Budget(tokens, 100, free)
+        view = View(requests, free, steady)
+        schedule_running(view, requests, plan, budget, lambda r: r.request_id, chunk=min)
+        out.append((plan.scheduled, plan.preempt, budget))
+    assert out[0] == out[1]
