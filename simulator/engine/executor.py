@@ -252,7 +252,8 @@ class StepExecutor:
             while holding < len(self.waiting) and kv.num_blocks(self.waiting[holding]):
                 holding += 1
             self.waiting.insert(holding, req)
-        for req, _ in plan.scheduled:
+        # admissions (the batch's members, opening the plan, run already)
+        for req, _ in plan.scheduled if members is None else plan.scheduled[members[0] :]:
             if req.state is State.RUNNING:
                 continue
             if self.waiting and self.waiting[0] is req:
