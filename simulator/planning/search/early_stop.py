@@ -30,6 +30,10 @@ uses an upper bound of it, which is safe because that threshold never decreases 
 Attainment is certainly below target once ``(n - k_any) / n < attainment`` (``k_any``: window
 requests known to fail any bound): stability only makes verdicts False, so it is not needed.
 
+``slo_only``: stop once ``meets_slo`` alone is certainly False (the attainment verdict left
+unknown unless it is certain too): a probe's verdict (``prune.probe_verdict``) reads ``meets_slo``
+only, and p99 needs 1% of the window past a bound where the attainment needs 1 - attainment.
+
 The watch only reads: it holds the window's Request objects (given by the simulation's
 ``observe`` hook at admission) until each is resolved (every bound settled: failed, or met
 at its finish), and each check costs the requests that arrived and are unresolved. It
@@ -68,8 +72,8 @@ class VerdictKnown(Exception):
     process).
     """
 
-    def __init__(self, num_admitted: int, now_s: float, reason: str) -> None:
-        super().__init__(num_admitted, now_s, reason)
+    def __init__(self, num_admitted: int, now_s: float, reason: str, attainment_known: bool = True) -> None:
+        super().__init__(num_admitted, now_s, reason, attainment_known)
 
     @property
     def num_admitted(self) -> int:
@@ -84,6 +88,11 @@ class VerdictKnown(Exception):
     @property
     def reason(self) -> str:
         return self.args[2]
+
+    @property
+    def attainment_known(self) -> bool:
+        """Whether ``meets_attainment`` was certainly False too (a ``slo_only`` watch may stop before)."""
+        return self.args[3]
 
     def __str__(self) -> str:
         return f"verdicts known at {self.now_s:.6g} s, {self.num_admitted} requests admitted: {self.reason}"
@@ -112,7 +121,8 @@ def default_check_interval_s(stream: RequestStream) -> float:
 
 
 class VerdictWatch:
-    """Watches one simulation of ``stream`` and raises ``VerdictKnown`` when both verdicts are certainly False.
+    """Watches one simulation of ``stream`` and raises ``VerdictKnown`` when both verdicts are certainly False
+    (``slo_only``: when ``meets_slo`` is).
 
     ``slo``, ``warmup_fraction`` and ``cooldown_fraction`` are the ones ``steady_stats`` will
     be given; ``stream_delay_s`` is the simulation's (client-side latencies include it).
@@ -126,6 +136,7 @@ class VerdictWatch:
         cooldown_fraction: float,
         stream_delay_s: float,
         check_interval_s: float | None = None,
+        slo_only: bool = False,
     ) -> None:
         if not self.applies(stream, slo):
             raise ValueError(
@@ -134,6 +145,7 @@ class VerdictWatch:
             )
         self.stream = stream
         self.slo = slo
+        self.slo_only = slo_only
         self.stream_delay_s = stream_delay_s
         self.check_interval_s = default_check_interval_s(stream) if check_interval_s is None else check_interval_s
         if not self.check_interval_s > 0:
@@ -304,7 +316,7 @@ class VerdictWatch:
             failed_count[bit] + open_bits[bit] + to_come >= p99_threshold(self._p99_population(bit, final=True))
             for bit in failed_count
         )
-        return attainable and p99_reachable
+        return p99_reachable and (attainable or self.slo_only)
 
     def _p99_population(self, bit: int, final: bool = False) -> int:
         """An upper bound of the metric's p99 population now (``final``: the least that bound can become)."""
@@ -326,6 +338,8 @@ class VerdictWatch:
             return
         bound = (nw - self._failed_any) / nw  # the most the attainment (a mean of nw booleans) can be
         if not bound < self.slo.attainment:
+            if self.slo_only:
+                raise VerdictKnown(self.num_admitted, now, "; ".join(p99), attainment_known=False)
             return
         attainment = f"SLO attainment at most {bound:.4g} < {self.slo.attainment:g} ({self._failed_any} of {nw} fail)"
         raise VerdictKnown(self.num_admitted, now, "; ".join([*p99, attainment]))

@@ -108,12 +108,14 @@ def simulate_rate(
     overrides: dict[str, Any] | None = None,
     load: Load | None = None,
     early_stop: bool = False,
+    slo_only: bool = False,
 ) -> dict[str, Any]:
     """One load point: steady-state statistics plus the whole run's vLLM throughput and goodput.
 
     ``early_stop``: end the run once both verdicts are certainly False (``early_stop.VerdictWatch``,
     where it applies); such a point has its verdicts, ``stopped_early`` True, the requests
-    admitted by then as ``num_simulated`` and no statistics (NaN). Raises ValueError when the
+    admitted by then as ``num_simulated`` and no statistics (NaN); ``slo_only`` ends it once ``meets_slo``
+    is certainly False (``meets_attainment`` None where it was not known yet). Raises ValueError when the
     configuration cannot run (a model that does not fit).
     """
     cfg = rate_config(run, rate_per_s, overrides, load)
@@ -121,7 +123,8 @@ def simulate_rate(
     sim = build(cfg, base_dir=base_dir, record_steps=False)
     s = run.search
     if early_stop and VerdictWatch.applies(sim.stream, run.slo):
-        VerdictWatch(sim.stream, run.slo, s.warmup_fraction, s.cooldown_fraction, cfg.client.stream_delay_s).attach(sim)
+        delay = cfg.client.stream_delay_s
+        VerdictWatch(sim.stream, run.slo, s.warmup_fraction, s.cooldown_fraction, delay, slo_only=slo_only).attach(sim)
         try:
             result = sim.run()
         except VerdictKnown as stop:
@@ -203,7 +206,8 @@ def _stopped_row(rate_per_s: float, stop: VerdictKnown) -> dict[str, Any]:
     return (
         {"rate_per_s": rate_per_s, "num_simulated": stop.num_admitted, "stopped_early": True}
         | dict.fromkeys(STAT_KEYS, math.nan)
-        | {"stable": None, "meets_slo": False, "meets_attainment": False, "stop_reason": stop.reason}
+        | {"stable": None, "meets_slo": False, "stop_reason": stop.reason}
+        | {"meets_attainment": False if stop.attainment_known else None}
         | dict.fromkeys(("request_throughput", "request_goodput", "output_throughput", "mean_output_tokens"))
     )
 
@@ -313,10 +317,12 @@ def search_or_probe_task(task: SearchTask | ProbeTask) -> dict[str, Any]:
 
 
 def probe_task(task: ProbeTask) -> dict[str, Any]:
-    """The row of one load point, as the guided search would have it (``phase`` "probe"; the same seed and early
-    stop, so the same verdicts); ``{"error": message}`` when the configuration cannot run."""
+    """The row of one load point, as the guided search would have it (``phase`` "probe"; the same seed, so the
+    same ``meets_slo``, the verdict a probe reads), stopped as soon as ``meets_slo`` is certainly False (its
+    ``meets_attainment`` then None where not known yet); ``{"error": message}`` when the configuration cannot
+    run."""
     try:
-        row = simulate_rate(task.run, task.rate_per_s, load=run_load(task.run), early_stop=True)
+        row = simulate_rate(task.run, task.rate_per_s, load=run_load(task.run), early_stop=True, slo_only=True)
     except ValueError as exc:
         return {"error": str(exc)}
     return _rows(task.run, [("probe", row)])[0]

@@ -58,9 +58,9 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _watched(cfg: Any, slo: SloTargets, warmup: float, cooldown: float, interval: float | None):
+def _watched(cfg: Any, slo: SloTargets, warmup: float, cooldown: float, interval: float | None, slo_only: bool = False):
     sim = build(cfg)
-    watch = VerdictWatch(sim.stream, slo, warmup, cooldown, sim.stream_delay_s, interval)
+    watch = VerdictWatch(sim.stream, slo, warmup, cooldown, sim.stream_delay_s, interval, slo_only)
     watch.attach(sim)
     try:
         return sim.run(), None, watch
@@ -69,14 +69,22 @@ def _watched(cfg: Any, slo: SloTargets, warmup: float, cooldown: float, interval
 
 
 def check_point(
-    cfg: Any, slo: SloTargets, warmup: float = 0.2, cooldown: float = 0.1, interval: float | None = None
+    cfg: Any,
+    slo: SloTargets,
+    warmup: float = 0.2,
+    cooldown: float = 0.1,
+    interval: float | None = None,
+    slo_only: bool = False,
 ) -> tuple[VerdictKnown | None, dict[str, Any], VerdictWatch]:
     """Run ``cfg`` with and without a watch and assert the watch is exact; returns its stop and the full verdicts."""
     full = build(cfg).run()
     stats = steady_stats(full.requests, slo, warmup, cooldown, MAX_GROWTH)
-    watched, stop, watch = _watched(cfg, slo, warmup, cooldown, interval)
+    watched, stop, watch = _watched(cfg, slo, warmup, cooldown, interval, slo_only)
     if stop is not None:
-        assert not stats["meets_slo"] and not stats["meets_attainment"], (stop, stats)
+        assert not stats["meets_slo"], (stop, stats)
+        assert stop.attainment_known == ("attainment" in stop.reason)
+        assert not (stop.attainment_known and stats["meets_attainment"]), (stop, stats)
+        assert slo_only or stop.attainment_known
         assert stop.num_admitted <= len(full.requests)
     else:
         assert watched is not None
@@ -242,3 +250,23 @@ def test_applies_only_to_open_streams_with_a_latency_bound():
     assert not VerdictWatch.applies(open_stream, SloTargets(None, None, 0.9))
     with pytest.raises(ValueError, match="early stop needs"):
         VerdictWatch(sessions, SloTargets(10, None, 0.9), 0.0, 0.0, 0.0)
+
+
+def test_an_slo_only_watch_stops_at_the_p99_verdict_and_no_later():
+    """``slo_only`` (a probe's watch): exact on ``meets_slo`` (the attainment verdict only where it says it is
+    known), never later than the watch of both verdicts, and sooner where the attainment needs more failures."""
+    rng = random.Random(11)
+    sooner = 0
+    for _ in range(40):
+        base = tiny_base(int(rng.choice((150, 250))), step_time_s=rng.choice((0.01, 0.02)))
+        slo = SloTargets(rng.choice((None, 30.0, 50.0)), rng.choice((12.0, 15.0, 25.0)), rng.choice((0.5, 0.9)))
+        rate = rng.uniform(60.0, 260.0) / (base["cost_model"]["step_time_s"] / 0.01)
+        cfg = _scenario(base, rate, seed=rng.randrange(1000))
+        stop, stats, _ = check_point(cfg, slo, slo_only=True)
+        both, _, _ = check_point(cfg, slo)
+        if both is not None:
+            assert stop is not None and stop.num_admitted <= both.num_admitted
+            sooner += stop.num_admitted < both.num_admitted
+        elif stop is not None:
+            assert not stop.attainment_known and stats["meets_attainment"] is not None
+    assert sooner
