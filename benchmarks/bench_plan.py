@@ -11,6 +11,16 @@ Run by hand on a quiet machine:
 ``python benchmarks/bench_plan.py [--workers 2] [--repeats 1] [--exhaustive] [--json OUT] [--against PLAN]``
 (``--requests-per-point N``: shorter points, to measure what they cost in accuracy; ``--curve-points N``: the
 chosen candidate's capacity curve at N loads instead of the default 8, 0 for none, to measure what it costs).
+
+Measured (issue 31 item 3), 75c8fb3's planning against the planning after it (both on 75c8fb3's engine: the
+bounds' shared cost models, the curve's reused runs, the pool started at once, probes stopped at their p99
+verdict), a shared 2-core machine at load 4.3-6.0 from other sessions, 2 workers, interleaved x3 (medians):
+plan 48.8 -> 39.6 s (47.3-49.0 and 38.7-41.3), one run 0.61-0.66 s, ratio 75.8 -> 60.5 (on a quiet machine
+one run takes 0.42 s, the old plan about 30 s); simulated requests 102,262 -> 81,889; Python calls of the
+whole plan in process (1 worker, the deterministic measure) 137.25M -> 110.75M, 39.1 -> 31.5 times one run's
+3.51M. The same answer as ``--exhaustive`` (h100-tp4-chunked, 3 replicas, 12 GPUs, 35.88 USD/h; every pruned
+candidate's least cost a true bound). The capacity curve (8 loads x 3 seeds, 18 of them simulated) is still
+the largest stage: with ``--curve-points 0`` the plan takes 62.14M calls (17.7 runs' calls), 23.2 s, ratio 35.6.
 """
 
 from __future__ import annotations
