@@ -91,13 +91,30 @@ MLP_OPS = ("mlp_gate_up", "mlp_act", "mlp_down")
 class _Gemm:
     """One GEMM op of the model: its measured curve over m at its (n, k), clamped into the table's range."""
 
-    __slots__ = ("curve", "k", "k_table", "n", "n_table", "note", "rate", "table", "weight_bytes")
+    __slots__ = (
+        "curve",
+        "exact_nk",
+        "k",
+        "k_table",
+        "n",
+        "n_table",
+        "nk_on_grid",
+        "note",
+        "rate",
+        "table",
+        "unmeasured",
+        "weight_bytes",
+    )
 
     def __init__(self, table: GemmTable, n: float, k: float, weight_bytes: float, rate: float, note: str) -> None:
         self.table, self.n, self.k = table, n, k
         self.n_table, self.k_table = table.clamp_nk(n, k)
         self.curve: Curve = table.curve(self.n_table, self.k_table)
         self.weight_bytes, self.rate, self.note = weight_bytes, rate, note
+        # what each lookup asks of the (n, k) alone, answered once
+        self.unmeasured = table.unmeasured(self.n_table, self.k_table)
+        self.exact_nk = (self.n_table, self.k_table) == (n, k)
+        self.nk_on_grid = n in table.n and k in table.k
 
 
 class SiliconParams(BaseModel):
@@ -433,13 +450,13 @@ class SiliconCostModel:
         mc = g.curve.clamp(rows)
         t = g.curve(mc)
         assert t is not None
-        exact_nk = (g.n_table, g.k_table) == (g.n, g.k)
-        if g.table.unmeasured(g.n_table, g.k_table):  # a shape no m was measured at: its neighbour scaled by n x k
+        exact_nk = g.exact_nk
+        if g.unmeasured:  # a shape no m was measured at: its neighbour scaled by n x k
             return t * self._gemm_roofline(g, rows, g.n, g.k, g.weight_bytes) / self._gemm_roofline(
                 g, mc, g.n_table, g.k_table, g.weight_bytes
             ), "roofline-scaled from the nearest measured (n, k)"
         if mc == rows and exact_nk and not g.note:
-            on_grid = rows in g.curve.xs and g.n in g.table.n and g.k in g.table.k
+            on_grid = g.nk_on_grid and rows in g.curve.xs
             return t, "measured" if on_grid else "interpolated"
         table_weight_bytes = 2.0 if g.note else g.weight_bytes  # a bf16 table's kernels read bf16 weights
         t *= self._gemm_roofline(g, rows, g.n, g.k, g.weight_bytes) / self._gemm_roofline(
