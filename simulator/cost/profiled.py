@@ -33,6 +33,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from simulator.config.specs import HardwareSpec, ModelSpec
+from simulator.cost.eager import eager_step_s
 from simulator.cost.interpolate import GridInterpolator, Space
 from simulator.cost.profile import COUNT_OPS, MODEL_SCOPE_OPS, CalibrationProfile, OpTable
 from simulator.cost.roofline import RooflineCostModel, RooflineParams
@@ -151,7 +152,15 @@ class ProfiledCostModel:
     # -- public -------------------------------------------------------------------------
 
     def step_time(self, shape: BatchShape) -> StepTime:
-        return StepTime(sum(op.seconds for op in self._ops(shape).values()))
+        ops = self._ops(shape)
+        eager = ops.pop("eager_host", None)
+        if eager is None:
+            return StepTime(sum(op.seconds for op in ops.values()))
+        # launched eagerly (simulator/cost/eager.py): the GPU's ops wait for the host's launches; the engine's CPU
+        # time follows, as this model adds it
+        cpu = ops.pop("cpu_overhead", None)
+        gpu = eager_step_s(sum(op.seconds for op in ops.values()), eager.seconds)
+        return StepTime(gpu + (cpu.seconds if cpu is not None else 0.0))
 
     def decode_step_times(self, num_seqs: int, context_tokens: Sequence[int]) -> list[float]:
         """Step times of decode-only steps of ``num_seqs`` sequences, one per total context given.
@@ -239,7 +248,7 @@ class ProfiledCostModel:
                 )
             else:  # all_reduce: not measured on one device
                 seconds = r.seconds
-            if name != "cpu_overhead":
+            if name != "cpu_overhead" and name != "eager_host":  # the host's time is not the device's
                 seconds *= self.time_scale
             ops[name] = OpCost(seconds, r.flops, r.bytes)
         return ops

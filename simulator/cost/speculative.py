@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from simulator.cost.eager import eager_step_s
 from simulator.cost.overhead import overlap_total
 from simulator.cost.shape import BatchShape, CostModel, StepTime
 
@@ -33,8 +34,12 @@ def _compute_s(time: StepTime) -> float:
 
 
 def _gpu_s(time: StepTime) -> float:
-    """A step's GPU time: its ops but the engine's CPU time (whether or not that overlaps)."""
-    return sum(op.seconds for name, op in (time.ops or {}).items() if name != "cpu_overhead")
+    """A step's GPU time: its ops but the engine's CPU time (whether or not that overlaps); a step launched
+    eagerly, the longer of that and the host's launches (simulator/cost/eager.py)."""
+    ops = time.ops or {}
+    gpu = sum(op.seconds for name, op in ops.items() if name != "cpu_overhead" and name != "eager_host")
+    eager = ops.get("eager_host")
+    return gpu if eager is None else eager_step_s(gpu, eager.seconds)
 
 
 def _cpu_s(time: StepTime) -> float:

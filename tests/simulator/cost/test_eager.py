@@ -103,3 +103,19 @@ def test_one_ranks_prefill_makes_every_attention_dp_rank_eager():
     assert step.total_s == pytest.approx(host_s)
     assert cost.step_time_ranks([decode(4)] * 8).total_s < host_s
     assert "eager_host" not in cost.breakdown_ranks([decode(4), *[EMPTY] * 7]).ops
+
+
+def test_speculations_gpu_time_and_the_plans_lower_bounds_treat_the_launches_as_beside_the_gpu():
+    """A speculative step sums its parts' GPU times, each the longer of its ops and its launches; the planner's
+    lower bounds leave the launches out (adding them to the GPU's sum would overshoot a step's true time)."""
+    from simulator.cost.shape import OpCost, StepTime
+    from simulator.cost.speculative import _gpu_s
+    from simulator.planning.search.bound import _without
+
+    ops = {"mlp_gate_up": OpCost(0.010), "eager_host": OpCost(0.050), "cpu_overhead": OpCost(0.002)}
+    assert _gpu_s(StepTime(0.050, ops)) == 0.050
+    assert _gpu_s(StepTime(0.010, {"mlp_gate_up": OpCost(0.010), "cpu_overhead": OpCost(0.002)})) == 0.010
+    assert _without(ops, ("cpu_overhead",)) == 0.010
+    cost, _ = r1_cost("sglang")
+    step = cost.breakdown(prefill(16))
+    assert _without(dict(step.ops), ()) <= step.total_s
