@@ -791,8 +791,15 @@ class PointTimeout(Exception):
     """A point's simulation ran past its wall-time limit."""
 
 
+_ALARM = {"armed": False}
+ALARM_REPEAT_S = 0.5
+"""After the limit the alarm repeats this often until the point stops: an exception raised while a gc callback or
+a finalizer runs is swallowed by Python (hypothesis installs such a callback), so one alarm alone can be lost."""
+
+
 def _on_alarm(signum: int, frame: Any) -> None:
-    raise PointTimeout
+    if _ALARM["armed"]:
+        raise PointTimeout
 
 
 def run_point(item: tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], float | None]) -> dict[str, Any]:
@@ -816,15 +823,19 @@ def run_point(item: tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], floa
     alarm = timeout_s is not None and threading.current_thread() is threading.main_thread()
     if alarm:
         previous = signal.signal(signal.SIGALRM, _on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, timeout_s)
+        _ALARM["armed"] = True
+        signal.setitimer(signal.ITIMER_REAL, timeout_s, ALARM_REPEAT_S)
     try:
         summary = build(validate_scenario(scenario), record_steps=False).run().summary
         out = {"id": point_id, "pred_ttft_ms": summary["mean_ttft_ms"], "pred_tpot_ms": summary["mean_tpot_ms"]}
     except PointTimeout:
+        _ALARM["armed"] = False
         out = {"id": point_id, "refused": f"not simulated within the {timeout_s:g} s wall-time limit"}
     except Exception as exc:
+        _ALARM["armed"] = False
         out = {"id": point_id, "refused": one_line(exc)}
     finally:
+        _ALARM["armed"] = False
         if alarm:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)

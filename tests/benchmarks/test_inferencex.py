@@ -249,9 +249,11 @@ def test_attention_dp_implied_but_not_recorded_is_refused(points):
     pytest.fail("no point with an implied, unrecorded attention-DP size")
 
 
-def test_int4_point_is_refused(points):
-    with pytest.raises(PointRefused, match=r"^int4 weight-only not modelled$"):
-        scenario_for(first(points, gemm_quant_mode="int4_wo"))
+def test_an_int4_point_serves_kimis_own_int4_checkpoint(points):
+    """Kimi-K2.5's INT4 points run its published checkpoint (INT4 routed experts): no quantization override."""
+    scenario = scenario_for(first(points, gemm_quant_mode="int4_wo"))
+    assert scenario["model"] == "moonshotai/Kimi-K2.5" and "quantization" not in scenario
+    validate_scenario(scenario)
 
 
 def test_disaggregated_point_becomes_prefill_and_decode_groups(points):
@@ -358,3 +360,27 @@ def test_a_point_past_its_wall_time_limit_is_recorded_as_timed_out():
     assert result["refused"] == "not simulated within the 0.5 s wall-time limit" and result["wall_s"] < 60
     short = run_point(("short", {"model": "llama-3.1-8b", "workload": {"num_requests": 5}}, 30.0))
     assert "refused" not in short and short["pred_tpot_ms"] > 0
+
+
+def test_a_swallowed_alarm_is_repeated(monkeypatch):
+    """An exception raised inside a gc callback is swallowed by Python (hypothesis installs one): the alarm repeats
+    until the point stops."""
+    import gc
+
+    from benchmarks import inferencex_points
+    from benchmarks.inferencex_points import run_point
+
+    calls = {"n": 0}
+    original = inferencex_points._on_alarm
+
+    def first_one_lost(signum, frame):
+        calls["n"] += 1
+        if calls["n"] == 1:  # as if raised in a gc callback: the interpreter reports it and carries on
+            return None
+        return original(signum, frame)
+
+    monkeypatch.setattr(inferencex_points, "_on_alarm", first_one_lost)
+    gc.collect()
+    long_run = {"model": "llama-3.1-8b", "hardware": "h100-sxm", "workload": {"num_requests": 500_000}}
+    result = run_point(("long", long_run, 0.3))
+    assert result["refused"] == "not simulated within the 0.3 s wall-time limit" and calls["n"] >= 2
