@@ -336,11 +336,13 @@ def replica_bound(
         rows_env, rest = _rows_lower_bounds(cost, rows_grid)
     else:  # the replicates of a candidate price the same grid
         rows_env, rest = shared.rows(cost, rows_grid, _rows_lower_bounds)
-    prefill_tokens_per_s, prefill_at = interval_max(rows_grid, list(rows_env + rest))
+    # the engine's CPU time runs beside the GPU's (vLLM V1, SGLang, TensorRT-LLM) or after it (V0): a step takes at
+    # least the longer of the two either way
+    prefill_tokens_per_s, prefill_at = interval_max(rows_grid, list(np.maximum(rows_env, rest)))
 
     # decode: n decodes at the least total context n requests can have; a step with prompt tokens as well
-    # takes at least its n decodes' attention, LM head and overheads plus the token-row ops' least time at
-    # >= n + 1 rows
+    # takes at least its n decodes' attention and LM head plus the token-row ops' least time at >= n + 1 rows, or
+    # the engine's CPU time if that is longer
     context = np.cumsum(np.sort(prompt + 1))
     grid_index = np.asarray(rows_grid)
     n_grid = geometric_grid(n_cap)
@@ -354,7 +356,9 @@ def replica_bound(
             assert ops is not None
             rows_s = _without(ops, ATTENTION_OPS + PER_SEQ_OPS)
             least_rows_s = min(rows_s, float(rows_env[np.searchsorted(grid_index, n + 1, side="right") - 1]))
-            mixed = _without(ops, ("attn_prefill",)) - rows_s + least_rows_s
+            cpu_s = ops["cpu_overhead"].seconds if "cpu_overhead" in ops else 0.0
+            gpu_s = _without(ops, ("attn_prefill", "cpu_overhead")) - rows_s + least_rows_s
+            mixed = max(gpu_s, cpu_s)  # beside the GPU's or after it: at least the longer
         t_lb.append(min(decode_only, mixed))
     decode_tokens_per_s, decode_at = interval_max(n_grid, t_lb)
 

@@ -234,3 +234,21 @@ def test_shared_cost_models_give_the_same_bounds():
             alone.reason,
         )
     assert len(shared._models) == 4  # 2 GPUs x V1's and V0's CPU overlap
+
+
+def test_a_step_overlapping_its_cpu_time_is_bounded_by_the_longer_not_the_sum():
+    """vLLM V1 (and SGLang, TensorRT-LLM) run the engine's CPU time beside the GPU's: a step takes the longer of
+    the two, so the prefill bound's step time is max(token rows, CPU), never their sum (which overshoots the step
+    and is no lower bound)."""
+    from simulator.config.presets import resolve_hardware, resolve_model
+    from simulator.cost.roofline import RooflineCostModel, RooflineParams
+    from simulator.cost.shape import BatchShape
+    from simulator.planning.search.bound import _rows_lower_bounds
+
+    params = RooflineParams(cpu_overlap=True, step_overhead_s=0.004)
+    cost = RooflineCostModel(params, resolve_model("llama-3.1-8b"), resolve_hardware("h100-sxm"), 1)
+    grid = geometric_grid(4096)
+    rows, rest = _rows_lower_bounds(cost, grid)
+    steps = [cost.step_time(BatchShape((t,), (0,), 0, 0, 0)).total_s for t in grid]
+    assert all(max(r, c) <= s * (1 + 1e-12) for r, c, s in zip(rows, rest, steps, strict=True))
+    assert any(r + c > s for r, c, s in zip(rows, rest, steps, strict=True))  # the sum is not a lower bound
