@@ -258,8 +258,7 @@ def decode_block_steps(prompt: np.ndarray, output: np.ndarray, block_size: int) 
 
 
 def _without(ops: dict, names: tuple[str, ...]) -> float:
-    """The ops' seconds summed but ``names``, and never the host's eager launches (``eager_host``): those run
-    beside the GPU's work, not after it, so leaving them out keeps a sum a lower bound."""
+    """The ops' seconds but ``names`` and the eager launches (beside the GPU's work: left out of a lower bound)."""
     return sum(op.seconds for name, op in ops.items() if name not in names and name != "eager_host")
 
 
@@ -336,8 +335,7 @@ def replica_bound(
         rows_env, rest = _rows_lower_bounds(cost, rows_grid)
     else:  # the replicates of a candidate price the same grid
         rows_env, rest = shared.rows(cost, rows_grid, _rows_lower_bounds)
-    # the engine's CPU time runs beside the GPU's (vLLM V1, SGLang, TensorRT-LLM) or after it (V0): a step takes at
-    # least the longer of the two either way
+    # the engine's CPU time runs beside the GPU's (V1, SGLang, TensorRT-LLM) or after it (V0): at least the longer
     prefill_tokens_per_s, prefill_at = interval_max(rows_grid, list(np.maximum(rows_env, rest)))
 
     # decode: n decodes at the least total context n requests can have; a step with prompt tokens as well
