@@ -266,4 +266,18 @@ def _mla_fields(cfg: dict, path: Path, need, optional) -> dict:
         "qk_rope_head_dim": need("qk_rope_head_dim"),
         "qk_nope_head_dim": need("qk_nope_head_dim"),
         "v_head_dim": need("v_head_dim"),
+    } | _dsa_fields(cfg, path, need)
+
+
+def _dsa_fields(cfg: dict, path: Path, need) -> dict:
+    """DeepSeek sparse attention's indexer (DeepSeek-V3.2, GLM-5) when ``index_topk`` is given."""
+    if cfg.get("index_topk") is None:
+        return {}
+    freq = cfg.get("index_topk_freq", 1)
+    if freq != 1:  # GLM-5.2: one layer in index_topk_freq runs the indexer, the others reuse its top-k
+        raise ValueError(f"{path}: field 'index_topk_freq' {freq!r} is not modelled (servesim reads 1)")
+    return {
+        "index_n_heads": need("index_n_heads"),
+        "index_head_dim": need("index_head_dim"),
+        "index_topk": need("index_topk"),
     }

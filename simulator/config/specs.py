@@ -125,6 +125,15 @@ class ModelSpec(NoBoolNumbers):
     qk_rope_head_dim: PositiveInt | None = Field(None, description="MLA: rotary part of each query/key head.")
     qk_nope_head_dim: PositiveInt | None = Field(None, description="MLA: non-rotary part of each query/key head.")
     v_head_dim: PositiveInt | None = Field(None, description="MLA: width of each value head.")
+    index_n_heads: PositiveInt | None = Field(
+        None,
+        description="DeepSeek sparse attention (DSA: DeepSeek-V3.2, GLM-5), an MLA model's lightning indexer: its "
+        "query heads. None: dense attention. Needs index_head_dim and index_topk.",
+    )
+    index_head_dim: PositiveInt | None = Field(None, description="DSA: width of the indexer's heads and cached key.")
+    index_topk: PositiveInt | None = Field(
+        None, description="DSA: keys each query attends, the indexer's top-k of its cached keys."
+    )
 
     @model_serializer(mode="wrap")
     def _omit_unset_source(self, handler):
@@ -169,6 +178,18 @@ class ModelSpec(NoBoolNumbers):
                 raise ValueError(f"kv_lora_rank (MLA) needs {', '.join(missing)}")
         elif self.q_lora_rank is not None or any(v is not None for v in mla.values()):
             raise ValueError("q_lora_rank, qk_rope_head_dim, qk_nope_head_dim and v_head_dim need kv_lora_rank (MLA)")
+        dsa = {
+            "index_n_heads": self.index_n_heads,
+            "index_head_dim": self.index_head_dim,
+            "index_topk": self.index_topk,
+        }
+        given = [k for k, v in dsa.items() if v is not None]
+        if given and len(given) < len(dsa):
+            raise ValueError(
+                f"{', '.join(given)} (sparse attention) needs {', '.join(k for k in dsa if k not in given)}"
+            )
+        if given and self.kv_lora_rank is None:
+            raise ValueError("index_n_heads, index_head_dim and index_topk (DeepSeek sparse attention) need MLA")
         return self
 
     @property
@@ -207,6 +228,20 @@ class ModelSpec(NoBoolNumbers):
         """MLA: cached elements per token per layer, the latent and the shared rotary key (vLLM's MLA cache)."""
         assert self.kv_lora_rank is not None and self.qk_rope_head_dim is not None
         return self.kv_lora_rank + self.qk_rope_head_dim
+
+    @property
+    def is_dsa(self) -> bool:
+        """DeepSeek sparse attention: an MLA model whose indexer picks ``index_topk`` keys per query."""
+        return self.index_topk is not None
+
+    @property
+    def indexer_key_bytes(self) -> float:
+        """DSA: bytes the indexer caches per token and layer besides the MLA latent, its key in FP8 with one
+        float32 scale per 128 elements whatever the KV dtype (DeepSeek-V3.2's inference/model.py Indexer; vLLM's
+        DeepseekV32IndexerCache: head_dim + head_dim // 128 * 4 bytes); 0 without DSA."""
+        if self.index_head_dim is None:
+            return 0.0
+        return self.index_head_dim + 4 * -(-self.index_head_dim // 128)
 
     @property
     def mlp_matrices(self) -> int:
@@ -379,14 +414,14 @@ class ModelSpec(NoBoolNumbers):
         """
         layers = self.layers_per_stage(pp)[0]
         if self.is_mla:
-            return layers * self.mla_latent_size * self.kv_cache_bytes
+            return layers * (self.mla_latent_size * self.kv_cache_bytes + self.indexer_key_bytes)
         return 2 * layers * self.kv_heads_per_gpu(tp // dp_attention) * self.head_dim * self.kv_cache_bytes
 
     def kv_bytes_per_token(self) -> float:
         """KV-cache bytes one token occupies across all layers: 2 x layers x kv_heads x head_dim x bytes
-        (MLA: layers x (kv_lora_rank + qk_rope_head_dim) x bytes)."""
+        (MLA: layers x (kv_lora_rank + qk_rope_head_dim) x bytes, plus DSA's indexer key)."""
         if self.is_mla:
-            return self.num_layers * self.mla_latent_size * self.kv_cache_bytes
+            return self.num_layers * (self.mla_latent_size * self.kv_cache_bytes + self.indexer_key_bytes)
         return 2 * self.num_layers * self.kv_size * self.kv_cache_bytes
 
 

@@ -479,6 +479,11 @@ class RooflineCostModel:
         latent = m.mla_latent_size
         mats = [(h, latent)]  # (k, n) of each GEMM
         mats += [(h, m.q_lora_rank), (m.q_lora_rank, qk)] if m.q_lora_rank is not None else [(h, qk)]
+        if m.is_dsa:  # the indexer's query (from the compressed query), key and head-weight projections, on every
+            # rank whole (vLLM's Indexer builds them as ReplicatedLinear)
+            assert m.index_n_heads is not None and m.index_head_dim is not None
+            q_in = m.q_lora_rank if m.q_lora_rank is not None else h
+            mats += [(q_in, m.index_n_heads * m.index_head_dim), (h, m.index_head_dim), (h, m.index_n_heads)]
         flops = sum(2 * T * k * n for k, n in mats)
         nbytes = sum(w * k * n + a * T * (k + n) for k, n in mats)
         nbytes += 2 * a * T * (self._heads * m.qk_rope_head_dim + m.qk_rope_head_dim)  # rotary of q and k
@@ -497,19 +502,26 @@ class RooflineCostModel:
         pairs = 0
         keys = 0
         queries = 0
+        scored = 0  # DSA: the query-key pairs the indexer scores, every causal one
         for n, c in zip(new, cached, strict=True):
-            pairs += n * c + n * (n + 1) // 2
+            causal = n * c + n * (n + 1) // 2
+            pairs += causal if not m.is_dsa else _top_k_pairs(n, c, m.index_topk)
+            scored += causal
             keys += c + n
             queries += n
         flops = 2 * heads * (qk + v) * pairs + 2 * keys * r * up
+        if m.is_dsa:  # the indexer's FP8 scores of every causal pair (its keys written and read once)
+            assert m.index_n_heads is not None and m.index_head_dim is not None
+            flops += 2 * m.index_n_heads * m.index_head_dim * scored
         nbytes = (
             kvb * keys * latent  # the cached latents read
             + kvb * queries * latent  # the new ones written
             + w * r * up  # kv_b's weights
             + a * keys * up  # the up-projected K_nope and V
             + a * queries * heads * (qk + v)  # queries in, outputs out
+            + m.indexer_key_bytes * (keys + queries)  # DSA: the indexer's keys read and the new ones written
         )
-        return self._op(flops, nbytes, 3, self._attn_rate, m.num_layers)
+        return self._op(flops, nbytes, 3 + 2 * m.is_dsa, self._attn_rate, m.num_layers)
 
     def _mla_decode(self, num_seqs: int, context_tokens: int) -> OpCost:
         """MLA decode in the absorbed form (vLLM's MLA decode; DeepSeek-V2 sec. 2.1.2): W_UK folds into the
@@ -521,9 +533,15 @@ class RooflineCostModel:
         heads, r, latent = self._heads, m.kv_lora_rank, m.mla_latent_size
         n, ctx = num_seqs, context_tokens
         absorb = heads * r * (m.qk_nope_head_dim + m.v_head_dim)  # W_UK and W_UV per GPU
-        flops = 2 * n * absorb + 2 * heads * (latent + r) * ctx
-        nbytes = kvb * ctx * latent + kvb * n * latent + w * absorb + a * n * heads * (latent + r)
-        return self._op(flops, nbytes, 4, self._attn_rate, m.num_layers)
+        # DSA: each sequence attends its top index_topk keys (from the total alone, at most that many per sequence)
+        attended = ctx if m.index_topk is None else min(ctx, n * m.index_topk)
+        flops = 2 * n * absorb + 2 * heads * (latent + r) * attended
+        nbytes = kvb * attended * latent + kvb * n * latent + w * absorb + a * n * heads * (latent + r)
+        if m.is_dsa:  # the indexer scores every cached key: its FP8 keys read, n x ctx x heads x dim MACs
+            assert m.index_n_heads is not None and m.index_head_dim is not None
+            flops += 2 * m.index_n_heads * m.index_head_dim * ctx
+            nbytes += m.indexer_key_bytes * (ctx + n)
+        return self._op(flops, nbytes, 4 + 2 * m.is_dsa, self._attn_rate, m.num_layers)
 
     def _all_reduce(self, message_bytes: float, count: int) -> OpCost:
         """``count`` all-reduces of ``message_bytes`` over the tp GPUs, timed by ``AllReduceLatencyModel``
@@ -531,3 +549,15 @@ class RooflineCostModel:
         tp = self.tp
         sent = 2 * (tp - 1) / tp * message_bytes
         return OpCost(self._ar.seconds(message_bytes, tp) * count, 0.0, sent * count)
+
+
+def _top_k_pairs(new: int, cached: int, top_k: int | None) -> int:
+    """Query-key pairs of a chunk of ``new`` tokens on ``cached`` ones when each query attends at most ``top_k`` keys
+    (DSA; None: all of its causal keys): query j (1-based) sees ``min(cached + j, top_k)``."""
+    causal = new * cached + new * (new + 1) // 2
+    if top_k is None or cached + new <= top_k:
+        return causal
+    if cached >= top_k:
+        return new * top_k
+    below = top_k - cached  # queries that still see fewer than top_k keys
+    return below * cached + below * (below + 1) // 2 + (new - below) * top_k

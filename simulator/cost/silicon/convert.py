@@ -10,6 +10,8 @@ What is kept, per table (all times float32 milliseconds on rectilinear grids, Na
   only, with the engine's default backend on that GPU (``ATTENTION_KERNELS``);
 - ``mla_prefill|mla_decode/<kv dtype>/<gemm dtype>/<heads>/{batch,len,ms}``: one layer's whole MLA attention module
   of DeepSeek-V3's shape (projections, rotary, attention; ``heads`` per GPU);
+- ``dsa@<architecture>_prefill|decode/<kv dtype>/<gemm dtype>/<heads>/{batch,len,ms}``: the same for DeepSeek sparse
+  attention (the indexer, its top-k and sparse MLA) of each measured architecture (DeepSeek-V3.2's, GLM-5's);
 - ``allreduce/<vllm_graph|vllm_eager|nccl>/<gpus>``: the engine's custom all-reduce (CUDA-graph and eager; the keys
   are the calibration profile's, named for vLLM, and hold SGLang's or TensorRT-LLM's kernel for those engines) and
   NCCL's, by message bytes;
@@ -92,6 +94,25 @@ MLA_KERNELS = {
     "vllm": ("FLASHMLA", "CUTLASS_MLA", "FLASHINFER_MLA", "FLASH_ATTN_MLA", "TRITON_MLA"),
     "sglang": ("flashinfer", "flash_attention", "fa3"),
     "trtllm": ("default",),
+}
+# The DSA module's kernels each engine runs, most preferred first. SGLang 0.5.14 prefills up to index_topk (2048)
+# tokens with dense MHA whichever NSA backend is set (the ``dense_mha`` rows, measured to 2048: aiconfigurator's
+# note on its DSA tables), beyond with the sparse kernel of the KV dtype (TRT-LLM's on Blackwell for FP8, FlashMLA's
+# sparse kernel for bf16; FlashMLA's FP8-KV kernel on Hopper); vLLM's FlashMLA sparse backend (the one DeepSeek-V3.2
+# launched with) before FlashInfer's.
+DSA_KERNELS = {
+    "sglang": {
+        "prefill": (
+            "sglang_dsa_dense_mha_trtllm_ragged",
+            "sglang_dsa_dense_mha_fa3",
+            "sglang_dsa_indexer_trtllm",
+            "sglang_dsa_indexer_flashmla_kv",
+            "sglang_dsa_indexer_flashmla_sparse",
+        ),
+        "decode": ("sglang_dsa_indexer_trtllm", "sglang_dsa_indexer_flashmla_kv", "sglang_dsa_indexer_fa3"),
+    },
+    "vllm": {phase: ("FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE") for phase in ("prefill", "decode")},
+    "trtllm": {phase: ("default",) for phase in ("prefill", "decode")},
 }
 GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4", "mxfp4": "mxfp4"}
 KV_DTYPES = {"bfloat16": "bf16", "fp8": "fp8"}
@@ -186,6 +207,7 @@ def grid_from(frame: pd.DataFrame, axes: list[str]) -> tuple[list[np.ndarray], n
 
 # The columns each table must have for what is read from it (a folder's tables are checked, not trusted).
 _COMMON = ("kernel_source", "latency")
+_DSA = (*_COMMON, "op_name", "architecture", "kv_cache_dtype", "gemm_type", "num_heads", "batch_size")
 REQUIRED_COLUMNS = {
     "gemm_perf.parquet": (*_COMMON, "gemm_dtype", "m", "n", "k"),
     "context_attention_perf.parquet": (
@@ -208,6 +230,8 @@ REQUIRED_COLUMNS = {
     ),
     "mla_context_module_perf.parquet": (*_COMMON, "kv_cache_dtype", "num_heads", "batch_size", "isl"),
     "mla_generation_module_perf.parquet": (*_COMMON, "kv_cache_dtype", "num_heads", "batch_size", "step"),
+    "dsa_context_module_perf.parquet": (*_DSA, "isl"),
+    "dsa_generation_module_perf.parquet": (*_DSA, "step"),
     "custom_allreduce_perf.parquet": ("latency", "num_gpus", "message_size"),
     "nccl_perf.parquet": ("latency", "op_name", "nccl_dtype", "num_gpus", "message_size"),
     "moe_perf.parquet": (
@@ -352,19 +376,50 @@ def _mla(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> No
         gemm_col = next((c for c in ("gemm_type", "mla_dtype") if c in frame), None)
         if gemm_col is None:
             raise ValueError(f"{table.path}: no column gemm_type or mla_dtype (the MLA module's GEMM dtype)")
-        kernels: set[str] = set()
-        for (kv_dtype, gemm_dtype, heads), part in frame.groupby(["kv_cache_dtype", gemm_col, "num_heads"]):
-            part = part[part.latency > 0]
-            if kv_dtype not in KV_DTYPES or gemm_dtype not in GEMM_DTYPES or len(part) < 4:
-                continue
-            # the default backend's points, and where it was not run another backend's measurement of the same
-            # module, before any roofline
-            part, used = by_preference(part, MLA_KERNELS.get(table.framework, ()), ["batch_size", length])
-            kernels.update(used)
-            key = f"{phase}/{KV_DTYPES[kv_dtype]}/{GEMM_DTYPES[gemm_dtype]}/{heads}"
-            _batch_length_grid(out, key, part, length)
-            meta[key] = f"{table.describe()}, {used[0]}" + (f" (gaps: {', '.join(used[1:])})" if used[1:] else "")
-        meta[phase] = f"{table.describe()}, {', '.join(sorted(kernels))}"
+        _modules(table, frame, gemm_col, phase, length, MLA_KERNELS.get(table.framework, ()), out, meta)
+
+
+def _dsa(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:
+    """DeepSeek sparse attention modules per measured architecture: ``dsa@<architecture>_<phase>/...``. The rows of
+    GLM-5.2's layers that reuse another layer's top-k (op_name ``..._skip_indexer``) are not read."""
+    for filename, phase, length in (
+        ("dsa_context_module_perf.parquet", "prefill", "isl"),
+        ("dsa_generation_module_perf.parquet", "decode", "step"),
+    ):
+        table = sel.table("sparse_attention", filename)
+        frame = _read(table)
+        if frame is None:
+            continue
+        frame = frame[~frame.op_name.astype(str).str.endswith("skip_indexer")]
+        prefs = DSA_KERNELS.get(table.framework, {}).get(phase, ())
+        for arch, part in frame.groupby("architecture"):
+            _modules(table, part, "gemm_type", f"dsa@{arch}_{phase}", length, prefs, out, meta)
+
+
+def _modules(
+    table: Table,
+    frame: pd.DataFrame,
+    gemm_col: str,
+    phase: str,
+    length: str,
+    prefs: tuple[str, ...],
+    out: dict[str, np.ndarray],
+    meta: dict[str, str],
+) -> None:
+    """One attention module's ``phase/<kv dtype>/<gemm dtype>/<heads>/{batch,len,ms}`` grids from ``frame``."""
+    kernels: set[str] = set()
+    for (kv_dtype, gemm_dtype, heads), part in frame.groupby(["kv_cache_dtype", gemm_col, "num_heads"]):
+        part = part[part.latency > 0]
+        if kv_dtype not in KV_DTYPES or gemm_dtype not in GEMM_DTYPES or len(part) < 4:
+            continue
+        # the default backend's points, and where it was not run another backend's measurement of the same
+        # module, before any roofline
+        part, used = by_preference(part, prefs, ["batch_size", length])
+        kernels.update(used)
+        key = f"{phase}/{KV_DTYPES[kv_dtype]}/{GEMM_DTYPES[gemm_dtype]}/{heads}"
+        _batch_length_grid(out, key, part, length)
+        meta[key] = f"{table.describe()}, {used[0]}" + (f" (gaps: {', '.join(used[1:])})" if used[1:] else "")
+    meta[phase] = f"{table.describe()}, {', '.join(sorted(kernels))}"
 
 
 def _all_reduce(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:
@@ -506,6 +561,6 @@ def convert(sel: Selection) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Every array the silicon model reads from ``sel``, and where each group of them came from."""
     out: dict[str, np.ndarray] = {}
     meta: dict[str, str] = {}
-    for part in (_gemm, _attention, _mla, _all_reduce, _moe, _all_to_all):
+    for part in (_gemm, _attention, _mla, _dsa, _all_reduce, _moe, _all_to_all):
         part(sel, out, meta)
     return out, meta

@@ -54,6 +54,24 @@ DEEPSEEK_V3_MLA = {
     "v_head_dim": 128,
 }
 
+# The DeepSeek sparse attention (DSA) shapes aiconfigurator's DSA module tables measure, by the tables'
+# ``architecture`` column: DeepSeek-V3.2's (DeepSeek-V3's MLA with a 64-head indexer) and GLM-5's (its config.json:
+# hidden_size 6144, q_lora_rank 2048, qk_nope_head_dim 192, v_head_dim 256, a 32-head indexer); both attend the
+# top 2048 keys through 128-wide indexer heads.
+DSA_SHAPES = {
+    "DeepseekV32ForCausalLM": DEEPSEEK_V3_MLA | {"index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048},
+    "GlmMoeDsaForCausalLM": {
+        "hidden_size": 6144,
+        "q_lora_rank": 2048,
+        "kv_lora_rank": 512,
+        "qk_nope_head_dim": 192,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 256,
+        "index_n_heads": 32,
+        "index_head_dim": 128,
+        "index_topk": 2048,
+    },
+}
 
 # The GEMM (and fused-MoE) tables each quantization reads, in preference: its own kernels where measured. Where
 # none is (FP8 on Ampere, NVFP4 before Blackwell, MXFP4's weight-only kernels) the bf16 table is anchored by the
@@ -82,7 +100,14 @@ MLA_GEMM_DTYPES = {"fp8": "fp8_block", "fp8_block": "fp8_block", "nvfp4": "nvfp4
 
 
 def is_deepseek_v3_mla(model: ModelSpec) -> bool:
-    return all(getattr(model, field) == value for field, value in DEEPSEEK_V3_MLA.items())
+    return not model.is_dsa and all(getattr(model, field) == value for field, value in DEEPSEEK_V3_MLA.items())
+
+
+def dsa_architecture(model: ModelSpec) -> str | None:
+    """The architecture whose measured DSA module has ``model``'s attention shape (DSA_SHAPES), or None."""
+    return next(
+        (arch for arch, dims in DSA_SHAPES.items() if all(getattr(model, k) == v for k, v in dims.items())), None
+    )
 
 
 MLP_OPS = ("mlp_gate_up", "mlp_act", "mlp_down")
@@ -195,6 +220,7 @@ class SiliconCostModel:
         self._all_reduce = None
         self._all_to_all: tuple[Curve, Curve] | None = None  # DeepEP's dispatch and combine
         self._mla_module = False  # MLA attention priced by the measured module (projections included)
+        self._module_name = "DSA" if m.is_dsa else "MLA"
         self._decode_roof, self._prefill_roof = self._decode_roofline, self._prefill_roofline
         self._mlp_extra = bool(m.num_shared_experts or m.num_dense_layers)  # MLP parts besides the routed one
         if self.tables is not None:
@@ -246,10 +272,12 @@ class SiliconCostModel:
         if not m.is_mla:
             self._decode = t.attention("decode", kv_dtype, heads, self._kv_heads, m.head_dim)
             self._prefill = t.attention("prefill", kv_dtype, heads, self._kv_heads, m.head_dim)
-        elif is_deepseek_v3_mla(m):  # the measured MLA module: its projections, rotary, attention and o_proj
+        elif is_deepseek_v3_mla(m) or dsa_architecture(m):  # the measured module: projections, rotary (DSA: the
+            # indexer and its top-k), attention and o_proj
             gemm_dtype = MLA_GEMM_DTYPES.get(m.quantization, "bf16")
-            decode = t.mla("mla_decode", kv_dtype, gemm_dtype, heads)
-            prefill = t.mla("mla_prefill", kv_dtype, gemm_dtype, heads)
+            family = f"dsa@{dsa_architecture(m)}_" if m.is_dsa else "mla_"
+            decode = t.mla(f"{family}decode", kv_dtype, gemm_dtype, heads)
+            prefill = t.mla(f"{family}prefill", kv_dtype, gemm_dtype, heads)
             if decode is not None and prefill is not None:
                 self._decode, self._prefill, self._mla_module = decode, prefill, True
                 self._decode_roof, self._prefill_roof = self._mla_decode_roofline, self._mla_prefill_roofline
@@ -347,7 +375,13 @@ class SiliconCostModel:
         groups = dict.fromkeys(("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down"), gemm_group)
         groups |= {"lm_head": "gemm/bf16", "attn_prefill": "prefill", "attn_decode": "decode", "all_to_all": "a2a"}
         if self._mla_module:
-            groups |= {"attn_prefill": "mla_prefill", "attn_decode": "mla_decode", "qkv_proj": "", "o_proj": ""}
+            family = f"dsa@{dsa_architecture(self.model)}_" if self.model.is_dsa else "mla_"
+            groups |= {
+                "attn_prefill": f"{family}prefill",
+                "attn_decode": f"{family}decode",
+                "qkv_proj": "",
+                "o_proj": "",
+            }
         if self._moe is not None:
             groups |= dict.fromkeys(MLP_OPS, "moe")
         for op, found in (("attn_decode", self._decode), ("attn_prefill", self._prefill)):
@@ -379,7 +413,7 @@ class SiliconCostModel:
         moe = None
         for name, r in roof.items():
             if self._mla_module and name in ("qkv_proj", "o_proj"):
-                seconds, source = 0.0, "in the measured MLA module (attn_prefill, attn_decode)"
+                seconds, source = 0.0, f"in the measured {self._module_name} module (attn_prefill, attn_decode)"
             elif name in self._gemm:
                 count = shape.num_sampled_tokens if name == "lm_head" else rows
                 key = (name, count)
@@ -418,7 +452,7 @@ class SiliconCostModel:
                 self._count(name, source)
             elif name in ("attn_prefill", "attn_decode", "qkv_proj") and self.model.is_mla:
                 seconds = r.seconds
-                source = "roofline (no MLA table)"
+                source = f"roofline (no {self._module_name} table)"
                 self._count(name, source)
             else:
                 seconds = r.seconds

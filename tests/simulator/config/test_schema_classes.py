@@ -52,6 +52,9 @@ DEEPSEEK_LIKE = {
     "qk_rope_head_dim": 32,
     "qk_nope_head_dim": 64,
     "v_head_dim": 64,
+    "index_n_heads": 4,
+    "index_head_dim": 64,
+    "index_topk": 256,
 }
 LENGTHS = {
     "kind": "independent",
