@@ -105,7 +105,7 @@ def repeat(repeats: int, *args: str, against: str | None = None) -> tuple[tuple,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cases = ["default", "vidur", "cold", "cluster"]
-    parser.add_argument("--cases", nargs="+", choices=cases, default=cases)
+    parser.add_argument("--cases", nargs="*", choices=cases, default=cases, help="none: only --calls")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--plain", action="store_true", help="the step-by-step path instead of fast-forward")
     parser.add_argument(

@@ -122,6 +122,8 @@ def schedule_running(
     A view that keeps its decoding requests as a batch may say (``steady_decodes``) that the first requests of
     ``order`` each want one token and how many new blocks they take together: when the budget holds them all they
     are scheduled at once, as the loop would (``chunk(1, t)`` is 1 for any ``t >= 1``: a decode fits what is left).
+    Such a view may list them with their counters behind (``running_unsynced``): the loop brings them current
+    (``bring_up_to_date``) before it walks them.
     """
     pending = list(order)
     i = 0  # pending[:i] are done (scheduled or given nothing)
@@ -135,6 +137,8 @@ def schedule_running(
         scheduled.extend(zip(pending[:i], repeat(1)))
         tokens -= i
         free -= need
+    elif steady is not None and (sync := getattr(view, "bring_up_to_date", None)) is not None:
+        sync()  # the members are walked one by one below: their counters current first
     while i < len(pending):
         req = pending[i]
         computed = req.num_computed_tokens

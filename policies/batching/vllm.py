@@ -134,7 +134,10 @@ class VllmPolicy:
 
     def plan_step(self, view: ReplicaView, now_s: float) -> StepPlan:
         plan = StepPlan()
-        running = view.running
+        # An engine that keeps its decoding requests as a batch lists them as they are, counters behind: the loop
+        # below reads them through the batch's totals, or brings them current before walking them.
+        unsynced = getattr(view, "running_unsynced", None)
+        running = view.running if unsynced is None else unsynced
         budget = Budget(self.max_num_batched_tokens, self.max_num_seqs - len(running), view.num_free_blocks)
         # Running requests in admission order; a victim is the last of the running list.
         schedule_running(view, running, plan, budget, admission_order(running), chunk=self._chunk)

@@ -92,6 +92,17 @@ class StepExecutor:
         return self._running
 
     @property
+    def running_unsynced(self) -> list[Request]:
+        """The running requests, oldest admission first, the fast-forward decode batch's members' counters possibly
+        behind: a policy reads the members only through ``steady_decodes``, or after ``bring_up_to_date``."""
+        return self._running
+
+    def bring_up_to_date(self) -> None:
+        """Bring the running requests' counters current (what reading ``running`` does)."""
+        if self.lazy is not None:
+            self.lazy.bring_up_to_date()
+
+    @property
     def num_running(self) -> int:
         return len(self._running)
 
@@ -111,8 +122,8 @@ class StepExecutor:
 
     def steady_decodes(self, order: list[Request]) -> tuple[int, int] | None:
         """(requests, KV blocks) when the first requests of ``order`` are every member of the fast-forward decode
-        batch, their counters current: each would compute one token, and together they take that many new blocks
-        (``schedule_running`` gives them their tokens at once). None otherwise (then walk them)."""
+        batch: each would compute one token, and together they take that many new blocks (``schedule_running`` gives
+        them their tokens at once). None otherwise (then walk them, after ``bring_up_to_date``)."""
         return self.lazy.steady_decodes(order) if self.lazy is not None else None
 
     @property

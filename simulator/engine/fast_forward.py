@@ -48,6 +48,7 @@ class Window:
     queued: tuple[int, int]  # waiting requests and transfers when it was planned
     clock: list[float]  # step boundaries: start, then each step's end (the sums SimPy would form)
     batch_size: int = 0  # requests decoding in its steps (set by advance, which trims it to the steps that ran)
+    split: int = 0  # steps before the one ``wait_next`` ran (0: none ran so): the window is two, rows and levels alike
 
 
 class FastForward:
@@ -73,6 +74,10 @@ class FastForward:
         self._synced = -1  # the batch's step at which every member was last brought up to date (-1: not since built)
         self._stepping = False  # the plain step under way decodes every member (``release`` kept the batch)
         self._members: list[Request] | None = None  # members the plain step under way steps as the batch
+        self.num_extended = 0  # steps ``wait_next`` ran (each a one-step window's plan saved)
+        # the durations of a window's steps that did not run (an arrival cut it), with the batch size and computed
+        # tokens they were priced at: step times are a pure function of those, so the next window may take them
+        self._tail: tuple[int, int, list[float]] | None = None
         executor.lazy = self
 
     # -- LazyRunning ---------------------------------------------------------------------
@@ -92,11 +97,11 @@ class FastForward:
         self._synced = batch.step
 
     def steady_decodes(self, order: list[Request]) -> tuple[int, int] | None:
-        """When the first requests of ``order`` are the decode batch's members, current (a policy planning after
-        reading the running requests): how many they are and the KV blocks their next decode tokens take; else None.
+        """When the first requests of ``order`` are the decode batch's members: how many they are and the KV blocks
+        their next decode tokens take (the batch's totals: their counters need not be current); else None.
         """
         batch = self.batch
-        if batch is None or batch.step != self._synced or not self.executor.kv.counted_growth:
+        if batch is None or not self.executor.kv.counted_growth:
             return None
         if not batch.leads(order):
             return None
@@ -107,8 +112,8 @@ class FastForward:
         (a plain step that also runs prompt chunks: ``join`` then counts the step in the batch); else give it up.
 
         Returns (members, their new KV blocks, their computed tokens) when the plan's first requests are every
-        member, current, each given its decode token: the executor then steps them as the batch (``step_members``)
-        and walks only the rest of the plan."""
+        member, each given its decode token: the executor then steps them as the batch (``step_members``) and walks
+        only the rest of the plan (the members' counters may lag: a plan may be made from the batch's totals)."""
         batch = self.batch
         self._stepping = False
         self._members = None
@@ -116,6 +121,7 @@ class FastForward:
             return None
         if self._steps_members(plan, batch):
             return len(batch), batch.num_crossing_next(), batch.context_tokens()
+        self.bring_up_to_date()  # the plan may be made from the batch's totals (``steady_decodes``): walks read members
         for r in plan.preempt:
             if r in batch:
                 self._drop()
@@ -135,13 +141,12 @@ class FastForward:
         self._stepping = True
 
     def _steps_members(self, plan: StepPlan, batch: DecodeBatch) -> bool:
-        """Whether ``plan`` opens with every member, each given one token, as ``step_members`` can take it: members and
-        blocks current, counted growth, no preemption, reservation, discarded KV, speculation or hand-off, and the
-        members' latest tokens at most one time other than the last step's end (the gaps' order is then the plan's)."""
+        """Whether ``plan`` opens with every member, each given one token, as ``step_members`` can take it: counted
+        growth, no preemption, reservation, discarded KV, speculation or hand-off, and the members' latest tokens at
+        most one time other than the last step's end (the gaps' order is then the plan's)."""
         ex = self.executor
         if (
-            batch.step != self._synced
-            or plan.preempt
+            plan.preempt
             or plan.kv_tokens
             or plan.discard_kv
             or not ex.kv.counted_growth
@@ -250,8 +255,15 @@ class FastForward:
             del new[k:]
         n = len(batch)
         context = batch.context_tokens()
-        contexts = range(context + n, context + n + n * k, n)
-        durations = self.cost_model.decode_step_times(n, contexts)
+        tail, self._tail = self._tail, None
+        if tail is not None and tail[0] == n and tail[1] == context:  # priced by the window an arrival cut
+            durations = tail[2][:k]
+            priced = len(durations)
+            if priced < k:
+                start_ctx = context + n * (priced + 1)
+                durations += self.cost_model.decode_step_times(n, range(start_ctx, context + n + n * k, n))
+        else:
+            durations = self.cost_model.decode_step_times(n, range(context + n, context + n + n * k, n))
         # blocks in use after each step's allocation, or None while no request crosses a block boundary
         used0 = kv.num_used_blocks
         used = [used0 + b for b in new] if new is not None and new[-1] else None
@@ -269,7 +281,7 @@ class FastForward:
         reserved_since = kv.num_used_blocks - window.used0
         # the step under way: at a step's end the arrival comes first (the tie rule), so that step still is
         step = bisect_left(window.clock, self.env.now, 0, len(window.used)) - 1
-        return window.used[max(step, 0)] + reserved_since
+        return window.used[max(step, window.split)] + reserved_since  # ``wait_next``'s step has begun at its start
 
     def wait(self, window: Window, wake: simpy.Event) -> Generator[simpy.Event, None, int]:
         """Wait through the window's steps, cut short by ``wake`` (an arrival); returns the steps that ran."""
@@ -287,6 +299,37 @@ class FastForward:
                 yield env.timeout(clock[k] - env.now)
         self.window = None  # from here on the executor's own counts are current again
         return k
+
+    def extends(self, window: Window, k: int) -> bool:
+        """Whether the window, cut short after its ``k``-th step, may run its next step too (``wait_next``) as the
+        one-step window planned at the cut step's end would: a step left (so none of its requests finishes before),
+        the clock at the step's end exactly, and the pool and queues as the window found them (so that window's
+        step is this one's, its blocks fit, and the rows agree)."""
+        ex = self.executor
+        kv = ex.kv
+        return (
+            k < len(window.durations)
+            and self.env.now == window.clock[k]
+            and kv.num_used_blocks == window.used0
+            and kv.num_cached_blocks == window.cached0
+            and len(ex.waiting) == window.queued[0]
+            and ex.num_transfers == window.queued[1]
+        )
+
+    def wait_next(self, window: Window, k: int, wake: simpy.Event) -> Generator[simpy.Event, None, int]:
+        """Wait through the window's step after its ``k``-th (``extends`` said it may run), as ``wait`` waits through
+        a window of that one step: an arrival (``wake``) lets it complete. Returns ``k + 1``."""
+        env = self.env
+        end = window.clock[k + 1]  # the sum a window planned now would form: its start is the clock (``extends``)
+        window.split = k
+        self.window = window
+        self.num_extended += 1
+        env.timeout(end - env.now).callbacks.append(lambda _: wake.triggered or wake.succeed(_WINDOW_END))
+        yield wake
+        if wake.value is not _WINDOW_END and env.now < end:
+            yield env.timeout(end - env.now)
+        self.window = None
+        return k + 1
 
     def advance(self, window: Window, k: int) -> list[Request]:
         """Counters, emissions and completions of the window's first ``k`` steps; returns the requests that finished.
@@ -306,6 +349,8 @@ class FastForward:
         batch = self.batch
         assert batch is not None
         gaps, finished = batch.advance(k, clock[1], now)
+        # the steps left unrun (no request finishes before a window's last step: the batch is the same)
+        self._tail = (n, batch.context_tokens(), window.durations[k:]) if k < len(window.durations) else None
         for gap, count in gaps.items():  # each request's first gap runs from its latest token
             recorder.itl(gap, count)
         durations = [b - a for a, b in pairwise(clock)]  # the steps as SimPy's clock would time them
@@ -336,26 +381,30 @@ class FastForward:
         clock, used, durations = window.clock, window.used, window.durations
         # cached prefixes stay until the last step: a window grows only into blocks that are purely free
         levels = window.used0 if used is None else used
-        self.recorder.steps_bulk(
+        queued = window.queued  # queues as the steps left them: unchanged until the last step (arrivals cut it)
+        self.recorder.decode_window(
             ex.replica_id,
             ex.engine_id,
             clock,
             durations,
-            {
-                "num_running": (window.batch_size, len(ex._running)),
-                # queues as the steps left them: unchanged until the last step, when arrivals cut the window
-                "num_waiting": (window.queued[0], len(ex.waiting)),
-                "num_prefill_tokens": 0,
-                "num_decode_tokens": window.batch_size,
-                "num_kv_blocks_used": (levels, kv.num_used_blocks),
-                "num_kv_blocks_cached": (window.cached0, kv.num_cached_blocks),
-                "num_preempted": 0,
-                "num_swapped": 0,
-                "num_transfer_queue": (window.queued[1], ex.num_transfers),
-            },
+            window.batch_size,
+            (window.batch_size, len(ex._running)),
+            (queued[0], len(ex.waiting)),
+            (levels, kv.num_used_blocks),
+            (window.cached0, kv.num_cached_blocks),
+            (queued[1], ex.num_transfers),
         )
-        self.kv_monitor.segments(clock, durations, levels)
-        self.cached_monitor.segments(clock, durations, window.cached0)
+        j = window.split
+        if j:  # two windows' levels, summed as two (the time-weighted sums round as they would)
+            first = levels if isinstance(levels, int) else levels[:j]
+            last = levels if isinstance(levels, int) else levels[j:]
+            self.kv_monitor.segments(clock[: j + 1], durations[:j], first)
+            self.kv_monitor.segments(clock[j:], durations[j:], last)
+            self.cached_monitor.segments(clock[: j + 1], durations[:j], window.cached0)
+            self.cached_monitor.segments(clock[j:], durations[j:], window.cached0)
+        else:
+            self.kv_monitor.segments(clock, durations, levels)
+            self.cached_monitor.segments(clock, durations, window.cached0)
         ex.last_step_end_s = clock[-1]
         ex.num_steps += len(durations)
 

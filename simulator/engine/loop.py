@@ -86,6 +86,8 @@ class Engine:
         self.stages = stages
         self.handoff_s = handoff_s
         self.check_invariants = check_invariants
+        self.recorder = recorder
+        recorder.num_engines += 1
         self.executor = StepExecutor(
             kv,
             traits,
@@ -108,6 +110,10 @@ class Engine:
             else None
         )
         self._steady = cast(SteadyDecode, policy).steady_decode if steady else None  # declared by its traits
+        # a window cut by an arrival may run one more step (``FastForward.extends``): an engine that plans ahead, on
+        # one GPU group of its own (no transfers in or out), over a pool of counted blocks, alone in its simulation
+        # (its window's rows and ITLs are recorded a step late: no other engine's may come in between)
+        self._may_extend = steady and role == "mixed" and kv.counted_growth
         # blocks in use at this moment, mid fast-forward window included (routers read it on every arrival)
         self.used_blocks_now: Callable[[], int] = (
             self.fast_forward.num_used_blocks_now if self.fast_forward is not None else lambda: kv.num_used_blocks
@@ -279,6 +285,22 @@ class Engine:
                         self._wake = wake = env.event()
                         self._busy = True
                         k = yield from ff.wait(window, wake)
+                        if (
+                            self._inbox
+                            and self._may_extend
+                            and self.recorder.num_engines == 1
+                            and self._plans_ahead
+                            and self._recv_interval <= 1
+                            and ff.extends(window, k)
+                            and self._steady(ex)
+                        ):
+                            # An arrival cut the window: the plan made at the cut step's end only decodes (a window
+                            # of one step, its counts known already) and takes the input queue in. Run that step as
+                            # the window's last instead: the same rows, ITLs, levels and events, one plan less.
+                            ff.window = window  # mid-window, as the loop sees it at the cut step's end
+                            self._flush_inbox()
+                            self._wake = wake = env.event()
+                            k = yield from ff.wait_next(window, k, wake)
                         self._busy = False
                         self._wake = None
                         self._count_steps(prefill=False, steps=k)
