@@ -132,6 +132,17 @@ MOE_DTYPES = {
 # kernel launch takes 6-13 us in every GEMM table of aiconfigurator-core 0.12 measured through a CUDA graph or
 # events on the kernel alone; the host-bound tables take 60 us and more.
 HOST_BOUND_FLOOR_MS = 0.040
+# A decode attention module table whose smallest shapes take more than this many times another engine's measurement
+# of the same module on the same GPU times the host: a decode step replays a CUDA graph, which pays the kernels only,
+# so the faster measurement is read (the host adds time, it never removes GPU time). In aiconfigurator-core 0.12
+# vLLM 0.24.0's MLA generation module takes 83-115 us at batch 1 on B300, GB200, GB300, H100 and H200 where
+# TensorRT-LLM's takes 45-53 us on each, vLLM 0.24.0's own on B200 46 us and vLLM 0.27.0's on GB300 44 us (on
+# Blackwell both engines run TRT-LLM-gen's MLA decode kernels; FlashInfer's MLA wraps them). Measurements of the same
+# module by two engines that both time the kernels differ by 1.2x at most (B200: vLLM 46 us, TensorRT-LLM 52 us).
+# Applied to the MLA module only: the DSA modules' engines run different sparse kernels (vLLM 0.24.0's GLM-5 DSA
+# decode takes 170 us at batch 1 on B200 against SGLang's 76 us and TensorRT-LLM's 93 us, and TensorRT-LLM's on
+# H200 245 us against SGLang's 97 us), with no measurement that tells a host-bound table from a slower kernel.
+HOST_BOUND_MODULE_RATIO = 1.5
 # The engines whose tables stand in for a host-bound one, in order (SGLang's block-FP8 GEMM is DeepGEMM's
 # fp8_gemm_nt, the kernel vLLM calls for block FP8 by default).
 STAND_IN_FRAMEWORKS = ("sglang", "trtllm", "vllm")
@@ -232,6 +243,7 @@ REQUIRED_COLUMNS = {
     "mla_generation_module_perf.parquet": (*_COMMON, "kv_cache_dtype", "num_heads", "batch_size", "step"),
     "dsa_context_module_perf.parquet": (*_DSA, "isl"),
     "dsa_generation_module_perf.parquet": (*_DSA, "step"),
+    "computescale_perf.parquet": ("latency", "m", "k"),
     "custom_allreduce_perf.parquet": ("latency", "num_gpus", "message_size"),
     "nccl_perf.parquet": ("latency", "op_name", "nccl_dtype", "num_gpus", "message_size"),
     "moe_perf.parquet": (
@@ -313,6 +325,9 @@ def _gemm(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> N
             if stand_in is not None:
                 note = f" ({table.describe()} {kernels[0]} host-bound: {floor * 1e3:.0f} us on its smallest shapes)"
                 source, part, kernels = stand_in
+        if source.framework == "trtllm" and dtype == "fp8":
+            part, scale_note = _static_activation_scale(sel, part)
+            note += scale_note
         kernel = kernels[0] + (f" (gaps: {', '.join(kernels[1:])})" if kernels[1:] else "")
         (m, n, k), grid = grid_from(part, ["m", "n", "k"])
         filled = fill_missing(grid, m, np.outer(n, k))
@@ -323,6 +338,26 @@ def _gemm(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> N
         meta[f"gemm/{key}"] = (
             f"{source.describe()}, {kernel}" + (f", {dtype_used}" if dtype_used != dtype else "") + note
         )
+
+
+def _static_activation_scale(sel: Selection, part: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """TensorRT-LLM's per-tensor FP8 GEMM rows without the activation's dynamic scale: its collector loads no
+    input_scale, so every timed call computes one (a memset, an amax pass and a cast before the quantize kernel:
+    aiconfigurator's collector/trtllm/collect_gemm.py, TensorRT-LLM's FP8QDQLinearMethod), where the per-tensor FP8
+    checkpoints it serves (ModelOpt's) carry static input scales and quantize with them alone. The same engine's
+    measurement of that difference (quantize/trtllm/<v>/computescale_perf, dynamic minus static per (m, k)) is
+    subtracted, as aiconfigurator prices static FP8 (its fp8_static GEMM: fp8 minus compute_scale); a row whose
+    difference is not below its time keeps its time."""
+    table = sel.table("quantize", "computescale_perf.parquet")
+    if table is None or table.framework != "trtllm":
+        return part, ""
+    scale = _read(table)
+    assert scale is not None
+    scale = scale[scale.latency > 0].groupby(["m", "k"]).latency.median().rename("scale_ms")
+    merged = part.join(scale, on=["m", "k"])
+    less = merged.latency - merged.scale_ms.fillna(0.0)
+    part = part.assign(latency=less.where(less > 0, merged.latency).to_numpy())
+    return part, f" (static activation scale: {table.describe()} compute_scale subtracted)"
 
 
 def _batch_length_grid(out: dict[str, np.ndarray], key: str, part: pd.DataFrame, length: str) -> None:
@@ -373,6 +408,8 @@ def _mla(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> No
         frame = _read(table)
         if frame is None:
             continue
+        if phase == "mla_decode":
+            table, frame = _graph_timed(sel, "mla", table, frame, length, lambda f: f)
         gemm_col = next((c for c in ("gemm_type", "mla_dtype") if c in frame), None)
         if gemm_col is None:
             raise ValueError(f"{table.path}: no column gemm_type or mla_dtype (the MLA module's GEMM dtype)")
@@ -390,10 +427,46 @@ def _dsa(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> No
         frame = _read(table)
         if frame is None:
             continue
-        frame = frame[~frame.op_name.astype(str).str.endswith("skip_indexer")]
+        frame = _full_indexer(frame)
         prefs = DSA_KERNELS.get(table.framework, {}).get(phase, ())
         for arch, part in frame.groupby("architecture"):
             _modules(table, part, "gemm_type", f"dsa@{arch}_{phase}", length, prefs, out, meta)
+
+
+def _full_indexer(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[~frame.op_name.astype(str).str.endswith("skip_indexer")]
+
+
+def module_floor_ms(frame: pd.DataFrame, length: str) -> float:
+    """The median time of an attention module table's smallest-work 5 % of rows (batch x length)."""
+    frame = frame[frame.latency > 0]
+    work = frame.batch_size.to_numpy(np.float64) * frame[length].to_numpy(np.float64)
+    return float(np.median(frame.latency.to_numpy(np.float64)[work <= np.quantile(work, 0.05)]))
+
+
+def _graph_timed(
+    sel: Selection, family: str, table: Table, frame: pd.DataFrame, length: str, keep
+) -> tuple[Table, pd.DataFrame]:
+    """The decode module table to read: ``table``, or another engine's measurement of the same module on the same
+    GPU where ``table`` timed the host (HOST_BOUND_MODULE_RATIO); ``keep`` selects the rows read."""
+    floor = module_floor_ms(frame, length)
+    best: tuple[float, Table, pd.DataFrame] | None = None
+    for framework in STAND_IN_FRAMEWORKS:
+        versions = sel.tables.versions().get(family, {}).get(framework)
+        if framework == table.framework or not versions:
+            continue
+        other = Table(sel.tables.root / family / framework / newest(versions) / table.path.name, framework, "")
+        if not other.path.is_file():
+            continue
+        other = Table(other.path, framework, other.path.parent.name, f"{table.describe()} host-bound")
+        rows = keep(_read(other))
+        if len(rows) and (best is None or module_floor_ms(rows, length) < best[0]):
+            best = (module_floor_ms(rows, length), other, rows)
+    if best is None or floor <= HOST_BOUND_MODULE_RATIO * best[0]:
+        return table, frame
+    _, other, rows = best
+    note = f"{table.describe()} host-bound: {floor * 1e3:.0f} us on its smallest shapes, {best[0] * 1e3:.0f} us here"
+    return Table(other.path, other.framework, other.version, note), rows
 
 
 def _modules(

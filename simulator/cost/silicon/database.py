@@ -28,7 +28,7 @@ from packaging.version import InvalidVersion, Version
 
 DEPENDENCY = "aiconfigurator-core"
 FRAMEWORKS = ("vllm", "sglang", "trtllm")
-FAMILIES = ("gemm", "attention", "comm", "moe", "mla", "sparse_attention")
+FAMILIES = ("gemm", "attention", "comm", "moe", "mla", "sparse_attention", "quantize")
 COLLECTIVE_LIBRARIES = ("nccl",)  # comm/<library>/<version>: the collective library's own tables
 
 

@@ -171,6 +171,48 @@ def test_a_gemm_table_that_times_the_host_is_replaced_by_one_that_times_the_kern
     assert o_proj.ops["o_proj"].seconds / LLAMA_8B.num_layers < 20e-6
 
 
+def test_an_mla_decode_module_table_that_times_the_host_is_replaced_by_one_that_times_the_kernels():
+    """vLLM 0.24.0's MLA generation module takes 87 us at batch 1 on b300 (a flat floor over heads and lengths) where
+    TensorRT-LLM's measurement of the same module on that GPU takes 46 us, as vLLM's own on b200 does: a CUDA-graph
+    decode step pays the kernels, so b300 reads TensorRT-LLM's table, named so; b200 keeps vLLM's own."""
+    from simulator.cost.silicon import convert
+
+    _, meta = convert.convert(database.select(database.table_set("b300_sxm"), "vllm"))
+    assert meta["mla_decode"].startswith("trtllm 1.3.0rc20 (vllm 0.24.0 host-bound: 87 us"), meta["mla_decode"]
+    assert meta["mla_prefill"].startswith("vllm 0.24.0")  # prefill is not replayed from a CUDA graph: kept
+    assert load_tables("b200_sxm", "vllm").sources["mla_decode"] == "vllm 0.24.0, FLASHINFER_MLA"
+    frame = convert._read(
+        database.select(database.table_set("b300_sxm"), "vllm").table("mla", "mla_generation_module_perf.parquet")
+    )
+    assert convert.module_floor_ms(frame, "step") > convert.HOST_BOUND_MODULE_RATIO * 0.046
+    # Kimi-K2.5-shaped (DeepSeek-V3's MLA, 64 heads) decode on 8 x B300: about TensorRT-LLM's 50 us a layer
+    kimi = resolve_model("deepseek-ai/DeepSeek-V3").model_copy(update={"num_attention_heads": 64})
+    model = SiliconCostModel(SiliconParams(tables="b300_sxm", framework="vllm"), kimi, resolve_hardware("b300"), tp=8)
+    shape = BatchShape(num_decode_seqs=4, decode_context_tokens=4 * 1000, num_sampled_tokens=4)
+    assert model.breakdown(shape).ops["attn_decode"].seconds / kimi.num_layers < 60e-6
+
+
+def test_tensorrt_llm_per_tensor_fp8_gemms_quantize_with_the_checkpoints_static_scale():
+    """aiconfigurator's TensorRT-LLM FP8 GEMM rows time a dynamic activation scale (no input_scale loaded); the
+    ModelOpt FP8 checkpoints TensorRT-LLM serves carry static ones. The engine's own measurement of the difference
+    (computescale_perf: about 8 us at decode sizes) is subtracted per (m, k); other engines' rows are kept."""
+
+    from simulator.cost.silicon import convert
+
+    sel = database.select(database.table_set("h200_sxm"), "trtllm")
+    arrays, meta = convert.convert(sel)
+    assert "static activation scale: trtllm 1.3.0rc20 compute_scale subtracted" in meta["gemm/fp8"]
+    raw = convert._read(sel.table("gemm", "gemm_perf.parquet"))
+    scale = convert._read(sel.table("quantize", "computescale_perf.parquet"))
+    row = raw[(raw.gemm_dtype == "fp8") & (raw.m == 4) & (raw.n == 8192) & (raw.k == 8192)].latency.iloc[0]
+    less = scale[(scale.m == 4) & (scale.k == 8192)].latency.median()
+    assert 0.005 < less < 0.012  # the amax pass and its cast: microseconds
+    m, n, k = (list(arrays[f"gemm/fp8/{axis}"]) for axis in "mnk")
+    got = arrays["gemm/fp8/ms"][m.index(4), n.index(8192), k.index(8192)]
+    assert got == pytest.approx(row - less, rel=1e-6)
+    assert "compute_scale" not in load_tables("h200_sxm", "vllm").sources["gemm/fp8"]
+
+
 def test_a_moe_shape_missing_from_the_newest_table_is_read_from_an_older_version_of_the_same_engine():
     """h200's vLLM 0.24.0 MoE table has no MiniMax-M2.5 shape (hidden 3072, 1536 per expert, 256 experts, top 8);
     0.19.0 measured it: the roofline is not used where the engine's own kernel was measured."""
