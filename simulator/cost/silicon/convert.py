@@ -98,8 +98,9 @@ MLA_KERNELS = {
 # The DSA module's kernels each engine runs, most preferred first. SGLang 0.5.14 prefills up to index_topk (2048)
 # tokens with dense MHA whichever NSA backend is set (the ``dense_mha`` rows, measured to 2048: aiconfigurator's
 # note on its DSA tables), beyond with the sparse kernel of the KV dtype (TRT-LLM's on Blackwell for FP8, FlashMLA's
-# sparse kernel for bf16; FlashMLA's FP8-KV kernel on Hopper); vLLM's FlashMLA sparse backend (the one DeepSeek-V3.2
-# launched with) before FlashInfer's.
+# sparse kernel for bf16; FlashMLA's FP8-KV kernel on Hopper; SGLang's nsa_backend.py set_nsa_prefill_impl). vLLM
+# ranks FlashInfer's sparse MLA first on Blackwell with an FP8 KV cache or at most 16 heads a GPU, FlashMLA's sparse
+# kernel otherwise and on Hopper, its only one there (vllm/platforms/cuda.py, the backend priorities).
 DSA_KERNELS = {
     "sglang": {
         "prefill": (
@@ -111,7 +112,7 @@ DSA_KERNELS = {
         ),
         "decode": ("sglang_dsa_indexer_trtllm", "sglang_dsa_indexer_flashmla_kv", "sglang_dsa_indexer_fa3"),
     },
-    "vllm": {phase: ("FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE") for phase in ("prefill", "decode")},
+    "vllm": {phase: ("FLASHINFER_MLA_SPARSE", "FLASHMLA_SPARSE") for phase in ("prefill", "decode")},
     "trtllm": {phase: ("default",) for phase in ("prefill", "decode")},
 }
 GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4", "mxfp4": "mxfp4"}
