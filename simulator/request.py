@@ -36,6 +36,10 @@ class State(enum.Enum):
     FINISHED = enum.auto()
     REJECTED = enum.auto()
 
+    # identity hashing, in C: ``transition`` hashes two states per move (Enum's own ``__hash__`` is Python code);
+    # no set of states is iterated, so the order their hashes give one never shows
+    __hash__ = object.__hash__
+
 
 ALLOWED: dict[State, frozenset[State]] = {
     State.QUEUED: frozenset({State.WAITING, State.REJECTED}),

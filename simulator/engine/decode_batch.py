@@ -39,12 +39,12 @@ class DecodeBatch:
     """The running requests of one engine while they only decode (``block_size``: the KV pool's)."""
 
     __slots__ = (
-        "_base",
         "_context",
         "_cross",
         "_finish",
         "_order",
         "_phase",
+        "base",
         "block_size",
         "emitted",
         "last_end_s",
@@ -55,7 +55,8 @@ class DecodeBatch:
         self.block_size = block_size
         self.step = 0  # decode steps the batch has run
         self.last_end_s: float | None = None  # when the latest of them ended
-        self._base: dict[Request, int] = {}  # request -> step at which its counters were current
+        # request -> step at which its counters were current (its size: the members, read without a call)
+        self.base: dict[Request, int] = {}
         self._phase: dict[Request, int | None] = {}  # step (mod block_size) of its block growth, None: never
         self._finish: list[tuple[int, int, Request]] = []  # heap of (step of its last token, join order, request)
         self._order = count()
@@ -64,10 +65,10 @@ class DecodeBatch:
         self.emitted: dict[float, int] = {}  # time of a request's latest token -> requests
 
     def __len__(self) -> int:
-        return len(self._base)
+        return len(self.base)
 
     def __contains__(self, req: Request) -> bool:
-        return req in self._base
+        return req in self.base
 
     def add(self, req: Request, num_blocks: int) -> bool:
         """Take in a running request, holding ``num_blocks`` KV blocks, whose counters are current and whose next
@@ -89,7 +90,7 @@ class DecodeBatch:
             self._cross[phase] += 1
         else:
             return False
-        self._base[req] = s
+        self.base[req] = s
         self._phase[req] = phase
         heapq.heappush(self._finish, (finish, next(self._order), req))
         self._context += c - s
@@ -111,7 +112,7 @@ class DecodeBatch:
         # ``add`` for each request in order, inlined (the batch is built after every step that was not a window)
         bs = block_size
         base, phases, heap, order, cross, emitted = (
-            batch._base,
+            batch.base,
             batch._phase,
             batch._finish,
             batch._order,
@@ -149,7 +150,7 @@ class DecodeBatch:
 
     def context_tokens(self) -> int:
         """Tokens the requests have computed, summed over the batch."""
-        return self._context + len(self._base) * self.step
+        return self._context + len(self.base) * self.step
 
     def new_blocks(self, num_steps: int) -> list[int] | None:
         """Blocks the batch has newly taken after each of its next ``num_steps`` steps; None if none."""
@@ -164,8 +165,8 @@ class DecodeBatch:
 
     def leads(self, order: Sequence[Request]) -> bool:
         """Whether the members are the first ``len(self)`` requests of ``order`` (a sequence of distinct requests)."""
-        m = len(self._base)
-        return 0 < m <= len(order) and all(map(self._base.__contains__, order[:m]))
+        m = len(self.base)
+        return 0 < m <= len(order) and all(map(self.base.__contains__, order[:m]))
 
     def num_crossing_next(self) -> int:
         """Members that take a new KV block in the batch's next step (counters and blocks current)."""
@@ -191,20 +192,20 @@ class DecodeBatch:
         while heap and heap[0][0] == self.step:
             finished.append(heapq.heappop(heap)[2])
         assert not heap or heap[0][0] > self.step, "a window ran past a request's last token"
-        left = len(self._base) - len(finished)
+        left = len(self.base) - len(finished)
         self.emitted = {end_s: left} if left else {}
         return gaps, finished
 
     def materialize(self, req: Request) -> int:
         """Bring ``req``'s counters up to date; returns the KV tokens it must hold (blocks are the caller's)."""
-        d = self.step - self._base[req]
+        d = self.step - self.base[req]
         c = req.num_computed_tokens
         if d:
             c += d
             req.num_computed_tokens = c
             req.num_generated_tokens += d
             req.last_token_s = self.last_end_s
-            self._base[req] = self.step
+            self.base[req] = self.step
         return c
 
     def count_plain_step(self, end_s: float) -> None:
@@ -214,7 +215,7 @@ class DecodeBatch:
         self.step += 1
         step = self.step
         self.last_end_s = end_s
-        base = self._base
+        base = self.base
         for r in base:
             base[r] = step
         heap = self._finish
@@ -225,7 +226,7 @@ class DecodeBatch:
 
     def materialize_all(self, requests: Sequence[Request]) -> list[tuple[Request, int]]:
         """``materialize`` every member among ``requests``, in order; returns each with the KV tokens it must hold."""
-        base = self._base
+        base = self.base
         step = self.step
         last = self.last_end_s
         out = []
@@ -247,7 +248,7 @@ class DecodeBatch:
     def catch_up(self, requests: Sequence[Request], held: dict[int, Holding]) -> None:
         """``materialize_all`` and a counted pool's ``settle_growth_all`` in one pass: every member among ``requests``
         brought up to date, and its holding in ``held`` (the pool's, by request id) grown to its computed tokens."""
-        base = self._base
+        base = self.base
         step = self.step
         last = self.last_end_s
         bs = self.block_size
@@ -274,13 +275,13 @@ class DecodeBatch:
         phase = self._phase.pop(req)
         if phase is not None:
             self._cross[phase] -= 1
-        self._context -= req.num_computed_tokens - self._base.pop(req)
+        self._context -= req.num_computed_tokens - self.base.pop(req)
 
     def check(self, running: list[Request], num_blocks: Callable[[Request], int]) -> None:
         """Assert the totals against the requests (all materialized, all running requests members)."""
-        assert set(self._base) == set(running), "the decode batch is not the running batch"
+        assert set(self.base) == set(running), "the decode batch is not the running batch"
         s, bs = self.step, self.block_size
-        assert all(b == s for b in self._base.values()), "a member is not materialized"
+        assert all(b == s for b in self.base.values()), "a member is not materialized"
         assert self._context == sum(r.num_computed_tokens - s for r in running)
         finish = sorted((f, r.request_id) for f, _, r in self._finish)
         assert finish == sorted((s + r.num_output_tokens - r.num_generated_tokens, r.request_id) for r in running)

@@ -139,6 +139,8 @@ class StepExecutor:
     @property
     def num_transfers(self) -> int:
         """KV transfers in progress or queued, in or out."""
+        if not (self.sending or self.incoming or self.receiving):  # a mixed engine's, always (read every window)
+            return 0
         return len(self.sending) + len(self.incoming) + len(self.receiving)
 
     def blocked_by_transfers(self) -> bool:

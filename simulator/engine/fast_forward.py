@@ -105,7 +105,7 @@ class FastForward:
             return None
         if not batch.leads(order):
             return None
-        return len(batch), batch.num_crossing_next()
+        return len(batch.base), batch.num_crossing_next()
 
     def release(self, plan: StepPlan) -> tuple[int, int, int] | None:
         """Keep the batch through a plan that touches no member, or one that gives every member its decode token
@@ -120,7 +120,7 @@ class FastForward:
         if batch is None:
             return None
         if self._steps_members(plan, batch):
-            return len(batch), batch.num_crossing_next(), batch.context_tokens()
+            return len(batch.base), batch.num_crossing_next(), batch.context_tokens()
         self.bring_up_to_date()  # the plan may be made from the batch's totals (``steady_decodes``): walks read members
         for r in plan.preempt:
             if r in batch:
@@ -135,7 +135,7 @@ class FastForward:
                 members += 1
         if not members:
             return
-        if members != len(batch) or plan.discard_kv:
+        if members != len(batch.base) or plan.discard_kv:
             self._drop()
             return
         self._stepping = True
@@ -154,7 +154,7 @@ class FastForward:
             or ex.role == "prefill"
         ):
             return False
-        m = len(batch)
+        m = len(batch.base)
         head = plan.scheduled[:m]
         if len(head) < m or not all(map((1).__eq__, map(itemgetter(1), head))):
             return False
@@ -243,7 +243,7 @@ class FastForward:
             if batch is None:
                 return None
             self._synced = -1
-        assert len(batch) == len(ex._running), "a running request is missing from the decode batch"
+        assert len(batch.base) == len(ex._running), "a running request is missing from the decode batch"
         k = min(batch.steps_to_finish(), MAX_WINDOW_STEPS if max_steps is None else max_steps)
         new = batch.new_blocks(k)
         # Only blocks free without evicting cached prefixes: a router may look at the cache mid-window.
@@ -253,7 +253,7 @@ class FastForward:
             if k == 0:
                 return None
             del new[k:]
-        n = len(batch)
+        n = len(batch.base)
         context = batch.context_tokens()
         tail, self._tail = self._tail, None
         if tail is not None and tail[0] == n and tail[1] == context:  # priced by the window an arrival cut
@@ -400,11 +400,13 @@ class FastForward:
             last = levels if isinstance(levels, int) else levels[j:]
             self.kv_monitor.segments(clock[: j + 1], durations[:j], first)
             self.kv_monitor.segments(clock[j:], durations[j:], last)
-            self.cached_monitor.segments(clock[: j + 1], durations[:j], window.cached0)
-            self.cached_monitor.segments(clock[j:], durations[j:], window.cached0)
+            if kv.caches:
+                self.cached_monitor.segments(clock[: j + 1], durations[:j], window.cached0)
+                self.cached_monitor.segments(clock[j:], durations[j:], window.cached0)
         else:
             self.kv_monitor.segments(clock, durations, levels)
-            self.cached_monitor.segments(clock, durations, window.cached0)
+            if kv.caches:  # a pool that caches nothing leaves its level at 0: nothing to add
+                self.cached_monitor.segments(clock, durations, window.cached0)
         ex.last_step_end_s = clock[-1]
         ex.num_steps += len(durations)
 

@@ -100,7 +100,8 @@ class Engine:
             speculation=speculation,
         )
         self.kv_monitor = LevelMonitor()
-        self.cached_monitor = LevelMonitor()
+        self.cached_monitor = LevelMonitor()  # stays at 0 (never set) over a pool that caches nothing
+        self._caches = kv.caches
         # Fast-forward needs a policy that can say it would only decode, no pipeline stages, and one
         # token per decode and step (speculative decoding emits a drawn number).
         steady = fast_forward and stages is None and traits.steady_decode and speculation is None
@@ -280,7 +281,7 @@ class Engine:
                     if window is not None:
                         # the window's first step stands for a plan made now, which polls the input queue when the
                         # skipper's counter is due, as the plain path's plan would: it restarts it
-                        if self._polls() and self._inbox:
+                        if (self._recv_interval <= 1 or self._polls()) and self._inbox:
                             self._flush_inbox()
                         self._wake = wake = env.event()
                         self._busy = True
@@ -303,23 +304,26 @@ class Engine:
                             k = yield from ff.wait_next(window, k, wake)
                         self._busy = False
                         self._wake = None
-                        self._count_steps(prefill=False, steps=k)
+                        if self._recv_interval > 1:
+                            self._count_steps(prefill=False, steps=k)
                         finished = ff.advance(window, k)
                         if finished:
                             self._dispatch(finished, 0.0)
-                        self._reserve_incoming()  # freed blocks may let queued KV in, before the rows (as plain)
+                        if ex.incoming:  # freed blocks may let queued KV in, before the rows (as plain)
+                            self._reserve_incoming()
                         ff.record(window)
                         self._sample_levels()
                         if self.check_invariants:
                             self.check()
                         continue
-            if not self._plans_ahead and self._polls() and self._inbox:  # a synchronous engine polls, then plans
+            # a synchronous engine polls, then plans (``_polls`` is True at once with an interval of 1)
+            if not self._plans_ahead and (self._recv_interval <= 1 or self._polls()) and self._inbox:
                 self._flush_inbox()
             plan = self.policy.plan_step(ex, env.now)
             ex.carry_out(plan, env.now, carried)
             for req, _ in plan.reject:
                 self._hooks.request_done(req)
-            flushed = self._plans_ahead and self._polls() and bool(self._inbox)
+            flushed = self._plans_ahead and (self._recv_interval <= 1 or self._polls()) and bool(self._inbox)
             if flushed:  # after the plan: they arrived while the step before it ran
                 self._flush_inbox()
             self._sample_levels()
@@ -333,7 +337,8 @@ class Engine:
                 yield from self._idle(plan.wake_at_s)
                 continue
             shape = ex.shape(plan)
-            self._count_steps(prefill=bool(shape.prefill_new_tokens))
+            if self._recv_interval > 1:
+                self._count_steps(prefill=bool(shape.prefill_new_tokens))
             start = env.now
             link = self.host_link
             transfer_s = link.time_s(carried.swap_bytes, carried.num_swaps) if carried.num_swaps and link else 0.0
@@ -344,7 +349,8 @@ class Engine:
             left = ex.apply(plan, env.now)
             if left:
                 self._dispatch(left, duration)
-            self._reserve_incoming()
+            if ex.incoming:
+                self._reserve_incoming()
             self._sample_levels()
             ex.record(start, duration, shape, carried)
             carried.clear()
@@ -426,7 +432,8 @@ class Engine:
         now = self.env.now
         kv = self.executor.kv
         self.kv_monitor.set(now, kv.num_used_blocks)
-        self.cached_monitor.set(now, kv.num_cached_blocks)
+        if self._caches:
+            self.cached_monitor.set(now, kv.num_cached_blocks)
 
     def check(self) -> None:
         """Assert the engine's invariants (tests call this after every step)."""

@@ -21,6 +21,7 @@ class BlockManager(Holdings):
 
     counted_growth: ClassVar[bool] = True
     commits: ClassVar[bool] = False  # ``commit`` does nothing: no prefix index
+    caches: ClassVar[bool] = False  # no block outlives its request
 
     def __init__(self, num_blocks: int, block_size: int, swap: HostPool | None = None) -> None:
         assert num_blocks >= 1 and block_size >= 1

@@ -114,6 +114,7 @@ class KvPool(Protocol):
 
     counted_growth: ClassVar[bool]
     commits: ClassVar[bool]  # whether ``commit`` does anything (the executor skips the call when not)
+    caches: ClassVar[bool]  # whether it may keep cached blocks (False: ``num_cached_blocks`` is always 0)
     block_size: int
     num_total_blocks: int
 

@@ -57,6 +57,7 @@ class PrefixCache(Holdings):
 
     counted_growth: ClassVar[bool] = False  # blocks have ids: each request's growth is allocated
     commits: ClassVar[bool] = True  # ``commit`` registers prompt blocks in the prefix index
+    caches: ClassVar[bool] = True  # unreferenced prefix blocks stay cached
 
     def __init__(
         self, num_blocks: int, block_size: int, num_host_blocks: int = 0, swap: HostPool | None = None
