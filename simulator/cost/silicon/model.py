@@ -95,8 +95,12 @@ MXFP4_MOE_TABLES = {
     "sglang": ("mxfp4_mxfp8", "mxfp4"),
     "trtllm": ("mxfp4_mxfp8", "mxfp4"),
 }
-# The MLA module tables' GEMM dtype per quantization (DeepSeek's FP8 checkpoints are block-scaled).
-MLA_GEMM_DTYPES = {"fp8": "fp8_block", "fp8_block": "fp8_block", "nvfp4": "nvfp4"}
+# The MLA (and DSA) module tables' GEMM dtype per quantization: DeepSeek's FP8 checkpoints are block-scaled; NVIDIA's
+# NVFP4 checkpoints of MLA models leave MLA's projections in bf16 (the exclude_modules of every one aiconfigurator-core
+# ships: DeepSeek-V3.1 and V3.2 q_a, q_b, kv_a and kv_b, and the indexer; GLM-5 those and o_proj; GLM-5.1-5.3 and
+# Kimi-K2.5-K2.7 all of self_attn), so they read the bf16 module (TensorRT-LLM's B200 module at 16 heads, batch 8:
+# 39 us bf16, 61 us with NVFP4 projections); any other quantization reads bf16 too.
+MLA_GEMM_DTYPES = {"fp8": "fp8_block", "fp8_block": "fp8_block"}
 
 
 def is_deepseek_v3_mla(model: ModelSpec) -> bool:

@@ -192,6 +192,21 @@ def test_an_mla_decode_module_table_that_times_the_host_is_replaced_by_one_that_
     assert model.breakdown(shape).ops["attn_decode"].seconds / kimi.num_layers < 60e-6
 
 
+def test_nvfp4_mla_models_read_the_bf16_mla_module():
+    """NVIDIA's NVFP4 checkpoints of MLA models keep MLA's projections in bf16 (their exclude_modules): DeepSeek-V3
+    at NVFP4 on 8 x B200 under TensorRT-LLM reads the bf16 module, not the one with NVFP4 projections."""
+    dsv3 = deployed_model(resolve_model("deepseek-ai/DeepSeek-V3"), "nvfp4").model_copy(update={"kv_cache_bytes": 1.0})
+    model = SiliconCostModel(SiliconParams(tables="b200_sxm", framework="trtllm"), dsv3, resolve_hardware("b200"), tp=8)
+    shape = BatchShape(num_decode_seqs=8, decode_context_tokens=8 * 1024, num_sampled_tokens=8)
+    tables = load_tables("b200_sxm", "trtllm")
+    bf16, how = tables.mla("mla_decode", "fp8", "bf16", 16)
+    fp4, _ = tables.mla("mla_decode", "fp8", "nvfp4", 16)
+    assert how == "measured"
+    per_layer = model.breakdown(shape).ops["attn_decode"].seconds / dsv3.num_layers
+    assert per_layer == pytest.approx(bf16.rows[bf16.batch.index(8)](1024), rel=1e-9)
+    assert per_layer < fp4.rows[fp4.batch.index(8)](1024)
+
+
 def test_tensorrt_llm_per_tensor_fp8_gemms_quantize_with_the_checkpoints_static_scale():
     """aiconfigurator's TensorRT-LLM FP8 GEMM rows time a dynamic activation scale (no input_scale loaded); the
     ModelOpt FP8 checkpoints TensorRT-LLM serves carry static ones. The engine's own measurement of the difference
