@@ -177,7 +177,7 @@ def test_an_mla_decode_module_table_that_times_the_host_is_replaced_by_one_that_
     decode step pays the kernels, so b300 reads TensorRT-LLM's table, named so; b200 keeps vLLM's own."""
     from simulator.cost.silicon import convert
 
-    _, meta = convert.convert(database.select(database.table_set("b300_sxm"), "vllm"))
+    meta = load_tables("b300_sxm", "vllm").sources
     assert meta["mla_decode"].startswith("trtllm 1.3.0rc20 (vllm 0.24.0 host-bound: 87 us"), meta["mla_decode"]
     assert meta["mla_prefill"].startswith("vllm 0.24.0")  # prefill is not replayed from a CUDA graph: kept
     assert load_tables("b200_sxm", "vllm").sources["mla_decode"] == "vllm 0.24.0, FLASHINFER_MLA"
@@ -215,15 +215,15 @@ def test_tensorrt_llm_per_tensor_fp8_gemms_quantize_with_the_checkpoints_static_
     from simulator.cost.silicon import convert
 
     sel = database.select(database.table_set("h200_sxm"), "trtllm")
-    arrays, meta = convert.convert(sel)
-    assert "static activation scale: trtllm 1.3.0rc20 compute_scale subtracted" in meta["gemm/fp8"]
+    tables = load_tables("h200_sxm", "trtllm")
+    assert "static activation scale: trtllm 1.3.0rc20 compute_scale subtracted" in tables.sources["gemm/fp8"]
     raw = convert._read(sel.table("gemm", "gemm_perf.parquet"))
     scale = convert._read(sel.table("quantize", "computescale_perf.parquet"))
     row = raw[(raw.gemm_dtype == "fp8") & (raw.m == 4) & (raw.n == 8192) & (raw.k == 8192)].latency.iloc[0]
     less = scale[(scale.m == 4) & (scale.k == 8192)].latency.median()
     assert 0.005 < less < 0.012  # the amax pass and its cast: microseconds
-    m, n, k = (list(arrays[f"gemm/fp8/{axis}"]) for axis in "mnk")
-    got = arrays["gemm/fp8/ms"][m.index(4), n.index(8192), k.index(8192)]
+    m, n, k = (list(tables.array(f"gemm/fp8/{axis}")) for axis in "mnk")
+    got = tables.array("gemm/fp8/ms")[m.index(4), n.index(8192), k.index(8192)]
     assert got == pytest.approx(row - less, rel=1e-6)
     assert "compute_scale" not in load_tables("h200_sxm", "vllm").sources["gemm/fp8"]
 
