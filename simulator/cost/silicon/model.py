@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from simulator.config.precision import QUANTIZATIONS
 from simulator.config.specs import HardwareSpec, ModelSpec
-from simulator.cost.overhead import overlap_total
+from simulator.cost.overhead import padded_batch_size
 from simulator.cost.roofline import RooflineCostModel, RooflineParams, _total, gemm_peak_flops_per_s
 from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime
 from simulator.cost.silicon.tables import AttentionTable, Curve, GemmTable, load_tables
@@ -115,6 +115,9 @@ def dsa_architecture(model: ModelSpec) -> str | None:
 
 
 MLP_OPS = ("mlp_gate_up", "mlp_act", "mlp_down")
+# the ops of a step that are not its linear ops (_step_parts prices them apart)
+_NOT_LINEAR = frozenset(("attn_prefill", "attn_decode", "lm_head", "cpu_overhead", "eager_host"))
+_NO_LM_HEAD = (0.0, 0, ())
 
 
 class _Gemm:
@@ -144,6 +147,25 @@ class _Gemm:
         self.unmeasured = table.unmeasured(self.n_table, self.k_table)
         self.exact_nk = (self.n_table, self.k_table) == (n, k)
         self.nk_on_grid = n in table.n and k in table.k
+
+
+def _row_log_times(row: Curve, lengths: Sequence[float], logs: Sequence[float]) -> list[float]:
+    """``row.log_at(x)`` of each of ``lengths`` (all inside the row; ``logs`` their ``math.log``): the same floats,
+    the segment found by walking an index from the last one (lengths that grow step by step move it a little)
+    instead of a ``bisect_left`` each; the walk stops where ``bisect_left`` would: the first x >= length."""
+    xs, lt, lx = row.xs, row._lt, row._lx
+    out = [0.0] * len(lengths)
+    j = 0
+    for i, length in enumerate(lengths):
+        while xs[j] < length:
+            j += 1
+        while j and xs[j - 1] >= length:
+            j -= 1
+        if xs[j] == length:
+            out[i] = lt[j]
+        else:
+            out[i] = lt[j - 1] + (logs[i] - lx[j - 1]) / (lx[j] - lx[j - 1]) * (lt[j] - lt[j - 1])
+    return out
 
 
 class SiliconParams(BaseModel):
@@ -231,6 +253,13 @@ class SiliconCostModel:
             self._load()
         self._count_ops: dict[tuple[str, int], tuple[float, str]] = {}
         self._memo: dict[BatchShape, StepTime] = {}
+        # step_time's parts (_step_parts): by (rows, has a prefill) the linear ops, by sampled rows the LM head, by
+        # chunks prefill attention; with the lookups each counts
+        self._fast = pp == 1 and self._prefill is not None and self._decode is not None
+        self._rows_memo: dict[tuple[int, bool], tuple[float, tuple[float, ...], int, tuple[str, ...], tuple[str, ...]]]
+        self._rows_memo = {}
+        self._lm_memo: dict[int, tuple[float, int, tuple[str, ...]]] = {}
+        self._prefill_memo: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[float, bool]] = {}
         self._decode_fixed: dict[int, tuple[float, float | None]] = {}  # as the roofline's
         self._decode_brackets: dict[int, tuple[float, list[tuple[Curve, float, float]]]] = {}
 
@@ -316,12 +345,125 @@ class SiliconCostModel:
     def step_time(self, shape: BatchShape) -> StepTime:
         step = self._memo.get(shape)
         if step is None:
-            ops = self._ops(shape)
-            step = StepTime(_total(ops, self.roofline.cpu_overlap), None, self.roofline._stages(ops))
+            total = self._step_parts(shape) if self._fast else None
+            if total is not None:
+                step = StepTime(total)
+            else:
+                ops = self._ops(shape)
+                step = StepTime(_total(ops, self.roofline.cpu_overlap), None, self.roofline._stages(ops))
             if len(self._memo) >= self.MEMO_SIZE:
                 self._memo.clear()
             self._memo[shape] = step
         return step
+
+    def _step_parts(self, shape: BatchShape) -> float | None:
+        """``_total(self._ops(shape), cpu_overlap)`` from memoized parts, counting the same lookups and fallbacks;
+        None where it does not apply (a step with no rows).
+
+        A step's ops split by what they depend on: the linear ops (embed, qkv_proj and the rotary, o_proj, the MLP,
+        norm, all_reduce, all_to_all) on the rows and whether a prefill is in the step (a decode-only step's rows are
+        padded and its all-reduce runs in a CUDA graph); lm_head on the sampled rows; prefill attention on the
+        chunks; decode attention on the decode count and context total (every step a new one); the engine's CPU
+        time on the sequences. Each part is remembered apart, so a new decode total reuses the rest. A part not yet
+        remembered is priced by ``_ops`` on the whole step, which remembers its parts. The sum runs in ``_total``'s
+        order (floating-point addition is not associative): embed and qkv_proj (remembered as their sum), prefill
+        attention, the other linear ops one by one, lm_head, the CPU time where it does not overlap, decode
+        attention last; then the eager host's launches and the overlapped CPU time."""
+        new = shape.prefill_new_tokens
+        nd = shape.num_decode_seqs
+        rows = sum(new) + nd
+        if not new and rows and self.roofline.params.cuda_graph_padding:
+            rows = padded_batch_size(rows)
+        if not rows:
+            return None
+        has_prefill = new != ()
+        linear = self._rows_memo.get((rows, has_prefill))
+        sampled = shape.num_sampled_tokens
+        lm = self._lm_memo.get(sampled) if sampled else _NO_LM_HEAD
+        if linear is None or lm is None:  # price the whole step, and remember its parts
+            trace: list[tuple[str, float, int, int]] = []
+            ops = self._ops(shape, None, trace)
+            self._remember_parts(rows, has_prefill, sampled, trace)
+            return _total(ops, self.roofline.cpu_overlap)
+        head, tail, num_linear, head_fallbacks, tail_fallbacks = linear
+        L = self.model.num_layers
+        fallbacks = self.fallbacks
+        total = head
+        if has_prefill:
+            cached = shape.prefill_cached_tokens
+            prefill = self._prefill_memo.get((new, cached))
+            if prefill is None:
+                per, source = self._prefill_attention(new, cached)
+                prefill = (per * L, source.startswith("roofline"))
+                if len(self._prefill_memo) >= self.MEMO_SIZE:
+                    self._prefill_memo.clear()
+                self._prefill_memo[(new, cached)] = prefill
+            total += prefill[0]
+        for seconds in tail:
+            total += seconds
+        if sampled:
+            total += lm[0]
+        # the counts, in _ops' order (a Counter keeps its first-seen order)
+        self.num_lookups += num_linear + has_prefill + (nd != 0) + lm[1]
+        for name in head_fallbacks:
+            fallbacks[name] += 1
+        if has_prefill and prefill[1]:
+            fallbacks["attn_prefill"] += 1
+        if nd:
+            per, anchored = self._decode_attention(nd, shape.decode_context_tokens)
+            if anchored:
+                fallbacks["attn_decode"] += 1
+        for name in tail_fallbacks:
+            fallbacks[name] += 1
+        for name in lm[2]:
+            fallbacks[name] += 1
+        # engine_overhead_s, inlined
+        overhead = self.roofline._overhead
+        cpu = overhead.step_s + overhead.per_seq_s * (len(new) + nd)
+        if self.tp > 1:
+            cpu = cpu + overhead.tp_step_s
+        overlap = self.roofline.cpu_overlap
+        if not overlap:
+            total += cpu
+        if nd:
+            total += per * L
+        host = self.roofline.params.eager_host_s_per_layer
+        if host and has_prefill:  # eager_step_s, inlined
+            eager = host * L
+            total = total if total >= eager else eager
+        if overlap:  # overlap_total, inlined
+            total = total if total >= cpu else cpu
+        return total
+
+    def _remember_parts(self, rows: int, has_prefill: bool, sampled: int, trace: list[tuple[str, float, int, int]]):
+        """Keep the linear ops' and the LM head's parts of a step ``_ops`` priced (``trace``) for ``_step_parts``."""
+        head = 0.0
+        tail: list[float] = []
+        num_linear = 0
+        head_fallbacks: list[str] = []
+        tail_fallbacks: list[str] = []
+        attention_seen = False
+        for name, seconds, lookups, fallbacks in trace:
+            if name in _NOT_LINEAR:
+                attention_seen = attention_seen or name in ("attn_prefill", "attn_decode")
+                if name == "lm_head":
+                    self._lm_memo[sampled] = (seconds, lookups, ("lm_head",) * fallbacks)
+                continue
+            num_linear += lookups
+            if name in ("embed", "qkv_proj"):
+                assert not attention_seen
+                head += seconds
+                head_fallbacks += [name] * fallbacks
+            else:
+                tail.append(seconds)
+                tail_fallbacks += [name] * fallbacks
+        self._rows_memo[(rows, has_prefill)] = (
+            head,
+            tuple(tail),
+            num_linear,
+            tuple(head_fallbacks),
+            tuple(tail_fallbacks),
+        )
 
     def breakdown(self, shape: BatchShape) -> StepTime:
         ops = self._ops(shape)
@@ -362,8 +504,8 @@ class SiliconCostModel:
         per_layer, anchored_steps = self._decode_attention_steps(n, context_tokens)
         if cpu is None:
             out = [fixed + t * layers for t in per_layer]
-        else:
-            out = [overlap_total(fixed + t * layers, cpu) for t in per_layer]
+        else:  # overlap_total(fixed + t * layers, cpu), inlined (a call per step saved)
+            out = [g if g >= cpu else cpu for g in [fixed + t * layers for t in per_layer]]
         self.num_lookups += len(out)  # decode attention, once per step, as step_time counts it
         if anchored_steps:
             self.fallbacks["attn_decode"] += anchored_steps
@@ -408,7 +550,11 @@ class SiliconCostModel:
 
     # -- the decomposition --------------------------------------------------------------
 
-    def _ops(self, shape: BatchShape, sources: dict[str, str] | None = None) -> dict[str, OpCost]:
+    def _ops(
+        self, shape: BatchShape, sources: dict[str, str] | None = None, trace: list | None = None
+    ) -> dict[str, OpCost]:
+        """Each op's cost of ``shape`` (the reference the step-time fast path is checked against). ``trace``: a list
+        that gets each op's ``(name, seconds, lookups counted, fallbacks counted)``, in order."""
         roof = self.roofline.breakdown(shape).ops
         assert roof is not None
         L = self.model.num_layers
@@ -416,6 +562,8 @@ class SiliconCostModel:
         ops: dict[str, OpCost] = {}
         moe = None
         for name, r in roof.items():
+            if trace is not None:
+                counts = self.num_lookups, self.fallbacks.get(name, 0)
             if self._mla_module and name in ("qkv_proj", "o_proj"):
                 seconds, source = 0.0, f"in the measured {self._module_name} module (attn_prefill, attn_decode)"
             elif name in self._gemm:
@@ -463,6 +611,8 @@ class SiliconCostModel:
                 source = "roofline (no table)" if name != "cpu_overhead" else "engine overhead model"
             if sources is not None:
                 sources[name] = source
+            if trace is not None:
+                trace.append((name, seconds, self.num_lookups - counts[0], self.fallbacks.get(name, 0) - counts[1]))
             ops[name] = OpCost(seconds, r.flops, r.bytes)
         return ops
 
@@ -597,45 +747,39 @@ class SiliconCostModel:
         return t, anchored
 
     def _decode_attention_steps(self, num_seqs: int, context_tokens: Sequence[int]) -> tuple[list[float], int]:
-        """``_decode_attention`` of each total context at ``num_seqs`` sequences (the same floats: one ``log`` of
-        the length shared by the two bracketing batch rows, the segment arithmetic inlined), and how many anchored."""
+        """``_decode_attention`` of each total context at ``num_seqs`` sequences (the same floats), and how many
+        anchored.
+
+        Where ``num_seqs`` lies inside the table's batches and every mean context inside the bracketing rows'
+        lengths (no roofline anchor), the steps are priced at once: the logs and exps of all lengths by ``map``
+        (the same ``math`` functions on the same floats), each row's segment found by walking an index along the
+        lengths (a window's lengths grow step by step) where ``bisect_left`` would search, and each step's
+        log-time summed as ``_decode_attention`` sums it (``0.0 + w0 a0 (+ w1 a1)``). Otherwise each step goes
+        by ``_decode_attention``."""
         n = num_seqs
         bc, pairs = self._decode_rows(n)
-        if bc != n or len(pairs) != 2:  # a measured batch size, or one outside the table: the general path
-            out, anchored = [], 0
-            for c in context_tokens:
-                t, a = self._decode_attention(n, int(c))
-                out.append(t)
-                anchored += a
-            return out, anchored
-        (r0, w0, _), (r1, w1, _) = pairs
-        xs0, lt0, lx0, xs1, lt1, lx1 = r0.xs, r0._lt, r0._lx, r1.xs, r1._lt, r1._lx
-        lo, hi = max(r0.lo, r1.lo), min(r0.hi, r1.hi)
-        log, exp, bisect_left = math.log, math.exp, bisect.bisect_left
-        out = []
-        anchored = 0
+        lengths = [int(c) / n for c in context_tokens]
+        if lengths and bc == n:
+            lo = max(row.lo for row, _, _ in pairs)
+            hi = min(row.hi for row, _, _ in pairs)
+            if lo <= min(lengths) and max(lengths) <= hi:
+                logs = list(map(math.log, lengths))
+                size = len(lengths)
+                (r0, w0, _) = pairs[0]
+                a0 = _row_log_times(r0, lengths, logs)
+                if len(pairs) == 1:
+                    args = [0.0 + w0 * x0 for x0 in a0]
+                else:
+                    (r1, w1, _) = pairs[1]
+                    a1 = _row_log_times(r1, lengths, logs)
+                    args = [0.0 + w0 * x0 + w1 * x1 for x0, x1 in zip(a0, a1, strict=True)]
+                assert len(args) == size
+                return list(map(math.exp, args)), 0
+        out, anchored = [], 0
         for c in context_tokens:
-            length = int(c) / n
-            if not lo <= length <= hi:  # a row's roofline anchor
-                t, a = self._decode_attention(n, int(c))
-                out.append(t)
-                anchored += a
-                continue
-            lx = None
-            j = bisect_left(xs0, length)
-            if xs0[j] == length:
-                a0 = lt0[j]
-            else:
-                lx = log(length)
-                a0 = lt0[j - 1] + (lx - lx0[j - 1]) / (lx0[j] - lx0[j - 1]) * (lt0[j] - lt0[j - 1])
-            j = bisect_left(xs1, length)
-            if xs1[j] == length:
-                a1 = lt1[j]
-            else:
-                if lx is None:
-                    lx = log(length)
-                a1 = lt1[j - 1] + (lx - lx1[j - 1]) / (lx1[j] - lx1[j - 1]) * (lt1[j] - lt1[j - 1])
-            out.append(exp(0.0 + w0 * a0 + w1 * a1))
+            t, a = self._decode_attention(n, int(c))
+            out.append(t)
+            anchored += a
         return out, anchored
 
     def _decode_source(self, num_seqs: int, context_tokens: int) -> str:
