@@ -53,6 +53,7 @@ tensor cores only the weight bytes shrink.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Literal
 
 import numpy as np
@@ -138,6 +139,8 @@ class RooflineParams(BaseModel):
 
 
 _NOT_SUMMED = frozenset(("attn_decode", "eager_host"))
+# OpCost(*fields) without the named tuple's Python __new__: the same tuple, one call fewer
+_new_op = partial(tuple.__new__, OpCost)
 
 
 def _total(ops: dict[str, OpCost], cpu_overlap: bool = False) -> float:
@@ -200,6 +203,7 @@ class RooflineCostModel:
         self._inter = model.intermediate_size / tp
         self._o = model.attn_out_size // tp  # the O projection's input width per GPU (q_size // tp without MLA)
         self._heads = model.num_attention_heads // tp
+        self._is_mla, self._is_moe = model.is_mla, model.is_moe  # (properties: read once)
         # per batch size: the decode step's ops but attention summed, and its CPU time when that overlaps
         self._decode_fixed: dict[int, tuple[float, float | None]] = {}
         self._memo: dict[BatchShape, StepTime] = {}
@@ -291,8 +295,10 @@ class RooflineCostModel:
     # -- the decomposition --------------------------------------------------------------
 
     def _op(self, flops: float, nbytes: float, kernels: float, rate: float, layers: int) -> OpCost:
-        per_layer = max(flops / rate, nbytes / self._bw) + kernels * self.params.kernel_launch_s
-        return OpCost(per_layer * layers, flops * layers, nbytes * layers)
+        compute, memory = flops / rate, nbytes / self._bw
+        # max(compute, memory) and OpCost(...) inlined (the same floats; two calls fewer an op)
+        per_layer = (memory if memory > compute else compute) + kernels * self.params.kernel_launch_s
+        return _new_op((per_layer * layers, flops * layers, nbytes * layers))
 
     def linear_rows(self, shape: BatchShape) -> int:
         """Rows the linear layers run at: the step's tokens, a decode-only step's padded to its CUDA graph's batch."""
@@ -311,7 +317,7 @@ class RooflineCostModel:
         ops: dict[str, OpCost] = {}
         if T:
             ops["embed"] = self._op(0.0, (w + a) * T * h, 1, gemm, 1)
-            if m.is_mla:
+            if self._is_mla:
                 ops["qkv_proj"] = self._mla_qkv(T)
             else:
                 qkv_out = q + 2 * kv
@@ -322,7 +328,7 @@ class RooflineCostModel:
                     gemm,
                     L,
                 )
-        if m.is_mla:
+        if self._is_mla:
             if shape.prefill_new_tokens:
                 ops["attn_prefill"] = self._mla_prefill(shape.prefill_new_tokens, shape.prefill_cached_tokens)
             if shape.num_decode_seqs:
@@ -334,7 +340,7 @@ class RooflineCostModel:
                 pairs += n * c + n * (n + 1) // 2  # causal: new token i attends to c + i keys
                 nbytes += 2 * a * n * q + kvb * (c + n) * 2 * kv + kvb * n * 2 * kv
             ops["attn_prefill"] = self._op(4 * q * pairs, nbytes, 2, attn, L)
-        if shape.num_decode_seqs and not m.is_mla:
+        if shape.num_decode_seqs and not self._is_mla:
             n, ctx = shape.num_decode_seqs, shape.decode_context_tokens
             ops["attn_decode"] = self._op(
                 4 * q * ctx, kvb * ctx * 2 * kv + 2 * a * n * q + kvb * n * 2 * kv, 2, attn, L
@@ -378,13 +384,13 @@ class RooflineCostModel:
         if self.ep > 1:
             parts["routed"] = self._ep_routed(T)
         else:
-            touched = E * (1 - (1 - k / E) ** T) if m.is_moe else 1.0  # experts whose weights are read
-            router = 2 * T * h * E if m.is_moe else 0.0
+            touched = E * (1 - (1 - k / E) ** T) if self._is_moe else 1.0  # experts whose weights are read
+            router = 2 * T * h * E if self._is_moe else 0.0
             parts["routed"] = {
                 "mlp_gate_up": self._op(
                     2 * T * k * h * up * inter + router,
                     w * touched * h * up * inter + a * T * h + a * T * k * up * inter,
-                    2 if m.is_moe else 1,
+                    2 if self._is_moe else 1,
                     self._gemm_rate,
                     L,
                 ),
@@ -392,7 +398,7 @@ class RooflineCostModel:
                 "mlp_down": self._op(
                     2 * T * k * inter * h,
                     w * touched * inter * h + a * T * k * inter + a * T * h,
-                    2 if m.is_moe else 1,
+                    2 if self._is_moe else 1,
                     self._gemm_rate,
                     L,
                 ),

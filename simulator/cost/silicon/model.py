@@ -29,6 +29,7 @@ import bisect
 import math
 from collections import Counter
 from collections.abc import Sequence
+from functools import partial
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -115,6 +116,8 @@ def dsa_architecture(model: ModelSpec) -> str | None:
 
 
 MLP_OPS = ("mlp_gate_up", "mlp_act", "mlp_down")
+# OpCost(*fields) without the named tuple's Python __new__ (one call fewer for each op priced; the same tuple)
+_new_op = partial(tuple.__new__, OpCost)
 # the ops of a step that are not its linear ops (_step_parts prices them apart)
 _NOT_LINEAR = frozenset(("attn_prefill", "attn_decode", "lm_head", "cpu_overhead", "eager_host"))
 _NO_LM_HEAD = (0.0, 0, ())
@@ -150,21 +153,59 @@ class _Gemm:
 
 
 def _row_log_times(row: Curve, lengths: Sequence[float], logs: Sequence[float]) -> list[float]:
-    """``row.log_at(x)`` of each of ``lengths`` (all inside the row; ``logs`` their ``math.log``): the same floats,
-    the segment found by walking an index from the last one (lengths that grow step by step move it a little)
-    instead of a ``bisect_left`` each; the walk stops where ``bisect_left`` would: the first x >= length."""
+    """``row.log_at(x)`` of each of ``lengths`` (all inside the row; ``logs`` their ``math.log``): the same floats.
+    A segment's constants are kept while the lengths stay in it (a window's lengths grow by one a step, and the
+    measured lengths are far apart): ``bisect_left`` runs only where a length leaves the segment."""
     xs, lt, lx = row.xs, row._lt, row._lx
     out = [0.0] * len(lengths)
-    j = 0
+    below = above = 0.0  # the segment (below, above]: empty until the first length
+    at = base = start = width = rise = 0.0
     for i, length in enumerate(lengths):
-        while xs[j] < length:
-            j += 1
-        while j and xs[j - 1] >= length:
-            j -= 1
-        if xs[j] == length:
-            out[i] = lt[j]
-        else:
-            out[i] = lt[j - 1] + (logs[i] - lx[j - 1]) / (lx[j] - lx[j - 1]) * (lt[j] - lt[j - 1])
+        if not below < length <= above:
+            j = bisect.bisect_left(xs, length)
+            above, at = xs[j], lt[j]
+            if j:
+                below, base, start = xs[j - 1], lt[j - 1], lx[j - 1]
+                width, rise = lx[j] - start, at - base
+            else:  # length == xs[0]
+                below = -math.inf
+        if length == above:
+            out[i] = at
+        else:  # log_at's lt[j - 1] + (log(x) - lx[j - 1]) / (lx[j] - lx[j - 1]) * (lt[j] - lt[j - 1])
+            out[i] = base + (logs[i] - start) / width * rise
+    return out
+
+
+def _bracket_log_times(
+    pairs: list[tuple[Curve, float, float]], lengths: Sequence[float], logs: Sequence[float]
+) -> list[float]:
+    """``0.0 + w0 log_at0(x) + w1 log_at1(x)`` of each of ``lengths`` between two batch rows (``_decode_attention``'s
+    log-time, the same floats): ``_row_log_times`` of both rows in one pass."""
+    (r0, w0, _), (r1, w1, _) = pairs
+    xs0, lt0, lx0, xs1, lt1, lx1 = r0.xs, r0._lt, r0._lx, r1.xs, r1._lt, r1._lx
+    out = [0.0] * len(lengths)
+    below0 = above0 = below1 = above1 = 0.0
+    at0 = base0 = start0 = width0 = rise0 = at1 = base1 = start1 = width1 = rise1 = 0.0
+    for i, length in enumerate(lengths):
+        if not below0 < length <= above0:
+            j = bisect.bisect_left(xs0, length)
+            above0, at0 = xs0[j], lt0[j]
+            if j:
+                below0, base0, start0 = xs0[j - 1], lt0[j - 1], lx0[j - 1]
+                width0, rise0 = lx0[j] - start0, at0 - base0
+            else:
+                below0 = -math.inf
+        if not below1 < length <= above1:
+            j = bisect.bisect_left(xs1, length)
+            above1, at1 = xs1[j], lt1[j]
+            if j:
+                below1, base1, start1 = xs1[j - 1], lt1[j - 1], lx1[j - 1]
+                width1, rise1 = lx1[j] - start1, at1 - base1
+            else:
+                below1 = -math.inf
+        a0 = at0 if length == above0 else base0 + (logs[i] - start0) / width0 * rise0
+        a1 = at1 if length == above1 else base1 + (logs[i] - start1) / width1 * rise1
+        out[i] = 0.0 + w0 * a0 + w1 * a1
     return out
 
 
@@ -249,6 +290,7 @@ class SiliconCostModel:
         self._module_name = "DSA" if m.is_dsa else "MLA"
         self._decode_roof, self._prefill_roof = self._decode_roofline, self._prefill_roofline
         self._mlp_extra = bool(m.num_shared_experts or m.num_dense_layers)  # MLP parts besides the routed one
+        self._is_mla = m.is_mla
         if self.tables is not None:
             self._load()
         self._count_ops: dict[tuple[str, int], tuple[float, str]] = {}
@@ -383,7 +425,7 @@ class SiliconCostModel:
         if linear is None or lm is None:  # price the whole step, and remember its parts
             trace: list[tuple[str, float, int, int]] = []
             ops = self._ops(shape, None, trace)
-            self._remember_parts(rows, has_prefill, sampled, trace)
+            self._remember_parts(shape, rows, has_prefill, sampled, trace)
             return _total(ops, self.roofline.cpu_overlap)
         head, tail, num_linear, head_fallbacks, tail_fallbacks = linear
         L = self.model.num_layers
@@ -435,8 +477,11 @@ class SiliconCostModel:
             total = total if total >= cpu else cpu
         return total
 
-    def _remember_parts(self, rows: int, has_prefill: bool, sampled: int, trace: list[tuple[str, float, int, int]]):
-        """Keep the linear ops' and the LM head's parts of a step ``_ops`` priced (``trace``) for ``_step_parts``."""
+    def _remember_parts(
+        self, shape: BatchShape, rows: int, has_prefill: bool, sampled: int, trace: list[tuple[str, float, int, int]]
+    ) -> None:
+        """Keep the parts of a step ``_ops`` priced (``trace``) for ``_step_parts``: the linear ops', the LM head's
+        and prefill attention's."""
         head = 0.0
         tail: list[float] = []
         num_linear = 0
@@ -448,6 +493,13 @@ class SiliconCostModel:
                 attention_seen = attention_seen or name in ("attn_prefill", "attn_decode")
                 if name == "lm_head":
                     self._lm_memo[sampled] = (seconds, lookups, ("lm_head",) * fallbacks)
+                elif name == "attn_prefill":
+                    if len(self._prefill_memo) >= self.MEMO_SIZE:
+                        self._prefill_memo.clear()
+                    self._prefill_memo[(shape.prefill_new_tokens, shape.prefill_cached_tokens)] = (
+                        seconds,
+                        fallbacks > 0,
+                    )
                 continue
             num_linear += lookups
             if name in ("embed", "qkv_proj"):
@@ -505,7 +557,7 @@ class SiliconCostModel:
         if cpu is None:
             out = [fixed + t * layers for t in per_layer]
         else:  # overlap_total(fixed + t * layers, cpu), inlined (a call per step saved)
-            out = [g if g >= cpu else cpu for g in [fixed + t * layers for t in per_layer]]
+            out = [g if (g := fixed + t * layers) >= cpu else cpu for t in per_layer]
         self.num_lookups += len(out)  # decode attention, once per step, as step_time counts it
         if anchored_steps:
             self.fallbacks["attn_decode"] += anchored_steps
@@ -561,11 +613,12 @@ class SiliconCostModel:
         rows = self.roofline.linear_rows(shape)  # the same rows the roofline costs
         ops: dict[str, OpCost] = {}
         moe = None
+        fallbacks = self.fallbacks
         for name, r in roof.items():
-            if trace is not None:
-                counts = self.num_lookups, self.fallbacks.get(name, 0)
+            looked, fell = True, None  # a lookup counted (num_lookups); a fallback: None, where the source says
             if self._mla_module and name in ("qkv_proj", "o_proj"):
                 seconds, source = 0.0, f"in the measured {self._module_name} module (attn_prefill, attn_decode)"
+                looked = False
             elif name in self._gemm:
                 count = shape.num_sampled_tokens if name == "lm_head" else rows
                 key = (name, count)
@@ -573,7 +626,7 @@ class SiliconCostModel:
                 if found is None:
                     found = self._count_ops[key] = self._gemm_lookup(name, count)
                 per, source = found
-                self._count(name, source)
+                fell = source.startswith("roofline")
                 if name == "qkv_proj":  # the rotary embedding of q and k: memory-bound, by the roofline
                     per += self._rope_s(rows)
                     source += " GEMM + roofline rotary"
@@ -582,44 +635,40 @@ class SiliconCostModel:
                 if moe is None:
                     moe = self._mlp_split(rows)
                 seconds, source = moe[name]
-                self._count(name, source)
             elif name == "attn_decode" and self._decode is not None:
-                per, anchored = self._decode_attention(shape.num_decode_seqs, shape.decode_context_tokens)
+                per, fell = self._decode_attention(shape.num_decode_seqs, shape.decode_context_tokens)
                 seconds = per * L
-                self.num_lookups += 1
-                if anchored:
-                    self.fallbacks[name] += 1
                 source = (
                     "" if sources is None else self._decode_source(shape.num_decode_seqs, shape.decode_context_tokens)
                 )
             elif name == "attn_prefill" and self._prefill is not None:
                 per, source = self._prefill_attention(shape.prefill_new_tokens, shape.prefill_cached_tokens)
                 seconds = per * L
-                self._count(name, source)
             elif name == "all_to_all" and self._all_to_all is not None:
                 seconds, source = self._all_to_all_lookup(rows)
-                self._count(name, source)
             elif name == "all_reduce" and self._all_reduce is not None:
                 seconds, source = self._all_reduce_lookup(shape, rows, r.seconds)
-                self._count(name, source)
-            elif name in ("attn_prefill", "attn_decode", "qkv_proj") and self.model.is_mla:
+            elif name in ("attn_prefill", "attn_decode", "qkv_proj") and self._is_mla:
                 seconds = r.seconds
                 source = f"roofline (no {self._module_name} table)"
-                self._count(name, source)
             else:
                 seconds = r.seconds
                 source = "roofline (no table)" if name != "cpu_overhead" else "engine overhead model"
+                looked = False
+            if looked:
+                if fell is None:
+                    fell = source.startswith("roofline")
+                self.num_lookups += 1
+                if fell:
+                    fallbacks[name] += 1
+            else:
+                fell = False
             if sources is not None:
                 sources[name] = source
             if trace is not None:
-                trace.append((name, seconds, self.num_lookups - counts[0], self.fallbacks.get(name, 0) - counts[1]))
-            ops[name] = OpCost(seconds, r.flops, r.bytes)
+                trace.append((name, seconds, int(looked), int(fell)))
+            ops[name] = _new_op((seconds, r.flops, r.bytes))
         return ops
-
-    def _count(self, op: str, source: str) -> None:
-        self.num_lookups += 1
-        if source.startswith("roofline"):
-            self.fallbacks[op] += 1
 
     # GEMMs --------------------------------------------------------------------------------
 
@@ -764,16 +813,11 @@ class SiliconCostModel:
             hi = min(row.hi for row, _, _ in pairs)
             if lo <= min(lengths) and max(lengths) <= hi:
                 logs = list(map(math.log, lengths))
-                size = len(lengths)
-                (r0, w0, _) = pairs[0]
-                a0 = _row_log_times(r0, lengths, logs)
                 if len(pairs) == 1:
-                    args = [0.0 + w0 * x0 for x0 in a0]
+                    ((row, weight, _),) = pairs
+                    args = [0.0 + weight * x for x in _row_log_times(row, lengths, logs)]
                 else:
-                    (r1, w1, _) = pairs[1]
-                    a1 = _row_log_times(r1, lengths, logs)
-                    args = [0.0 + w0 * x0 + w1 * x1 for x0, x1 in zip(a0, a1, strict=True)]
-                assert len(args) == size
+                    args = _bracket_log_times(pairs, lengths, logs)
                 return list(map(math.exp, args)), 0
         out, anchored = [], 0
         for c in context_tokens:
