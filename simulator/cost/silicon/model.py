@@ -607,8 +607,7 @@ class SiliconCostModel:
     ) -> dict[str, OpCost]:
         """Each op's cost of ``shape`` (the reference the step-time fast path is checked against). ``trace``: a list
         that gets each op's ``(name, seconds, lookups counted, fallbacks counted)``, in order."""
-        roof = self.roofline.breakdown(shape).ops
-        assert roof is not None
+        roof = self.roofline._ops(shape)  # (not breakdown: its total and stages are not needed here)
         L = self.model.num_layers
         rows = self.roofline.linear_rows(shape)  # the same rows the roofline costs
         ops: dict[str, OpCost] = {}
@@ -684,8 +683,9 @@ class SiliconCostModel:
     def _gemm_lookup(self, op: str, rows: int) -> tuple[float, str]:
         """Seconds of one layer's ``op`` GEMM at ``rows`` tokens (once per step for the LM head)."""
         g = self._gemm[op]
-        mc = g.curve.clamp(rows)
-        t = g.curve(mc)
+        curve = g.curve
+        mc = min(max(rows, curve.lo), curve.hi)  # curve.clamp(rows)
+        t = curve(mc)
         assert t is not None
         exact_nk = g.exact_nk
         if g.unmeasured:  # a shape no m was measured at: its neighbour scaled by n x k
