@@ -410,7 +410,7 @@ def _mla(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> No
         if frame is None:
             continue
         if phase == "mla_decode":
-            table, frame = _graph_timed(sel, "mla", table, frame, length, lambda f: f)
+            table, frame = _graph_timed(sel, "mla", table, frame, length)
         gemm_col = next((c for c in ("gemm_type", "mla_dtype") if c in frame), None)
         if gemm_col is None:
             raise ValueError(f"{table.path}: no column gemm_type or mla_dtype (the MLA module's GEMM dtype)")
@@ -428,14 +428,10 @@ def _dsa(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> No
         frame = _read(table)
         if frame is None:
             continue
-        frame = _full_indexer(frame)
+        frame = frame[~frame.op_name.astype(str).str.endswith("skip_indexer")]
         prefs = DSA_KERNELS.get(table.framework, {}).get(phase, ())
         for arch, part in frame.groupby("architecture"):
             _modules(table, part, "gemm_type", f"dsa@{arch}_{phase}", length, prefs, out, meta)
-
-
-def _full_indexer(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame[~frame.op_name.astype(str).str.endswith("skip_indexer")]
 
 
 def module_floor_ms(frame: pd.DataFrame, length: str) -> float:
@@ -446,27 +442,30 @@ def module_floor_ms(frame: pd.DataFrame, length: str) -> float:
 
 
 def _graph_timed(
-    sel: Selection, family: str, table: Table, frame: pd.DataFrame, length: str, keep
+    sel: Selection, family: str, table: Table, frame: pd.DataFrame, length: str
 ) -> tuple[Table, pd.DataFrame]:
-    """The decode module table to read: ``table``, or another engine's measurement of the same module on the same
-    GPU where ``table`` timed the host (HOST_BOUND_MODULE_RATIO); ``keep`` selects the rows read."""
+    """The decode module table to read: ``table``, or the fastest other engine's measurement of the same module on
+    the same GPU where ``table`` timed the host (HOST_BOUND_MODULE_RATIO)."""
     floor = module_floor_ms(frame, length)
     best: tuple[float, Table, pd.DataFrame] | None = None
     for framework in STAND_IN_FRAMEWORKS:
         versions = sel.tables.versions().get(family, {}).get(framework)
         if framework == table.framework or not versions:
             continue
-        other = Table(sel.tables.root / family / framework / newest(versions) / table.path.name, framework, "")
-        if not other.path.is_file():
+        version = newest(versions)
+        path = sel.tables.root / family / framework / version / table.path.name
+        rows = _read(Table(path, framework, version)) if path.is_file() else None
+        if rows is None or rows.empty:
             continue
-        other = Table(other.path, framework, other.path.parent.name, f"{table.describe()} host-bound")
-        rows = keep(_read(other))
-        if len(rows) and (best is None or module_floor_ms(rows, length) < best[0]):
-            best = (module_floor_ms(rows, length), other, rows)
+        other_floor = module_floor_ms(rows, length)
+        if best is None or other_floor < best[0]:
+            best = (other_floor, Table(path, framework, version), rows)
     if best is None or floor <= HOST_BOUND_MODULE_RATIO * best[0]:
         return table, frame
-    _, other, rows = best
-    note = f"{table.describe()} host-bound: {floor * 1e3:.0f} us on its smallest shapes, {best[0] * 1e3:.0f} us here"
+    other_floor, other, rows = best
+    note = (
+        f"{table.describe()} host-bound: {floor * 1e3:.0f} us on its smallest shapes, {other_floor * 1e3:.0f} us here"
+    )
     return Table(other.path, other.framework, other.version, note), rows
 
 

@@ -288,6 +288,8 @@ class SiliconCostModel:
         self._all_to_all: tuple[Curve, Curve] | None = None  # DeepEP's dispatch and combine
         self._mla_module = False  # MLA attention priced by the measured module (projections included)
         self._module_name = "DSA" if m.is_dsa else "MLA"
+        # the attention module tables' key prefix (read only where the shape was measured: _load)
+        self._module_family = f"dsa@{dsa_architecture(m)}_" if m.is_dsa else "mla_"
         self._decode_roof, self._prefill_roof = self._decode_roofline, self._prefill_roofline
         self._mlp_extra = bool(m.num_shared_experts or m.num_dense_layers)  # MLP parts besides the routed one
         self._is_mla = m.is_mla
@@ -350,9 +352,8 @@ class SiliconCostModel:
         elif is_deepseek_v3_mla(m) or dsa_architecture(m):  # the measured module: projections, rotary (DSA: the
             # indexer and its top-k), attention and o_proj
             gemm_dtype = MLA_GEMM_DTYPES.get(m.quantization, "bf16")
-            family = f"dsa@{dsa_architecture(m)}_" if m.is_dsa else "mla_"
-            decode = t.mla(f"{family}decode", kv_dtype, gemm_dtype, heads)
-            prefill = t.mla(f"{family}prefill", kv_dtype, gemm_dtype, heads)
+            decode = t.mla(f"{self._module_family}decode", kv_dtype, gemm_dtype, heads)
+            prefill = t.mla(f"{self._module_family}prefill", kv_dtype, gemm_dtype, heads)
             if decode is not None and prefill is not None:
                 self._decode, self._prefill, self._mla_module = decode, prefill, True
                 self._decode_roof, self._prefill_roof = self._mla_decode_roofline, self._mla_prefill_roofline
@@ -573,10 +574,9 @@ class SiliconCostModel:
         groups = dict.fromkeys(("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down"), gemm_group)
         groups |= {"lm_head": "gemm/bf16", "attn_prefill": "prefill", "attn_decode": "decode", "all_to_all": "a2a"}
         if self._mla_module:
-            family = f"dsa@{dsa_architecture(self.model)}_" if self.model.is_dsa else "mla_"
             groups |= {
-                "attn_prefill": f"{family}prefill",
-                "attn_decode": f"{family}decode",
+                "attn_prefill": f"{self._module_family}prefill",
+                "attn_decode": f"{self._module_family}decode",
                 "qkv_proj": "",
                 "o_proj": "",
             }
