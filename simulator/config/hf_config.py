@@ -176,6 +176,9 @@ def model_spec_from_hf_config(
             quantization=quantization,
             kv_cache_bytes=_DTYPE_BYTES[dtype],
             max_context_tokens=need("max_position_embeddings", "n_positions", "max_sequence_length"),
+            # MiniMax-M2: RMSNorm over the whole q (and k) projection, not per head (its modeling code's
+            # qk_norm_type "per_layer"; vLLM's MiniMaxText01RMSNormTP all-reduces the variance under tp)
+            qk_norm_across_heads=bool(cfg.get("use_qk_norm")) and cfg.get("qk_norm_type") == "per_layer",
             **moe,
             **mla,
         )

@@ -134,13 +134,22 @@ class ModelSpec(NoBoolNumbers):
     index_topk: PositiveInt | None = Field(
         None, description="DSA: keys each query attends, the indexer's top-k of its cached keys."
     )
+    qk_norm_across_heads: bool = Field(
+        False,
+        description="Q and K are RMS-normalised over all heads at once, not per head (MiniMax-M2's qk_norm_type "
+        "per_layer): with tp > 1 every layer all-reduces each token's q and k variance over the tp GPUs. Left out "
+        "of the spec's dump when False.",
+    )
 
     @model_serializer(mode="wrap")
     def _omit_unset_source(self, handler):
         """The dump without ``source`` when it is None, so that specs not given by id dump (and key) as before."""
         data = handler(self)
-        if self.source is None and isinstance(data, dict):
-            data.pop("source", None)
+        if isinstance(data, dict):
+            if self.source is None:
+                data.pop("source", None)
+            if not self.qk_norm_across_heads:  # as before the field, so that stored points keep their keys
+                data.pop("qk_norm_across_heads", None)
         return data
 
     @model_validator(mode="after")

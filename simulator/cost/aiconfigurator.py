@@ -205,8 +205,8 @@ def _op_name(aic_name: str, ep: int) -> str:
     """servesim's op (``OP_NAMES``) for one of the estimator's ops; its own name where none fits.
 
     The MoE block's ``moe_pre_dispatch`` / ``moe_post_dispatch`` are its token exchange: an
-    all-to-all with expert parallelism, the tensor-parallel reduction without; the router GEMM and the
-    fused expert kernel (``moe``) go under ``mlp_gate_up``.
+    all-to-all with expert parallelism, the tensor-parallel reduction without; the router GEMM goes under
+    ``moe_router`` and the fused expert kernel (``moe``) under ``mlp_gate_up``.
     """
     name = aic_name.removeprefix("context_").removeprefix("generation_")
     if "attention" in name or name.startswith(("mla", "dsa")):
@@ -224,7 +224,7 @@ def _op_name(aic_name: str, ep: int) -> str:
         ("ffn2", "mlp_down"),
         ("logits", "lm_head"),
         ("alltoall", "all_to_all"),
-        ("router", "mlp_gate_up"),
+        ("router", "moe_router"),
         ("_ar", "all_reduce"),
         ("ar_", "all_reduce"),
         ("allreduce", "all_reduce"),

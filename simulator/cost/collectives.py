@@ -346,6 +346,18 @@ class MeasuredAllReduce:
             table = self._tables.get(("nccl", num_gpus))
         return None if table is None else table.at(message_bytes)
 
+    def tiny_seconds(self, message_bytes: float, num_gpus: int, cuda_graph: bool = True) -> float | None:
+        """``seconds`` of a message that may be smaller than any measured: below the smallest measured size, that
+        size's time (so small an all-reduce is its latency: one-shot, every size below a few KB alike)."""
+        if num_gpus <= 1:
+            return 0.0
+        table = self._tables.get(("vllm_graph" if cuda_graph else "vllm_eager", num_gpus)) or self._tables.get(
+            ("nccl", num_gpus)
+        )
+        if table is None:
+            return None
+        return table.at(max(message_bytes, table.x[0]))
+
 
 _ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "fp16": 2, "bf16": 2, "float32": 4, "float": 4, "int8": 1}
 

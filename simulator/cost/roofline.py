@@ -138,6 +138,10 @@ class RooflineParams(BaseModel):
     )
 
 
+QK_NORM_VARIANCE_BYTES = 8
+"""A token's q and k variance, one fp32 each, all-reduced over tp where the q/k norm spans all heads
+(``ModelSpec.qk_norm_across_heads``: vLLM's ``MiniMaxText01RMSNormTP.forward_qk`` concatenates the two and
+all-reduces them once a layer)."""
 _NOT_SUMMED = frozenset(("attn_decode", "eager_host"))
 # OpCost(*fields) without the named tuple's Python __new__: the same tuple, one call fewer
 _new_op = partial(tuple.__new__, OpCost)
@@ -352,6 +356,9 @@ class RooflineCostModel:
             ops["norm"] = self._op(10 * T * h, 8 * a * T * h, 2, gemm, L)
             if self.tp > 1:
                 ops["all_reduce"] = self._all_reduce(a * T * h, 2 * L)
+                if m.qk_norm_across_heads:  # each token's q and k variance (2 fp32), once a layer
+                    qk = self._all_reduce(QK_NORM_VARIANCE_BYTES * T, L)
+                    ops["all_reduce"] = OpCost(*(x + y for x, y in zip(ops["all_reduce"], qk, strict=True)))
             if self.ep > 1 and self.params.expert_all_to_all:
                 ops["all_to_all"] = self._all_to_all(T)
         if S:
@@ -385,10 +392,9 @@ class RooflineCostModel:
             parts["routed"] = self._ep_routed(T)
         else:
             touched = E * (1 - (1 - k / E) ** T) if self._is_moe else 1.0  # experts whose weights are read
-            router = 2 * T * h * E if self._is_moe else 0.0
             parts["routed"] = {
                 "mlp_gate_up": self._op(
-                    2 * T * k * h * up * inter + router,
+                    2 * T * k * h * up * inter,
                     w * touched * h * up * inter + a * T * h + a * T * k * up * inter,
                     2 if self._is_moe else 1,
                     self._gemm_rate,
@@ -403,12 +409,23 @@ class RooflineCostModel:
                     L,
                 ),
             }
+        if self._is_moe:
+            parts["routed"] = {"moe_router": self._router(T)} | parts["routed"]
         if m.num_shared_experts:
             parts["shared"] = self._dense_mlp(T, m.shared_intermediate_size / self.tp, L)
         if m.num_dense_layers:
             width = m.dense_intermediate_size or m.intermediate_size
             parts["dense"] = self._dense_mlp(T, width / self.tp, m.num_dense_layers)
         return parts
+
+    def _router(self, T: int) -> OpCost:
+        """The MoE layers' router: one GEMM of every token's hidden state by the gate's hidden x experts weights,
+        unquantized (bf16) in every checkpoint, the same on every GPU (vLLM's ``ReplicatedLinear`` gate), to fp32
+        logits. A kernel of its own before the fused experts, which take the logits as input: aiconfigurator emits
+        it as its own bf16 GEMM (``router_gemm`` in ``sdk/models/blocks/moe.py``) beside the fused-MoE tables."""
+        m, a = self.model, self.params.activation_bytes
+        h, E = m.hidden_size, m.num_experts
+        return self._op(2 * T * h * E, 2.0 * h * E + a * T * h + 4 * T * E, 1, self._head_rate, m.num_moe_layers)
 
     def _dense_mlp(self, T: int, inter: float, layers: int) -> dict[str, OpCost]:
         """A dense (gated) MLP of per-GPU inner width ``inter`` on ``T`` tokens, over ``layers`` layers."""
@@ -444,10 +461,9 @@ class RooflineCostModel:
         up = 2 if m.gated_mlp else 1
         rows = self.expert_rows(T)
         touched = E / ep * (1 - (1 - k / E) ** T)  # local experts whose weights are read
-        router = 2 * T * h * E
         return {
             "mlp_gate_up": self._op(
-                2 * rows * h * up * inter + router,
+                2 * rows * h * up * inter,
                 w * touched * h * up * inter + a * T * h + a * rows * up * inter,
                 2,
                 self._gemm_rate,

@@ -21,6 +21,7 @@ OP_NAMES: tuple[str, ...] = (
     "attn_prefill",
     "attn_decode",
     "o_proj",
+    "moe_router",  # an MoE model's router GEMM (hidden x experts), before the fused experts
     "mlp_gate_up",
     "mlp_act",
     "mlp_down",

@@ -37,7 +37,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from simulator.config.precision import QUANTIZATIONS
 from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost.overhead import padded_batch_size
-from simulator.cost.roofline import RooflineCostModel, RooflineParams, _total, gemm_peak_flops_per_s
+from simulator.cost.roofline import (
+    QK_NORM_VARIANCE_BYTES,
+    RooflineCostModel,
+    RooflineParams,
+    _total,
+    gemm_peak_flops_per_s,
+)
 from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime
 from simulator.cost.silicon.tables import AttentionTable, Curve, GemmTable, load_tables
 
@@ -344,6 +350,8 @@ class SiliconCostModel:
                 self._gemm[op] = _Gemm(linear, n, k, m.dense_weight_bytes, self._gemm_rate, note)
         if bf16 is not None:  # vLLM leaves the LM head unquantized: bf16 kernels and weights
             self._gemm["lm_head"] = _Gemm(bf16, m.vocab_size / tp, m.hidden_size, 2.0, bf16_rate, "")
+            if m.is_moe:  # the router: a bf16 GEMM to the experts' logits on every GPU (RooflineModel._router)
+                self._gemm["moe_router"] = _Gemm(bf16, m.num_experts, m.hidden_size, 2.0, bf16_rate, "")
         kv_dtype = "fp8" if m.kv_cache_bytes == 1 else "bf16"
         heads = m.num_attention_heads // tp
         if not m.is_mla:
@@ -629,7 +637,7 @@ class SiliconCostModel:
                 if name == "qkv_proj":  # the rotary embedding of q and k: memory-bound, by the roofline
                     per += self._rope_s(rows)
                     source += " GEMM + roofline rotary"
-                seconds = per * (1 if name == "lm_head" else L)
+                seconds = per * (1 if name == "lm_head" else self.model.num_moe_layers if name == "moe_router" else L)
             elif name in MLP_OPS and (self._moe is not None or self._mlp_extra):
                 if moe is None:
                     moe = self._mlp_split(rows)
@@ -944,7 +952,14 @@ class SiliconCostModel:
         """Two all-reduces of the step's activations per layer; a decode-only step runs in a CUDA graph."""
         assert self._all_reduce is not None
         message = self.params.roofline.activation_bytes * rows * self.model.hidden_size
-        one = self._all_reduce.seconds(message, self.tp, cuda_graph=not shape.prefill_new_tokens)
+        graph = not shape.prefill_new_tokens
+        one = self._all_reduce.seconds(message, self.tp, cuda_graph=graph)
         if one is None:
             return roofline_s, "roofline (fitted all-reduce model)"
-        return one * 2 * self.model.num_layers, "interpolated"
+        per_layer = 2 * one
+        if self.model.qk_norm_across_heads:  # the q/k variance's own all-reduce (roofline.QK_NORM_VARIANCE_BYTES)
+            qk = self._all_reduce.tiny_seconds(QK_NORM_VARIANCE_BYTES * rows, self.tp, cuda_graph=graph)
+            if qk is None:
+                return roofline_s, "roofline (fitted all-reduce model)"
+            per_layer += qk
+        return per_layer * self.model.num_layers, "interpolated"
