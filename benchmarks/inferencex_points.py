@@ -492,7 +492,7 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         lambda isl, osl, conc, tp: {"max_num_tokens": 20000, "max_batch_size": conc, "enable_chunked_prefill": False},
         {"free_gpu_memory_fraction": 0.85},  # kv_cache_config dtype: auto
         "CUDA graphs to CONC",
-        moe_kernel=lambda isl, osl, conc, tp, dp: "triton",  # moe_config: backend: TRITON
+        moe_kernel=lambda isl, osl, conc, tp, dp: "triton_kernels",  # moe_config: backend: TRITON (matmul_ogs)
     ),
     # TensorRT-LLM, DeepSeek-R1 and -V3: MAX_NUM_TOKENS from CONC and ISL, kv fp8, no --max_batch_size
     ("trtllm", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm"): _with(

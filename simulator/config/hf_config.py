@@ -179,6 +179,7 @@ def model_spec_from_hf_config(
             # MiniMax-M2: RMSNorm over the whole q (and k) projection, not per head (its modeling code's
             # qk_norm_type "per_layer"; vLLM's MiniMaxText01RMSNormTP all-reduces the variance under tp)
             qk_norm_across_heads=bool(cfg.get("use_qk_norm")) and cfg.get("qk_norm_type") == "per_layer",
+            **_sliding_fields(cfg, path, num_layers, need),
             **moe,
             **mla,
         )
@@ -270,6 +271,19 @@ def _mla_fields(cfg: dict, path: Path, need, optional) -> dict:
         "qk_nope_head_dim": need("qk_nope_head_dim"),
         "v_head_dim": need("v_head_dim"),
     } | _dsa_fields(cfg, path, need)
+
+
+def _sliding_fields(cfg: dict, path: Path, num_layers: int, need) -> dict:
+    """Sliding-window attention where config.json's ``layer_types`` names it per layer ("sliding_attention": gpt-oss,
+    Gemma 3), with ``sliding_window`` keys. A ``sliding_window`` without ``layer_types`` is not read: Qwen2's configs
+    carry one with ``use_sliding_window`` false."""
+    types = cfg.get("layer_types")
+    if types is None:
+        return {}
+    if not isinstance(types, list) or len(types) != num_layers or not all(isinstance(t, str) for t in types):
+        raise ValueError(f"{path}: field 'layer_types' must list one attention type per layer ({num_layers})")
+    sliding = sum(t == "sliding_attention" for t in types)
+    return {"sliding_window": need("sliding_window"), "num_sliding_layers": sliding} if sliding else {}
 
 
 def _dsa_fields(cfg: dict, path: Path, need) -> dict:

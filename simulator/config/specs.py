@@ -134,6 +134,18 @@ class ModelSpec(NoBoolNumbers):
     index_topk: PositiveInt | None = Field(
         None, description="DSA: keys each query attends, the indexer's top-k of its cached keys."
     )
+    sliding_window: PositiveInt | None = Field(
+        None,
+        description="Keys a sliding-window attention layer attends: each query the newest sliding_window tokens "
+        "(gpt-oss: 128 on every other layer). None: every layer attends its whole context.",
+    )
+    num_sliding_layers: int = Field(
+        0,
+        ge=0,
+        le=MAX_DIM,
+        description="Of num_layers, the layers with sliding-window attention (config.json's layer_types). Both "
+        "left out of the spec's dump when unset.",
+    )
     qk_norm_across_heads: bool = Field(
         False,
         description="Q and K are RMS-normalised over all heads at once, not per head (MiniMax-M2's qk_norm_type "
@@ -148,8 +160,12 @@ class ModelSpec(NoBoolNumbers):
         if isinstance(data, dict):
             if self.source is None:
                 data.pop("source", None)
-            if not self.qk_norm_across_heads:  # as before the field, so that stored points keep their keys
+            # as before these fields, so that stored points keep their keys
+            if not self.qk_norm_across_heads:
                 data.pop("qk_norm_across_heads", None)
+            if self.sliding_window is None and not self.num_sliding_layers:
+                data.pop("sliding_window", None)
+                data.pop("num_sliding_layers", None)
         return data
 
     @model_validator(mode="after")
@@ -199,6 +215,12 @@ class ModelSpec(NoBoolNumbers):
             )
         if given and self.kv_lora_rank is None:
             raise ValueError("index_n_heads, index_head_dim and index_topk (DeepSeek sparse attention) need MLA")
+        if (self.sliding_window is None) != (self.num_sliding_layers == 0):
+            raise ValueError("sliding_window and num_sliding_layers go together (a window and the layers using it)")
+        if self.num_sliding_layers > self.num_layers:
+            raise ValueError(f"num_sliding_layers ({self.num_sliding_layers}) exceeds num_layers ({self.num_layers})")
+        if self.num_sliding_layers and self.kv_lora_rank is not None:
+            raise ValueError("sliding-window layers with MLA are not modelled")
         return self
 
     @property

@@ -251,8 +251,9 @@ class RooflineCostModel:
             memo = self._decode_fixed[num_seqs] = (_total(ops), cpu)
         fixed, cpu = memo
         m, p = self.model, self.params
-        if m.is_mla:  # step_time adds decode attention last to the same sum
-            gpu = [fixed + self._mla_decode(num_seqs, int(c)).seconds for c in context_tokens]
+        if m.is_mla or m.num_sliding_layers:  # step_time adds decode attention last to the same sum
+            decode = self._mla_decode if m.is_mla else self._windowed_decode
+            gpu = [fixed + decode(num_seqs, int(c)).seconds for c in context_tokens]
             return gpu if cpu is None else [overlap_total(g, cpu) for g in gpu]
         a, kvb, q, kv = p.activation_bytes, m.kv_cache_bytes, self._q, self._kv
         n = num_seqs
@@ -343,12 +344,18 @@ class RooflineCostModel:
             for n, c in zip(shape.prefill_new_tokens, shape.prefill_cached_tokens, strict=True):
                 pairs += n * c + n * (n + 1) // 2  # causal: new token i attends to c + i keys
                 nbytes += 2 * a * n * q + kvb * (c + n) * 2 * kv + kvb * n * 2 * kv
-            ops["attn_prefill"] = self._op(4 * q * pairs, nbytes, 2, attn, L)
+            if m.num_sliding_layers:
+                ops["attn_prefill"] = self._windowed_prefill(shape.prefill_new_tokens, shape.prefill_cached_tokens)
+            else:
+                ops["attn_prefill"] = self._op(4 * q * pairs, nbytes, 2, attn, L)
         if shape.num_decode_seqs and not self._is_mla:
             n, ctx = shape.num_decode_seqs, shape.decode_context_tokens
-            ops["attn_decode"] = self._op(
-                4 * q * ctx, kvb * ctx * 2 * kv + 2 * a * n * q + kvb * n * 2 * kv, 2, attn, L
-            )
+            if m.num_sliding_layers:
+                ops["attn_decode"] = self._windowed_decode(n, ctx)
+            else:
+                ops["attn_decode"] = self._op(
+                    4 * q * ctx, kvb * ctx * 2 * kv + 2 * a * n * q + kvb * n * 2 * kv, 2, attn, L
+                )
         if T:
             o = self._o
             ops["o_proj"] = self._op(2 * T * o * h, w * o * h + a * T * (o + h), 1, gemm, L)
@@ -544,6 +551,44 @@ class RooflineCostModel:
             + m.indexer_key_bytes * (keys + queries)  # DSA: the indexer's keys read and the new ones written
         )
         return self._op(flops, nbytes, 3 + 2 * m.is_dsa, self._attn_rate, m.num_layers)
+
+    def _windowed_decode(self, num_seqs: int, context_tokens: int) -> OpCost:
+        """Decode attention of a model with sliding-window layers: the full layers read every cached key, a sliding
+        layer at most the newest ``sliding_window`` of each sequence (``context_tokens`` is the step's total:
+        ``min(total, num_seqs x window)``, exact when every sequence is past the window or none is)."""
+        m, p = self.model, self.params
+        a, kvb, q, kv, n = p.activation_bytes, m.kv_cache_bytes, self._q, self._kv, num_seqs
+        assert m.sliding_window is not None
+        out = [0.0, 0.0, 0.0]
+        for ctx, layers in (
+            (context_tokens, m.num_layers - m.num_sliding_layers),
+            (min(context_tokens, n * m.sliding_window), m.num_sliding_layers),
+        ):
+            if layers:
+                op = self._op(
+                    4 * q * ctx, kvb * ctx * 2 * kv + 2 * a * n * q + kvb * n * 2 * kv, 2, self._attn_rate, layers
+                )
+                out = [x + y for x, y in zip(out, op, strict=True)]
+        return OpCost(*out)
+
+    def _windowed_prefill(self, new: Sequence[int], cached: Sequence[int]) -> OpCost:
+        """Prefill attention of a model with sliding-window layers: on a sliding layer query j of a chunk sees at
+        most ``sliding_window`` keys (``_top_k_pairs``) and reads at most that many cached ones."""
+        m, p = self.model, self.params
+        a, kvb, q, kv = p.activation_bytes, m.kv_cache_bytes, self._q, self._kv
+        out = [0.0, 0.0, 0.0]
+        for window, layers in ((None, m.num_layers - m.num_sliding_layers), (m.sliding_window, m.num_sliding_layers)):
+            if not layers:
+                continue
+            pairs = 0
+            nbytes = 0.0
+            for n, c in zip(new, cached, strict=True):
+                read = c if window is None else min(c, window)
+                pairs += _top_k_pairs(n, c, window)
+                nbytes += 2 * a * n * q + kvb * (read + n) * 2 * kv + kvb * n * 2 * kv
+            op = self._op(4 * q * pairs, nbytes, 2, self._attn_rate, layers)
+            out = [x + y for x, y in zip(out, op, strict=True)]
+        return OpCost(*out)
 
     def _mla_decode(self, num_seqs: int, context_tokens: int) -> OpCost:
         """MLA decode in the absorbed form (vLLM's MLA decode; DeepSeek-V2 sec. 2.1.2): W_UK folds into the

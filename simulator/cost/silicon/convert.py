@@ -540,11 +540,16 @@ def _moe_tables(sel: Selection, table: Table) -> tuple[list[Table], list[Table]]
 # names one where its engine runs a kernel other than the table's fastest. TensorRT-LLM's moe_config.backend TRTLLM
 # runs the TRT-LLM-gen kernels that FlashInfer's trtllm MoE wraps, measured by SGLang's and vLLM's collectors as
 # sglang_flashinfer_trtllm_moe and vllm_..._flashinfer_trtllm_...; vllm_fused_moe is vLLM's Triton fused MoE.
+# OpenAI's triton_kernels (matmul_ogs: the MXFP4 MoE TensorRT-LLM's moe_config.backend TRITON runs,
+# tensorrt_llm/_torch/modules/fused_moe/fused_moe_triton.py, and vLLM's OAITritonExperts) is a family of its own,
+# apart from the fused-MoE Triton kernel vLLM and SGLang write themselves (sglang_fused_moe_triton: twice its time
+# at 64 tokens on H200 for gpt-oss-120b at moe_tp 2, 0.80 against 0.38 ms).
 MOE_KERNEL_FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("trtllm_gen", ("flashinfer_trtllm",)),
     ("deepgemm", ("deepgemm",)),
     ("marlin", ("marlin",)),
     ("cutlass", ("cutlass",)),
+    ("triton_kernels", ("oaitriton",)),
     ("triton", ("triton", "vllm_fused_moe")),
 )
 

@@ -41,6 +41,7 @@ from simulator.cost.roofline import (
     QK_NORM_VARIANCE_BYTES,
     RooflineCostModel,
     RooflineParams,
+    _top_k_pairs,
     _total,
     gemm_peak_flops_per_s,
 )
@@ -238,12 +239,13 @@ class SiliconParams(BaseModel):
         description="The engine version whose tables are read (e.g. 0.24.0); None: the newest measured on the GPU. "
         "Each table then comes from the newest version measured at or before it.",
     )
-    moe_kernel: Literal["trtllm_gen", "deepgemm", "marlin", "cutlass", "triton"] | None = Field(
+    moe_kernel: Literal["trtllm_gen", "deepgemm", "marlin", "cutlass", "triton_kernels", "triton"] | None = Field(
         None,
         description="The MoE kernel family the engine runs, read from any engine's measurement of it on the GPU "
         "(TensorRT-LLM's moe_config.backend TRTLLM: trtllm_gen, DEEPGEMM: deepgemm, CUTLASS: cutlass, TRITON: "
-        "triton; SGLang's --moe-runner-backend flashinfer_trtllm: trtllm_gen); None, or a family not measured for "
-        "the model's shape: the fastest kernel measured.",
+        "triton_kernels, OpenAI's matmul_ogs; SGLang's --moe-runner-backend flashinfer_trtllm: trtllm_gen; triton: "
+        "the engines' own fused-MoE Triton kernel); None, or a family not measured for the model's shape: the "
+        "fastest kernel measured.",
     )
     roofline: RooflineParams = Field(
         default_factory=RooflineParams,
@@ -305,7 +307,8 @@ class SiliconCostModel:
         self._memo: dict[BatchShape, StepTime] = {}
         # step_time's parts (_step_parts): by (rows, has a prefill) the linear ops, by sampled rows the LM head, by
         # chunks prefill attention; with the lookups each counts
-        self._fast = pp == 1 and self._prefill is not None and self._decode is not None
+        # the memoized parts assume every layer's attention alike (not so with sliding-window layers)
+        self._fast = pp == 1 and self._prefill is not None and self._decode is not None and not model.num_sliding_layers
         self._rows_memo: dict[tuple[int, bool], tuple[float, tuple[float, ...], int, tuple[str, ...], tuple[str, ...]]]
         self._rows_memo = {}
         self._lm_memo: dict[int, tuple[float, int, tuple[str, ...]]] = {}
@@ -545,7 +548,7 @@ class SiliconCostModel:
         step's total adds it last to the other ops' sum, which is remembered per batch size.
         """
         n = num_seqs
-        if self._decode is None:  # the roofline's decode attention: no shortcut needed for correctness
+        if self._decode is None or self.model.num_sliding_layers:  # step by step (no shortcut needed for correctness)
             return [
                 self.step_time(
                     BatchShape(num_decode_seqs=n, decode_context_tokens=int(c), num_sampled_tokens=n)
@@ -645,12 +648,19 @@ class SiliconCostModel:
             elif name == "attn_decode" and self._decode is not None:
                 per, fell = self._decode_attention(shape.num_decode_seqs, shape.decode_context_tokens)
                 seconds = per * L
+                if self.model.num_sliding_layers:
+                    seconds, fell = self._windowed_decode(shape.num_decode_seqs, shape.decode_context_tokens)
                 source = (
                     "" if sources is None else self._decode_source(shape.num_decode_seqs, shape.decode_context_tokens)
                 )
             elif name == "attn_prefill" and self._prefill is not None:
                 per, source = self._prefill_attention(shape.prefill_new_tokens, shape.prefill_cached_tokens)
                 seconds = per * L
+                if self.model.num_sliding_layers:
+                    window = self.model.sliding_window
+                    per_window = self._prefill_attention(shape.prefill_new_tokens, shape.prefill_cached_tokens, window)
+                    sliding = self.model.num_sliding_layers
+                    seconds = per * (L - sliding) + per_window[0] * sliding
             elif name == "all_to_all" and self._all_to_all is not None:
                 seconds, source = self._all_to_all_lookup(rows)
             elif name == "all_reduce" and self._all_reduce is not None:
@@ -834,26 +844,40 @@ class SiliconCostModel:
             anchored += a
         return out, anchored
 
+    def _windowed_decode(self, num_seqs: int, context_tokens: int) -> tuple[float, bool]:
+        """Decode attention over all layers of a model with sliding-window layers, and whether the roofline was
+        anchored: the full layers at the step's context, a sliding layer at ``min(context, num_seqs x window)``
+        (RooflineCostModel._windowed_decode)."""
+        m = self.model
+        assert m.sliding_window is not None
+        full, anchored = self._decode_attention(num_seqs, context_tokens)
+        part, anchored_window = self._decode_attention(num_seqs, min(context_tokens, num_seqs * m.sliding_window))
+        sliding = m.num_sliding_layers
+        return full * (m.num_layers - sliding) + part * sliding, anchored or anchored_window
+
     def _decode_source(self, num_seqs: int, context_tokens: int) -> str:
         assert self._decode is not None
         table, how = self._decode
         source = self._table_lookup(table, num_seqs, context_tokens / num_seqs, self._decode_roof)[1]
         return source if how == "measured" or source.startswith("roofline") else f"{source}, {how}"
 
-    def _prefill_attention(self, new: Sequence[int], cached: Sequence[int]) -> tuple[float, str]:
+    def _prefill_attention(
+        self, new: Sequence[int], cached: Sequence[int], window: int | None = None
+    ) -> tuple[float, str]:
         """The step's chunks as one varlen kernel: the table at (chunks, equal-work length).
 
         The table measures ``batch`` prompts of ``isl`` tokens with no cached prefix, whose causal
         work is isl (isl + 1) / 2 query-key pairs each. A chunk of n new tokens on c cached ones does
-        n c + n (n + 1) / 2 pairs; it is looked up at the prompt length of equal work, and a step's
-        chunks at the root mean square of those lengths (equal total work over the batch).
+        n c + n (n + 1) / 2 pairs (on a sliding-window layer, ``window``: each query at most that many);
+        it is looked up at the prompt length of equal work, and a step's chunks at the root mean square of
+        those lengths (equal total work over the batch).
         """
         assert self._prefill is not None
         table, how = self._prefill
         b = len(new)
         sq = 0.0
         for n, c in zip(new, cached, strict=True):
-            pairs = n * c + n * (n + 1) / 2
+            pairs = n * c + n * (n + 1) / 2 if window is None else _top_k_pairs(n, c, window)
             length = (math.sqrt(1 + 8 * pairs) - 1) / 2  # l (l + 1) / 2 = pairs
             sq += length * length
         t, source = self._table_lookup(table, b, math.sqrt(sq / b), self._prefill_roof)

@@ -182,7 +182,11 @@ SCENARIOS: dict[str, dict[str, Any]] = {
             "lengths": {"kind": "empirical", "source": "l.csv", "max_total_tokens": 4000},
         },
     },
-    "continuous": {"policy": {"kind": "continuous", "max_num_seqs": 8, "max_num_batched_tokens": 4096}},
+    "continuous, a sliding-window model": {
+        "model": {k: v for k, v in DEEPSEEK_LIKE.items() if not k.startswith(("kv_", "q_", "qk_", "v_", "index_"))}
+        | {"sliding_window": 64, "num_sliding_layers": 2},
+        "policy": {"kind": "continuous", "max_num_seqs": 8, "max_num_batched_tokens": 4096},
+    },
     "no_kv_cache": {"policy": {"kind": "no_kv_cache", "max_num_seqs": 8, "max_num_batched_tokens": 4096}},
     "hf_fifo": {"policy": {"kind": "hf_fifo", "max_num_seqs": 8, "max_num_batched_tokens": 4096}},
 }

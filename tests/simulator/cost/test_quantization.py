@@ -383,6 +383,9 @@ def test_a_named_moe_kernel_reads_that_kernels_measurement_from_any_engine():
     assert moe_kernel_family("vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic") == "trtllm_gen"
     assert moe_kernel_family("deepgemm") == "deepgemm" and moe_kernel_family("vllm_fused_moe") == "triton"
     assert moe_kernel_family("moe_torch_flow_cutlass") == "cutlass" and moe_kernel_family("unknown") is None
+    # OpenAI's triton_kernels (TensorRT-LLM's TRITON backend) apart from the engines' own fused-MoE Triton kernel
+    assert moe_kernel_family("vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic") == "triton_kernels"
+    assert moe_kernel_family("sglang_fused_moe_triton") == "triton"
 
     from simulator.config.presets import resolve_model
 

@@ -1,5 +1,5 @@
-"""Two ops of MoE models' layers besides the fused experts: the router GEMM (every MoE model) and MiniMax-M2's
-all-reduce of the q/k variance under tensor parallelism."""
+"""What some architectures' layers do besides the common decoder layer: an MoE model's router GEMM, MiniMax-M2's
+all-reduce of the q/k variance under tensor parallelism, gpt-oss's sliding-window attention layers."""
 
 from __future__ import annotations
 
@@ -54,3 +54,43 @@ def test_minimax_m2_normalises_q_and_k_across_heads_and_all_reduces_their_varian
         assert 62 * 2e-6 < with_norm - plain < 62 * 30e-6, cls.__name__
         assert cls(params, MINIMAX, H200, tp=1).breakdown(DECODE).ops.get("all_reduce") is None
     assert QK_NORM_VARIANCE_BYTES == 8  # q's and k's variance, one fp32 each
+
+
+GPT_OSS = resolve_model("openai/gpt-oss-120b")
+
+
+def test_gpt_oss_every_other_layer_attends_a_128_token_window():
+    """config.json's layer_types: 18 of gpt-oss-120b's 36 layers are sliding_attention with sliding_window 128."""
+    assert (GPT_OSS.sliding_window, GPT_OSS.num_sliding_layers) == (128, 18)
+    assert LLAMA.sliding_window is None and "sliding_window" not in LLAMA.model_dump()
+    full = GPT_OSS.model_copy(update={"sliding_window": None, "num_sliding_layers": 0})
+    shape = BatchShape(num_decode_seqs=8, decode_context_tokens=8 * 4000, num_sampled_tokens=8)
+    for cls, params in ((RooflineCostModel, RooflineParams()), (SiliconCostModel, SiliconParams())):
+        windowed, plain = cls(params, GPT_OSS, H200, tp=2), cls(params, full, H200, tp=2)
+        w, p = windowed.breakdown(shape).ops["attn_decode"], plain.breakdown(shape).ops["attn_decode"]
+        # half the layers read 128 of 4000 keys a sequence
+        assert 0.5 * p.seconds < w.seconds < 0.9 * p.seconds, cls.__name__
+        if cls is SiliconCostModel:  # the table at the step's context on 18 layers, at 8 x 128 keys on the other 18
+            t_full, t_window = windowed._decode_attention(8, 8 * 4000)[0], windowed._decode_attention(8, 8 * 128)[0]
+            assert w.seconds == pytest.approx(18 * t_full + 18 * t_window, rel=1e-12)
+        # below the window every layer reads the whole context alike
+        short = BatchShape(num_decode_seqs=8, decode_context_tokens=8 * 100, num_sampled_tokens=8)
+        assert windowed.breakdown(short).ops["attn_decode"].seconds == pytest.approx(
+            plain.breakdown(short).ops["attn_decode"].seconds, rel=1e-12
+        )
+        # decode windows priced at once give the step-by-step times
+        contexts = [8 * c for c in range(3000, 3040)]
+        assert windowed.decode_step_times(8, contexts) == [
+            windowed.step_time(BatchShape(num_decode_seqs=8, decode_context_tokens=c, num_sampled_tokens=8)).total_s
+            for c in contexts
+        ]
+        prefill = BatchShape((2000,), (6000,), num_sampled_tokens=1)
+        wp, pp = windowed.breakdown(prefill).ops["attn_prefill"], plain.breakdown(prefill).ops["attn_prefill"]
+        assert 0.5 * pp.seconds < wp.seconds < 0.9 * pp.seconds, cls.__name__
+
+
+def test_sliding_window_fields_are_checked():
+    with pytest.raises(ValueError, match="go together"):
+        LLAMA.model_validate(LLAMA.model_dump() | {"sliding_window": 128})
+    with pytest.raises(ValueError, match="exceeds num_layers"):
+        LLAMA.model_validate(LLAMA.model_dump() | {"sliding_window": 128, "num_sliding_layers": 81})
