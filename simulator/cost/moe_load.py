@@ -28,6 +28,16 @@ SEED = 0
 DISTRIBUTIONS = {"balanced": 0.0, "power_law_1.01": 1.01, "power_law_1.2": 1.2}
 
 
+def default_distribution(model) -> str:
+    """aiconfigurator's default expert load for ``model`` (``workload_distribution = "power_law"`` in its
+    ``sdk/config.py``, with the model class's alpha): 1.01 for DeepSeek-V3-built MLA models (its ``DeepSeekModel``,
+    ``DeepSeekV32Model`` and Kimi models; DeepSeek-V3, R1, Kimi-K2, GLM-5), 1.2 for the other MoE models (its
+    generic ``MOEModel``: gpt-oss, MiniMax-M2, Qwen3-MoE); "balanced" for a dense model (no experts)."""
+    if not model.is_moe:
+        return "balanced"
+    return "power_law_1.01" if model.is_mla else "power_law_1.2"
+
+
 def _power_law(rng: np.random.Generator, size: tuple[int, int], alpha: float, lo: float, hi: float) -> np.ndarray:
     """aiconfigurator's ``sample_power_law``: inverse-CDF samples of x^-alpha on [lo, hi]."""
     u = rng.random(size)

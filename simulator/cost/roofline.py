@@ -63,7 +63,7 @@ from simulator.config.precision import QUANTIZATIONS
 from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost.collectives import AllReduceLatencyModel
 from simulator.cost.eager import eager_step_s
-from simulator.cost.moe_load import DISTRIBUTIONS, busiest_group_share
+from simulator.cost.moe_load import DISTRIBUTIONS, busiest_group_share, default_distribution
 from simulator.cost.overhead import (
     DEFAULT_PER_SEQ_S,
     DEFAULT_STEP_S,
@@ -130,12 +130,18 @@ class RooflineParams(BaseModel):
         "the model's architecture where the policy's engine runs prefills eagerly, else 0.",
     )
     activation_bytes: float = Field(2.0, gt=0, description="Bytes per activation element (bf16).")
-    moe_token_distribution: Literal["balanced", "power_law_1.01", "power_law_1.2"] = Field(
-        "balanced",
+    moe_token_distribution: Literal["auto", "balanced", "power_law_1.01", "power_law_1.2"] = Field(
+        "auto",
         description="MoE tokens over experts, as the measured MoE tables name them: balanced, or aiconfigurator's "
         "power law (1.01 fitted to DeepSeek-V3/R1, 1.2 to Qwen3-235B); with ep > 1 the busiest GPU's expert "
-        "tokens set the MoE layer's time (simulator/cost/moe_load.py).",
+        "tokens set the MoE layer's time (simulator/cost/moe_load.py). auto: aiconfigurator's default for the "
+        "model, 1.01 for DeepSeek-V3-built MLA models, 1.2 for the other MoE models (moe_load.default_distribution).",
     )
+
+    def distribution_for(self, model: ModelSpec) -> str:
+        """``moe_token_distribution`` with ``auto`` resolved for ``model``."""
+        dist = self.moe_token_distribution
+        return default_distribution(model) if dist == "auto" else dist
 
 
 QK_NORM_VARIANCE_BYTES = 8
@@ -189,7 +195,7 @@ class RooflineCostModel:
         model.check_tensor_parallel(tp)
         model.check_expert_parallel(ep, tp)
         self.ep = ep
-        self._alpha = DISTRIBUTIONS[params.moe_token_distribution]
+        self._alpha = DISTRIBUTIONS[params.distribution_for(model)]
         self.pp = pp
         self._stage_layers = model.layers_per_stage(pp)
         self.params = params

@@ -370,7 +370,7 @@ class SiliconCostModel:
                 self._decode_roof, self._prefill_roof = self._mla_decode_roofline, self._mla_prefill_roofline
                 self._gemm.pop("o_proj", None)
         if m.is_moe:
-            dist = self.params.roofline.moe_token_distribution
+            dist = self.params.roofline.distribution_for(m)
             # the table's moe_tp x moe_ep layout: the routed experts over ep groups of tp/ep GPUs
             shape = f"{m.hidden_size}/{m.intermediate_size}/{m.num_experts_per_token}/{m.num_experts}"
             dtypes = GEMM_TABLES[m.quantization]  # the format's own kernels (FP8: per-tensor, else block-wise)

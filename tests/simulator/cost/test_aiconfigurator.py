@@ -128,8 +128,8 @@ def test_fp8_and_moe_deployments_build():
 
 
 def test_moe_agrees_with_silicon_under_the_estimators_power_law_expert_load():
-    """aiconfigurator loads experts by a power law; silicon's default is balanced (measured: 8-12 % apart).
-    Under silicon's power_law_1.01 Mixtral-8x7B at tp 2 agrees to 1.1-1.7 %."""
+    """aiconfigurator loads experts by a power law (balanced, silicon was 8-12 % apart from it). Under silicon's
+    power_law_1.01 Mixtral-8x7B at tp 2 agrees to 1.1-1.7 %."""
     mixtral = resolve_model("mixtral-8x7b")
     aic = make_cost_model(AiconfiguratorParams(), mixtral, H200, 2)
     silicon = make_cost_model(

@@ -78,8 +78,11 @@ def test_tensor_times_expert_parallelism_has_no_all_to_all():
 
 
 def test_expert_parallelism_all_to_all_and_imbalance():
-    all_to_all = RooflineParams(expert_all_to_all=True)
+    all_to_all = RooflineParams(expert_all_to_all=True, moe_token_distribution="balanced")
     balanced = RooflineCostModel(all_to_all, QWEN, H200, tp=4, ep=4)
+    # the default: aiconfigurator's power law for the model, 1.2 for Qwen3-MoE, 1.01 for DeepSeek-V3
+    assert RooflineParams().distribution_for(QWEN) == "power_law_1.2"
+    assert RooflineParams().distribution_for(DSV3) == "power_law_1.01"
     skewed = RooflineCostModel(
         RooflineParams(moe_token_distribution="power_law_1.2", expert_all_to_all=True), QWEN, H200, tp=4, ep=4
     )
