@@ -307,8 +307,7 @@ class SiliconCostModel:
         self._memo: dict[BatchShape, StepTime] = {}
         # step_time's parts (_step_parts): by (rows, has a prefill) the linear ops, by sampled rows the LM head, by
         # chunks prefill attention; with the lookups each counts
-        # the memoized parts assume every layer's attention alike (not so with sliding-window layers)
-        self._fast = pp == 1 and self._prefill is not None and self._decode is not None and not model.num_sliding_layers
+        self._fast = pp == 1 and self._prefill is not None and self._decode is not None
         self._rows_memo: dict[tuple[int, bool], tuple[float, tuple[float, ...], int, tuple[str, ...], tuple[str, ...]]]
         self._rows_memo = {}
         self._lm_memo: dict[int, tuple[float, int, tuple[str, ...]]] = {}
@@ -447,8 +446,8 @@ class SiliconCostModel:
             cached = shape.prefill_cached_tokens
             prefill = self._prefill_memo.get((new, cached))
             if prefill is None:
-                per, source = self._prefill_attention(new, cached)
-                prefill = (per * L, source.startswith("roofline"))
+                seconds, source = self._prefill_total(new, cached)
+                prefill = (seconds, source.startswith("roofline"))
                 if len(self._prefill_memo) >= self.MEMO_SIZE:
                     self._prefill_memo.clear()
                 self._prefill_memo[(new, cached)] = prefill
@@ -464,7 +463,7 @@ class SiliconCostModel:
         if has_prefill and prefill[1]:
             fallbacks["attn_prefill"] += 1
         if nd:
-            per, anchored = self._decode_attention(nd, shape.decode_context_tokens)
+            decode, anchored = self._decode_total(nd, shape.decode_context_tokens)
             if anchored:
                 fallbacks["attn_decode"] += 1
         for name in tail_fallbacks:
@@ -480,7 +479,7 @@ class SiliconCostModel:
         if not overlap:
             total += cpu
         if nd:
-            total += per * L
+            total += decode
         host = self.roofline.params.eager_host_s_per_layer
         if host and has_prefill:  # eager_step_s, inlined
             eager = host * L
@@ -646,21 +645,12 @@ class SiliconCostModel:
                     moe = self._mlp_split(rows)
                 seconds, source = moe[name]
             elif name == "attn_decode" and self._decode is not None:
-                per, fell = self._decode_attention(shape.num_decode_seqs, shape.decode_context_tokens)
-                seconds = per * L
-                if self.model.num_sliding_layers:
-                    seconds, fell = self._windowed_decode(shape.num_decode_seqs, shape.decode_context_tokens)
+                seconds, fell = self._decode_total(shape.num_decode_seqs, shape.decode_context_tokens)
                 source = (
                     "" if sources is None else self._decode_source(shape.num_decode_seqs, shape.decode_context_tokens)
                 )
             elif name == "attn_prefill" and self._prefill is not None:
-                per, source = self._prefill_attention(shape.prefill_new_tokens, shape.prefill_cached_tokens)
-                seconds = per * L
-                if self.model.num_sliding_layers:
-                    window = self.model.sliding_window
-                    per_window = self._prefill_attention(shape.prefill_new_tokens, shape.prefill_cached_tokens, window)
-                    sliding = self.model.num_sliding_layers
-                    seconds = per * (L - sliding) + per_window[0] * sliding
+                seconds, source = self._prefill_total(shape.prefill_new_tokens, shape.prefill_cached_tokens)
             elif name == "all_to_all" and self._all_to_all is not None:
                 seconds, source = self._all_to_all_lookup(rows)
             elif name == "all_reduce" and self._all_reduce is not None:
@@ -843,6 +833,23 @@ class SiliconCostModel:
             out.append(t)
             anchored += a
         return out, anchored
+
+    def _decode_total(self, num_seqs: int, context_tokens: int) -> tuple[float, bool]:
+        """Decode attention over all layers, and whether the roofline was anchored."""
+        if self.model.num_sliding_layers:
+            return self._windowed_decode(num_seqs, context_tokens)
+        per, anchored = self._decode_attention(num_seqs, context_tokens)
+        return per * self.model.num_layers, anchored
+
+    def _prefill_total(self, new: Sequence[int], cached: Sequence[int]) -> tuple[float, str]:
+        """Prefill attention over all layers (a sliding-window layer's at its window), and the full layers' source."""
+        m = self.model
+        per, source = self._prefill_attention(new, cached)
+        if not m.num_sliding_layers:
+            return per * m.num_layers, source
+        window = self._prefill_attention(new, cached, m.sliding_window)[0]
+        sliding = m.num_sliding_layers
+        return per * (m.num_layers - sliding) + window * sliding, source
 
     def _windowed_decode(self, num_seqs: int, context_tokens: int) -> tuple[float, bool]:
         """Decode attention over all layers of a model with sliding-window layers, and whether the roofline was

@@ -89,6 +89,19 @@ def test_gpt_oss_every_other_layer_attends_a_128_token_window():
         assert 0.5 * pp.seconds < wp.seconds < 0.9 * pp.seconds, cls.__name__
 
 
+def test_the_pricing_fast_path_equals_the_plain_one_with_sliding_window_layers():
+    c = SiliconCostModel(SiliconParams(), GPT_OSS, H200, tp=2)
+    assert c._fast
+    first = BatchShape((512,), (3000,), num_decode_seqs=7, decode_context_tokens=7 * 2000, num_sampled_tokens=8)
+    c.step_time(first)  # priced whole; its parts remembered
+    for shape in (
+        BatchShape((512,), (100,), num_decode_seqs=7, decode_context_tokens=7 * 90, num_sampled_tokens=8),
+        BatchShape((512,), (5000,), num_decode_seqs=7, decode_context_tokens=7 * 6000, num_sampled_tokens=8),
+        BatchShape((300, 212), (0, 64), num_decode_seqs=7, decode_context_tokens=7 * 129, num_sampled_tokens=9),
+    ):
+        assert c._step_parts(shape) == SiliconCostModel(SiliconParams(), GPT_OSS, H200, tp=2).breakdown(shape).total_s
+
+
 def test_sliding_window_fields_are_checked():
     with pytest.raises(ValueError, match="go together"):
         LLAMA.model_validate(LLAMA.model_dump() | {"sliding_window": 128})
