@@ -344,16 +344,15 @@ class RooflineCostModel:
                 ops["attn_prefill"] = self._mla_prefill(shape.prefill_new_tokens, shape.prefill_cached_tokens)
             if shape.num_decode_seqs:
                 ops["attn_decode"] = self._mla_decode(shape.num_decode_seqs, shape.decode_context_tokens)
+        elif shape.prefill_new_tokens and m.num_sliding_layers:
+            ops["attn_prefill"] = self._windowed_prefill(shape.prefill_new_tokens, shape.prefill_cached_tokens)
         elif shape.prefill_new_tokens:
             pairs = 0
             nbytes = 0.0
             for n, c in zip(shape.prefill_new_tokens, shape.prefill_cached_tokens, strict=True):
                 pairs += n * c + n * (n + 1) // 2  # causal: new token i attends to c + i keys
                 nbytes += 2 * a * n * q + kvb * (c + n) * 2 * kv + kvb * n * 2 * kv
-            if m.num_sliding_layers:
-                ops["attn_prefill"] = self._windowed_prefill(shape.prefill_new_tokens, shape.prefill_cached_tokens)
-            else:
-                ops["attn_prefill"] = self._op(4 * q * pairs, nbytes, 2, attn, L)
+            ops["attn_prefill"] = self._op(4 * q * pairs, nbytes, 2, attn, L)
         if shape.num_decode_seqs and not self._is_mla:
             n, ctx = shape.num_decode_seqs, shape.decode_context_tokens
             if m.num_sliding_layers:

@@ -582,7 +582,13 @@ class SiliconCostModel:
         src = self.tables.sources
         gemm_group = f"gemm/{self._gemm_dtype}"
         groups = dict.fromkeys(("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down"), gemm_group)
-        groups |= {"lm_head": "gemm/bf16", "attn_prefill": "prefill", "attn_decode": "decode", "all_to_all": "a2a"}
+        groups |= {
+            "lm_head": "gemm/bf16",
+            "moe_router": "gemm/bf16",
+            "attn_prefill": "prefill",
+            "attn_decode": "decode",
+        }
+        groups["all_to_all"] = "a2a"
         if self._mla_module:
             groups |= {
                 "attn_prefill": f"{self._module_family}prefill",

@@ -34,6 +34,7 @@ def test_silicon_prices_the_router_from_the_bf16_gemm_table():
     c = SiliconCostModel(SiliconParams(), MINIMAX, H200, tp=8)
     ops, sources = c.breakdown(DECODE).ops, c.sources(DECODE)
     assert sources["moe_router"] in ("measured", "interpolated")
+    assert c.tables_of(DECODE)["moe_router"] == c.tables_of(DECODE)["lm_head"]  # the bf16 GEMM table
     assert c.tables.gemm("bf16") is not None
     one = ops["moe_router"].seconds / MINIMAX.num_moe_layers
     assert 2e-6 < one < 20e-6  # a latency-bound kernel at 8 rows: a few microseconds
