@@ -335,15 +335,18 @@ class MeasuredAllReduce:
         t = self._tables.get((backend, num_gpus))
         return None if t is None else (np.array(t.x), np.array(t.s))
 
+    def _table(self, message_bytes: float, num_gpus: int, cuda_graph: bool) -> _Table | None:
+        """The table that times a message: vLLM's (graph or eager) below ``custom_max_bytes``, else NCCL's."""
+        table = None
+        if message_bytes < self.custom_max_bytes:
+            table = self._tables.get(("vllm_graph" if cuda_graph else "vllm_eager", num_gpus))
+        return table if table is not None else self._tables.get(("nccl", num_gpus))
+
     def seconds(self, message_bytes: float, num_gpus: int, cuda_graph: bool = True) -> float | None:
         """Seconds of one all-reduce; None outside the measured sizes or for an unmeasured number of GPUs."""
         if num_gpus <= 1:
             return 0.0
-        table = None
-        if message_bytes < self.custom_max_bytes:
-            table = self._tables.get(("vllm_graph" if cuda_graph else "vllm_eager", num_gpus))
-        if table is None:
-            table = self._tables.get(("nccl", num_gpus))
+        table = self._table(message_bytes, num_gpus, cuda_graph)
         return None if table is None else table.at(message_bytes)
 
     def tiny_seconds(self, message_bytes: float, num_gpus: int, cuda_graph: bool = True) -> float | None:
@@ -351,12 +354,8 @@ class MeasuredAllReduce:
         size's time (so small an all-reduce is its latency: one-shot, every size below a few KB alike)."""
         if num_gpus <= 1:
             return 0.0
-        table = self._tables.get(("vllm_graph" if cuda_graph else "vllm_eager", num_gpus)) or self._tables.get(
-            ("nccl", num_gpus)
-        )
-        if table is None:
-            return None
-        return table.at(max(message_bytes, table.x[0]))
+        table = self._table(message_bytes, num_gpus, cuda_graph)
+        return None if table is None else table.at(max(message_bytes, table.x[0]))
 
 
 _ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "fp16": 2, "bf16": 2, "float32": 4, "float": 4, "int8": 1}

@@ -320,11 +320,11 @@ class RooflineCostModel:
 
     def _ops(self, shape: BatchShape) -> dict[str, OpCost]:
         m, p = self.model, self.params
-        a, w, kvb = p.activation_bytes, m.dense_weight_bytes, m.kv_cache_bytes  # attention's linears
+        a, w = p.activation_bytes, m.dense_weight_bytes  # attention's linears
         h, q, kv, L = m.hidden_size, self._q, self._kv, m.num_layers
         T = self.linear_rows(shape)
         S = shape.num_sampled_tokens
-        gemm, attn = self._gemm_rate, self._attn_rate
+        gemm = self._gemm_rate
         ops: dict[str, OpCost] = {}
         if T:
             ops["embed"] = self._op(0.0, (w + a) * T * h, 1, gemm, 1)
@@ -344,23 +344,18 @@ class RooflineCostModel:
                 ops["attn_prefill"] = self._mla_prefill(shape.prefill_new_tokens, shape.prefill_cached_tokens)
             if shape.num_decode_seqs:
                 ops["attn_decode"] = self._mla_decode(shape.num_decode_seqs, shape.decode_context_tokens)
-        elif shape.prefill_new_tokens and m.num_sliding_layers:
-            ops["attn_prefill"] = self._windowed_prefill(shape.prefill_new_tokens, shape.prefill_cached_tokens)
         elif shape.prefill_new_tokens:
-            pairs = 0
-            nbytes = 0.0
-            for n, c in zip(shape.prefill_new_tokens, shape.prefill_cached_tokens, strict=True):
-                pairs += n * c + n * (n + 1) // 2  # causal: new token i attends to c + i keys
-                nbytes += 2 * a * n * q + kvb * (c + n) * 2 * kv + kvb * n * 2 * kv
-            ops["attn_prefill"] = self._op(4 * q * pairs, nbytes, 2, attn, L)
+            new, cached = shape.prefill_new_tokens, shape.prefill_cached_tokens
+            if m.num_sliding_layers:
+                ops["attn_prefill"] = self._windowed_prefill(new, cached)
+            else:
+                ops["attn_prefill"] = self._gqa_prefill(new, cached, None, L)
         if shape.num_decode_seqs and not self._is_mla:
             n, ctx = shape.num_decode_seqs, shape.decode_context_tokens
             if m.num_sliding_layers:
                 ops["attn_decode"] = self._windowed_decode(n, ctx)
             else:
-                ops["attn_decode"] = self._op(
-                    4 * q * ctx, kvb * ctx * 2 * kv + 2 * a * n * q + kvb * n * 2 * kv, 2, attn, L
-                )
+                ops["attn_decode"] = self._gqa_decode(n, ctx, L)
         if T:
             o = self._o
             ops["o_proj"] = self._op(2 * T * o * h, w * o * h + a * T * (o + h), 1, gemm, L)
@@ -369,8 +364,7 @@ class RooflineCostModel:
             if self.tp > 1:
                 ops["all_reduce"] = self._all_reduce(a * T * h, 2 * L)
                 if m.qk_norm_across_heads:  # each token's q and k variance (2 fp32), once a layer
-                    qk = self._all_reduce(QK_NORM_VARIANCE_BYTES * T, L)
-                    ops["all_reduce"] = OpCost(*(x + y for x, y in zip(ops["all_reduce"], qk, strict=True)))
+                    ops["all_reduce"] = _sum_ops(ops["all_reduce"], self._all_reduce(QK_NORM_VARIANCE_BYTES * T, L))
             if self.ep > 1 and self.params.expert_all_to_all:
                 ops["all_to_all"] = self._all_to_all(T)
         if S:
@@ -557,43 +551,47 @@ class RooflineCostModel:
         )
         return self._op(flops, nbytes, 3 + 2 * m.is_dsa, self._attn_rate, m.num_layers)
 
+    def _gqa_decode(self, num_seqs: int, context_tokens: int, layers: int) -> OpCost:
+        """Decode attention (GQA/MHA) over ``layers`` layers: every key of ``context_tokens`` read once."""
+        m, p = self.model, self.params
+        a, kvb, q, kv, n, ctx = p.activation_bytes, m.kv_cache_bytes, self._q, self._kv, num_seqs, context_tokens
+        return self._op(4 * q * ctx, kvb * ctx * 2 * kv + 2 * a * n * q + kvb * n * 2 * kv, 2, self._attn_rate, layers)
+
+    def _gqa_prefill(self, new: Sequence[int], cached: Sequence[int], window: int | None, layers: int) -> OpCost:
+        """Prefill attention (GQA/MHA) of the step's chunks over ``layers`` layers: causal (new token i attends to
+        c + i keys), or with a sliding ``window`` each query at most that many keys (``_top_k_pairs``) and at most
+        that many cached ones read."""
+        m, p = self.model, self.params
+        a, kvb, q, kv = p.activation_bytes, m.kv_cache_bytes, self._q, self._kv
+        pairs = 0
+        nbytes = 0.0
+        for n, c in zip(new, cached, strict=True):
+            if window is None:
+                pairs += n * c + n * (n + 1) // 2
+            else:
+                pairs += _top_k_pairs(n, c, window)
+                c = min(c, window)
+            nbytes += 2 * a * n * q + kvb * (c + n) * 2 * kv + kvb * n * 2 * kv
+        return self._op(4 * q * pairs, nbytes, 2, self._attn_rate, layers)
+
     def _windowed_decode(self, num_seqs: int, context_tokens: int) -> OpCost:
         """Decode attention of a model with sliding-window layers: the full layers read every cached key, a sliding
         layer at most the newest ``sliding_window`` of each sequence (``context_tokens`` is the step's total:
         ``min(total, num_seqs x window)``, exact when every sequence is past the window or none is)."""
-        m, p = self.model, self.params
-        a, kvb, q, kv, n = p.activation_bytes, m.kv_cache_bytes, self._q, self._kv, num_seqs
+        m = self.model
         assert m.sliding_window is not None
-        out = [0.0, 0.0, 0.0]
-        for ctx, layers in (
-            (context_tokens, m.num_layers - m.num_sliding_layers),
-            (min(context_tokens, n * m.sliding_window), m.num_sliding_layers),
-        ):
-            if layers:
-                op = self._op(
-                    4 * q * ctx, kvb * ctx * 2 * kv + 2 * a * n * q + kvb * n * 2 * kv, 2, self._attn_rate, layers
-                )
-                out = [x + y for x, y in zip(out, op, strict=True)]
-        return OpCost(*out)
+        window = min(context_tokens, num_seqs * m.sliding_window)
+        full = m.num_layers - m.num_sliding_layers
+        sliding = self._gqa_decode(num_seqs, window, m.num_sliding_layers)
+        return sliding if not full else _sum_ops(self._gqa_decode(num_seqs, context_tokens, full), sliding)
 
     def _windowed_prefill(self, new: Sequence[int], cached: Sequence[int]) -> OpCost:
-        """Prefill attention of a model with sliding-window layers: on a sliding layer query j of a chunk sees at
-        most ``sliding_window`` keys (``_top_k_pairs``) and reads at most that many cached ones."""
-        m, p = self.model, self.params
-        a, kvb, q, kv = p.activation_bytes, m.kv_cache_bytes, self._q, self._kv
-        out = [0.0, 0.0, 0.0]
-        for window, layers in ((None, m.num_layers - m.num_sliding_layers), (m.sliding_window, m.num_sliding_layers)):
-            if not layers:
-                continue
-            pairs = 0
-            nbytes = 0.0
-            for n, c in zip(new, cached, strict=True):
-                read = c if window is None else min(c, window)
-                pairs += _top_k_pairs(n, c, window)
-                nbytes += 2 * a * n * q + kvb * (read + n) * 2 * kv + kvb * n * 2 * kv
-            op = self._op(4 * q * pairs, nbytes, 2, self._attn_rate, layers)
-            out = [x + y for x, y in zip(out, op, strict=True)]
-        return OpCost(*out)
+        """Prefill attention of a model with sliding-window layers: the full layers causal, the sliding ones within
+        the window."""
+        m = self.model
+        full = m.num_layers - m.num_sliding_layers
+        sliding = self._gqa_prefill(new, cached, m.sliding_window, m.num_sliding_layers)
+        return sliding if not full else _sum_ops(self._gqa_prefill(new, cached, None, full), sliding)
 
     def _mla_decode(self, num_seqs: int, context_tokens: int) -> OpCost:
         """MLA decode in the absorbed form (vLLM's MLA decode; DeepSeek-V2 sec. 2.1.2): W_UK folds into the
@@ -621,6 +619,11 @@ class RooflineCostModel:
         tp = self.tp
         sent = 2 * (tp - 1) / tp * message_bytes
         return OpCost(self._ar.seconds(message_bytes, tp) * count, 0.0, sent * count)
+
+
+def _sum_ops(x: OpCost, y: OpCost) -> OpCost:
+    """Two costs of one op added field by field (seconds, FLOPs, bytes)."""
+    return OpCost(x.seconds + y.seconds, x.flops + y.flops, x.bytes + y.bytes)
 
 
 def _top_k_pairs(new: int, cached: int, top_k: int | None) -> int:
