@@ -547,7 +547,13 @@ class SiliconCostModel:
         step's total adds it last to the other ops' sum, which is remembered per batch size.
         """
         n = num_seqs
-        if self._decode is None or self.model.num_sliding_layers:  # step by step (no shortcut needed for correctness)
+        m = self.model
+        window: tuple[list[float], int] | None = None
+        if self._decode is not None and m.sliding_window is not None:  # the sliding layers' keys, each step
+            window = self._decode_attention_steps(n, [min(int(c), n * m.sliding_window) for c in context_tokens])
+        if self._decode is None or (window is not None and window[1]):
+            # step by step: the roofline's decode attention (no shortcut needed for correctness), or a sliding
+            # window's anchored lookups, which step_time counts once a step whichever layers anchor
             return [
                 self.step_time(
                     BatchShape(num_decode_seqs=n, decode_context_tokens=int(c), num_sampled_tokens=n)
@@ -563,8 +569,12 @@ class SiliconCostModel:
             cpu = ops.pop("cpu_overhead").seconds if self.roofline.cpu_overlap else None
             memo = self._decode_fixed[n] = (_total(ops), cpu)
         fixed, cpu = memo
-        layers = self.model.num_layers
+        layers = m.num_layers
         per_layer, anchored_steps = self._decode_attention_steps(n, context_tokens)
+        if window is not None:  # _windowed_decode's sum: the full layers, then the sliding ones (none anchored)
+            sliding = m.num_sliding_layers
+            per_layer = [t * (layers - sliding) + w * sliding for t, w in zip(per_layer, window[0], strict=True)]
+            layers = 1  # per_layer now holds all layers' attention (x 1 is exact)
         if cpu is None:
             out = [fixed + t * layers for t in per_layer]
         else:  # overlap_total(fixed + t * layers, cpu), inlined (a call per step saved)
