@@ -61,7 +61,7 @@ import math
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -293,6 +293,8 @@ class Recipe:
     dp_attention_configs: frozenset[str] = frozenset()
     # the MoE kernel family the script selects, by (ISL, OSL, CONC, TP, attention DP): SiliconParams.moe_kernel
     moe_kernel: Callable[[int, int, int, int, bool], str | None] | None = None
+    # policy fields the script adds when it launches with attention DP (DP_ATTENTION=true)
+    dp_attention_policy: dict[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -351,7 +353,9 @@ def _sglang_dsr1_fp4_blackwell(isl: int, osl: int, conc: int, tp: int) -> dict[s
 
 
 _FP8_KV = {"dtype": "fp8"}
-_DSR1_TRT_UNEXPRESSED = "CUDA-graph and piecewise-graph settings; attention-DP context balancing"
+_DSR1_TRT_UNEXPRESSED = "CUDA-graph and piecewise-graph settings"
+# with DP_ATTENTION=true: attention_dp_config {batching_wait_iters: 0, enable_balance: true, timeout_iters: 60}
+_DSR1_TRT_DP = {"attention_dp_config": {"enable_balance": True, "batching_wait_iters": 0, "timeout_iters": 60}}
 _DSR1_TRT_KV = _FP8_KV | {"free_gpu_memory_fraction": 0.8}
 
 
@@ -373,18 +377,7 @@ _C_SGLANG_0417 = "dd9c285b31409ac34f35ccc25ba5ac3af234df13"  # 2026-04-17
 
 
 def _with(recipe: Recipe, script: str, commit: str) -> Recipe:
-    return Recipe(
-        script,
-        commit,
-        recipe.policy,
-        recipe.kv_cache,
-        recipe.unexpressed,
-        recipe.quantization,
-        recipe.expert_parallel,
-        recipe.kv_cache_for,
-        recipe.dp_attention_configs,
-        recipe.moe_kernel,
-    )
+    return replace(recipe, script=script, commit=commit)
 
 
 def _vllm(seqs: int | None, tokens: int | None) -> Callable[[int, int, int, int], dict[str, Any]]:
@@ -429,7 +422,13 @@ def _trt_dsr1_fp8_b200_moe(isl: int, osl: int, conc: int, tp: int, dp: bool) -> 
 
 
 _DSR1_TRT_B200 = Recipe(
-    "", "", _trt_dsr1_b200_tokens, _DSR1_TRT_KV, _DSR1_TRT_UNEXPRESSED, moe_kernel=_trt_dsr1_fp4_b200_moe
+    "",
+    "",
+    _trt_dsr1_b200_tokens,
+    _DSR1_TRT_KV,
+    _DSR1_TRT_UNEXPRESSED,
+    moe_kernel=_trt_dsr1_fp4_b200_moe,
+    dp_attention_policy=_DSR1_TRT_DP,
 )
 _DSR1_TRT_FP8_B200 = Recipe(
     "",
@@ -439,6 +438,7 @@ _DSR1_TRT_FP8_B200 = Recipe(
     _DSR1_TRT_UNEXPRESSED,
     kv_cache_for=_trt_dsr1_fp8_b200_kv,
     moe_kernel=_trt_dsr1_fp8_b200_moe,
+    dp_attention_policy=_DSR1_TRT_DP,
 )
 # free_gpu_memory_fraction: 0.75 for every point; MOE_BACKEND="CUTLASS"
 _DSR1_TRT_FP8_H200 = Recipe(
@@ -448,6 +448,7 @@ _DSR1_TRT_FP8_H200 = Recipe(
     _FP8_KV | {"free_gpu_memory_fraction": 0.75},
     _DSR1_TRT_UNEXPRESSED,
     moe_kernel=lambda isl, osl, conc, tp, dp: "cutlass",
+    dp_attention_policy=_DSR1_TRT_DP,
 )
 # --mem-fraction-static 0.85; 0.82, or 0.95 at TP 4; 0.82 and no --kv-cache-dtype (auto) on H200
 _SGL_FP4 = Recipe("", "", _sglang_dsr1_fp4_blackwell, _FP8_KV | {"mem_fraction_static": 0.85})
@@ -768,6 +769,8 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
         if recipe.quantization is not None:
             scenario["quantization"] = recipe.quantization
         dp = scenario.get("parallelism", {}).get("dp_attention", 1) > 1
+        if dp:
+            scenario["policy"] |= recipe.dp_attention_policy
         kernel = (
             None
             if recipe.moe_kernel is None

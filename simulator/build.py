@@ -14,7 +14,7 @@ import simpy
 
 import policies
 from policies.batching.sglang import sglang_chunked_prefill_size
-from simulator.cluster.dp_attention import check_dp_attention, rank_chooser, rank_policy
+from simulator.cluster.dp_attention import check_dp_attention, context_balance, rank_chooser, rank_policy
 from simulator.cluster.replica import Replica
 from simulator.cluster.simulation import KvTransfer, Simulation
 from simulator.config.precision import KV_CACHE_DTYPE_BYTES, QUANTIZATIONS
@@ -352,7 +352,7 @@ def _make_replica(
     group = None
     if dp > 1:  # attention data parallelism: dp ranks stepping together
         assert isinstance(cost_model, DpAttentionCostModel) and stages is None
-        group = LockstepGroup(env, cost_model)
+        group = LockstepGroup(env, cost_model, context_balance(policy_params, policy_entry.traits.engine, dp))
     for e in range(pp * dp):  # pipeline virtual engines, or attention-DP ranks (never both)
         blocks = setup.num_blocks // (pp * dp)
         swap = HostPool(int(kvc.swap_space_bytes // block_bytes))

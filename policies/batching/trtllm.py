@@ -44,7 +44,10 @@ pages, dynamic batch-size tuning (attention data parallelism: ``simulator/cluste
 Batch waiting (``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio``; both 0, off, by default in
 ``TorchLlmArgs``): the PyTorch executor holds a step's contexts back while generation requests run beside them,
 until the step's tokens reach the ratio of ``max_num_tokens`` or the timeout in steps (``_hold_contexts``);
-TensorRT-LLM skips it under attention data parallelism, and so does servesim (``rank_policy``).
+TensorRT-LLM skips it under attention data parallelism, and so does servesim (``rank_policy``). Attention data
+parallelism has its own waiting instead (``attention_dp_config``: ``enable_balance`` off by default): the ranks run
+their contexts only together, decided across the ranks every step (``AttentionDpBalance`` in
+``simulator/cluster/dp_attention.py``).
 
 Disaggregated serving (context and generation servers behind ``trtllm-serve disaggregated``):
 
@@ -84,6 +87,22 @@ from policies.interface import ReplicaView, RequestView, StepPlan
 CapacityPolicy = Literal["GUARANTEED_NO_EVICT", "MAX_UTILIZATION"]
 
 
+class AttentionDpConfig(BaseModel):
+    """TensorRT-LLM's ``attention_dp_config`` (``AttentionDpConfig`` in ``tensorrt_llm/llmapi/llm_args.py``, defaults
+    as there): with attention data parallelism and ``enable_balance``, the ranks run their context requests only
+    together (``simulator/cluster/dp_attention.py``, ``AttentionDpBalance``). Without attention DP it does nothing."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enable_balance: bool = Field(
+        False, description="Hold context requests back until every attention-DP rank has one (or the timeout)."
+    )
+    timeout_iters: int = Field(50, ge=0, description="Steps the contexts may be held back waiting for every rank.")
+    batching_wait_iters: int = Field(
+        10, ge=0, description="Steps every rank's contexts are held further, beside generation, to gather more."
+    )
+
+
 class TrtllmParams(BaseModel):
     """Parameters of the ``trtllm`` policy (names as in TensorRT-LLM's LLM API)."""
 
@@ -113,6 +132,31 @@ class TrtllmParams(BaseModel):
         description="Batch waiting: contexts are held back while the step's tokens (context sequences plus "
         "generation tokens) stay below this fraction of max_num_tokens (0: off).",
     )
+    attention_dp_config: AttentionDpConfig = Field(
+        default_factory=AttentionDpConfig,
+        description="Attention data parallelism's context balancing (with parallelism.dp_attention only).",
+    )
+
+
+def generation_and_contexts(plan: StepPlan) -> tuple[list[RequestView], list[RequestView]]:
+    """The generation requests a plan schedules (one token after a computed sequence) and its context requests."""
+    generation: list[RequestView] = []
+    contexts: list[RequestView] = []
+    for req, n in plan.scheduled:
+        if n == 1 and 0 < req.num_computed_tokens == req.num_tokens - 1:
+            generation.append(req)
+        else:
+            contexts.append(req)
+    return generation, contexts
+
+
+def hold_back_contexts(plan: StepPlan) -> None:
+    """Leave ``plan``'s context requests for a later step: it runs its generation requests alone."""
+    generation, contexts = generation_and_contexts(plan)
+    kept = {id(req) for req in generation}
+    plan.scheduled = [(req, n) for req, n in plan.scheduled if id(req) in kept]
+    for req in contexts:
+        plan.kv_tokens.pop(req, None)
 
 
 def _context_only(req: RequestView) -> int:
@@ -210,18 +254,12 @@ class TrtllmPolicy:
         requests runs its contexts only once the step's tokens (each context's whole sequence, one per generation
         request) reach ``batch_wait_max_tokens_ratio x max_num_tokens`` or the contexts were held back
         ``batch_wait_timeout_iters`` steps in a row; until then it runs the generation requests alone."""
-        generation = [
-            (req, n) for req, n in plan.scheduled if n == 1 and 0 < req.num_computed_tokens == req.num_tokens - 1
-        ]
-        if not generation or len(generation) == len(plan.scheduled):
+        generation, contexts = generation_and_contexts(plan)
+        if not generation or not contexts:
             return  # no generation request (TensorRT-LLM never waits then) or no context
-        decoding = {id(req) for req, _ in generation}
-        contexts = [req for req, _ in plan.scheduled if id(req) not in decoding]
         tokens = sum(req.num_tokens for req in contexts) + len(generation)
         if self._waited_iters >= self.wait_iters or tokens >= self.wait_tokens:
             self._waited_iters = 0
             return
         self._waited_iters += 1
-        plan.scheduled = generation
-        for req in contexts:
-            plan.kv_tokens.pop(req, None)
+        hold_back_contexts(plan)

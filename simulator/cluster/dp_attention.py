@@ -20,6 +20,15 @@ DP size and multiplies ``schedule_conservativeness`` by 0.3 under ``--enable-dp-
 (``ServerArgs._handle_data_parallelism``; ``max_running_requests // dp_size`` per worker in
 python/sglang/srt/model_executor/pool_configurator.py); TensorRT-LLM's ``max_batch_size`` and ``max_num_tokens``
 and vLLM's ``max_num_seqs`` and ``max_num_batched_tokens`` are each rank's own already.
+
+TensorRT-LLM's context balancing (``attention_dp_config.enable_balance``, ``AttentionDpBalance``): every step each
+rank schedules as usual, the ranks all-gather how many context and generation requests they scheduled, and every
+rank holds its contexts back (runs its generation requests alone) unless all ranks have a context to run
+(``PyExecutor._balance_adp_requests`` in tensorrt_llm/_torch/pyexecutor/py_executor.py, 1.1/1.2; the same rule in
+``_balance_adp_context_requests`` of the scheduler after 1.2). A rank with no generation request, or a wait of
+``timeout_iters`` steps, releases them. The ranks' prefills then run in the same steps instead of each stalling
+everyone's decodes in turn (a step holding a prefill on any rank is a prefill step for all: the MoE layers run every
+rank's tokens together), at the price of a later first token.
 """
 
 from __future__ import annotations
@@ -69,6 +78,48 @@ def fewest_active_tokens(candidates: Sequence[Engine], req: Request) -> Engine:
 def least_vllm_score(candidates: Sequence[Engine], req: Request) -> Engine:
     """vLLM's DP load balance: least ``4 x waiting + running`` (its waiting counts the engine's input queue)."""
     return min(candidates, key=lambda e: 4 * (len(e.waiting) + len(e._inbox)) + e.num_running)
+
+
+class AttentionDpBalance:
+    """TensorRT-LLM's ``_balance_adp_requests`` (module docstring): whether this step's context requests wait, from
+    every rank's count of scheduled contexts and generation requests; its counters are the executor's, identical on
+    every rank, so one object serves the group."""
+
+    def __init__(self, timeout_iters: int, batching_wait_iters: int, max_batch_size: int) -> None:
+        self.timeout_iters = timeout_iters
+        self.batching_wait_iters = batching_wait_iters
+        self.max_batch_size = max_batch_size
+        self.waiting_iters = 0  # adp_ctx_waiting_iters_count
+        self.batching_iters = 0  # adp_ctx_batching_wait_iters_count
+
+    def hold_contexts(self, counts: Sequence[tuple[int, int]]) -> bool:
+        """Whether the ranks hold their contexts back this step, given each rank's (contexts, generation requests)
+        scheduled before balancing; called once a step, as the executor calls it every iteration."""
+        all_have_room = all(gen < self.max_batch_size for _, gen in counts)
+        all_have_contexts = all(ctx > 0 for ctx, _ in counts)
+        all_have_generation = all(gen > 0 for _, gen in counts)
+        if all_have_room and all_have_contexts:
+            self.waiting_iters = 0
+            if all_have_generation:
+                if self.batching_iters < self.batching_wait_iters:
+                    self.batching_iters += 1
+                    return True
+                self.batching_iters = 0
+            return False
+        self.waiting_iters += 1
+        if self.waiting_iters >= self.timeout_iters or not all_have_generation:
+            self.waiting_iters = 0
+            return False
+        return True
+
+
+def context_balance(params: Any, engine_kind: str, dp_attention: int) -> AttentionDpBalance | None:
+    """The group's context balancing: TensorRT-LLM's with ``attention_dp_config.enable_balance`` under attention
+    DP; None otherwise (each rank runs its contexts when its own scheduler does)."""
+    config = getattr(params, "attention_dp_config", None)
+    if dp_attention == 1 or engine_kind != "trtllm" or config is None or not config.enable_balance:
+        return None
+    return AttentionDpBalance(config.timeout_iters, config.batching_wait_iters, params.max_batch_size)
 
 
 def rank_chooser(engine_kind: str, engines: Sequence[Engine]) -> ChooseEngine:

@@ -15,27 +15,49 @@ While a step runs every rank of the group counts as busy: a request reaching an 
 to end (an engine that plans ahead holds it in its inbox, as a busy engine does), and the rank plans with the
 others at the next boundary.
 
+With context balancing (TensorRT-LLM's ``attention_dp_config.enable_balance``: ``AttentionDpBalance`` in
+``simulator/cluster/dp_attention.py``) the ranks also agree on their plans before carrying them out: each rank
+plans, reports how many context and generation requests its plan schedules (``report``) and waits until every rank
+has reported or is idle (an idle rank, or one whose plan schedules nothing, counts as none of either); the group
+then decides once whether the contexts wait, and every rank runs its plan with or without them. A rank that plans
+later at the same boundary (woken after the decision) follows the decision made.
+
 Fast-forward (``simulator/engine/fast_forward.py``) is off for these engines: a window of many decode steps in one
 event cannot meet the other ranks at each step boundary.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
+from typing import Protocol
 
 import simpy
 
+from policies.batching.trtllm import generation_and_contexts, hold_back_contexts
+from policies.interface import StepPlan
 from simulator.cost.dp_attention import EMPTY, DpAttentionCostModel
 from simulator.cost.shape import BatchShape
 from simulator.engine.loop import Engine
 
 
+class ContextBalance(Protocol):
+    """A cross-rank rule on whether the ranks' context requests wait this step (``AttentionDpBalance``)."""
+
+    def hold_contexts(self, counts: Sequence[tuple[int, int]]) -> bool: ...
+
+
 class LockstepGroup:
     """The barrier of ``dp_attention`` ranks: steps start together and last as the group's priced step."""
 
-    def __init__(self, env: simpy.Environment, cost_model: DpAttentionCostModel) -> None:
+    def __init__(
+        self, env: simpy.Environment, cost_model: DpAttentionCostModel, balance: ContextBalance | None = None
+    ) -> None:
         self.env = env
         self.cost_model = cost_model
+        self.balance = balance
+        self._counts: list[tuple[int, int] | None] = []  # (contexts, generation) reported this boundary
+        self._agreed: simpy.Event | None = None  # ends the wait for every rank's report
+        self.hold = False  # the boundary's decision: the contexts wait
         self.members: list[LockstepEngine] = []
         self._shapes: list[BatchShape | None] = []  # submitted this boundary (None: not yet, or idle)
         self._transfer_s: list[float] = []
@@ -48,6 +70,7 @@ class LockstepGroup:
         """Add a rank; returns its index."""
         self.members.append(engine)
         self._shapes.append(None)
+        self._counts.append(None)
         self._transfer_s.append(0.0)
         self._idle.append(False)
         return len(self.members) - 1
@@ -66,10 +89,23 @@ class LockstepGroup:
         self._launch_when_decided()
         return done
 
+    def report(self, rank: int, num_contexts: int, num_generation: int) -> simpy.Event:
+        """Rank ``rank``'s plan schedules ``num_contexts`` context and ``num_generation`` generation requests; the
+        event fires once the group has decided (``hold``) whether contexts wait this step (module docstring)."""
+        self._counts[rank] = (num_contexts, num_generation)
+        if self._agreed is None:
+            self._agreed = self.env.event()
+        agreed = self._agreed
+        self._agree_when_reported()
+        return agreed
+
     def declare_idle(self, rank: int) -> None:
         """Rank ``rank`` has nothing to run: the step may start without it."""
         self._idle[rank] = True
+        self._agree_when_reported()
         self._launch_when_decided()
+        if all(self._idle):  # no step this boundary: the next report starts a new agreement
+            self._new_boundary()
 
     def wake(self, rank: int) -> None:
         """Rank ``rank`` was woken (a request, KV or freed blocks reached it): the next step waits for its plan."""
@@ -80,6 +116,23 @@ class LockstepGroup:
         return self._done if self.in_step else None
 
     # -- the step -----------------------------------------------------------------------------------
+
+    def _agree_when_reported(self) -> None:
+        agreed = self._agreed
+        if agreed is None or agreed.triggered:
+            return  # nobody waits, or decided already at this boundary
+        counts = self._counts
+        for count, idle in zip(counts, self._idle, strict=True):
+            if count is None and not idle:
+                return  # a rank still to plan
+        assert self.balance is not None
+        self.hold = self.balance.hold_contexts([(0, 0) if c is None else c for c in counts])
+        agreed.succeed()
+
+    def _new_boundary(self) -> None:
+        self._counts = [None] * len(self._counts)
+        self._agreed = None
+        self.hold = False
 
     def _launch_when_decided(self) -> None:
         if self.in_step:
@@ -92,6 +145,7 @@ class LockstepGroup:
             return  # every rank idle
         step = self.cost_model.step_time_ranks([EMPTY if s is None else s for s in shapes])
         self.in_step = True
+        self._new_boundary()
         self.num_steps += 1
         for engine in self.members:  # an idle rank runs the idle batch: requests reaching it wait for the step
             engine._busy = True
@@ -117,6 +171,15 @@ class LockstepEngine(Engine):
         super().__init__(*args, **kwargs)
         self.group = group
         self.rank = group.join(self)
+        self._agrees = group.balance is not None
+
+    def _agree(self, plan: StepPlan) -> Generator[simpy.Event, None, None]:
+        if not plan.scheduled:
+            return  # it idles (or plans again at once): an idle rank counts as no context and no generation
+        generation, contexts = generation_and_contexts(plan)
+        yield self.group.report(self.rank, len(contexts), len(generation))
+        if self.group.hold and contexts:
+            hold_back_contexts(plan)
 
     def _run_step(self, shape: BatchShape, transfer_s: float) -> Generator[simpy.Event, None, None]:
         yield self.group.submit(self.rank, shape, transfer_s)

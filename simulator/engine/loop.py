@@ -19,7 +19,7 @@ from typing import Protocol, cast
 import simpy
 
 from policies.batching.registry import BatchTraits
-from policies.interface import BatchPolicy, SteadyDecode
+from policies.interface import BatchPolicy, SteadyDecode, StepPlan
 from simulator.cost.link import Link
 from simulator.cost.shape import BatchShape, CostModel
 from simulator.engine.executor import Carried, Role, StepExecutor
@@ -135,6 +135,7 @@ class Engine:
         self._recv_counter = recv_interval  # the skipper starts full: the first poll takes requests in
         self._busy = False  # a step (or a fast-forward window) is running on the GPU
         self._inbox: list[Request] = []
+        self._agrees = False  # plans are agreed with other engines before they run (``_agree``)
         self.hooks: EngineHooks | None = None
         self.process: simpy.Process | None = None
 
@@ -320,6 +321,8 @@ class Engine:
             if not self._plans_ahead and (self._recv_interval <= 1 or self._polls()) and self._inbox:
                 self._flush_inbox()
             plan = self.policy.plan_step(ex, env.now)
+            if self._agrees:  # attention-DP ranks that agree on their plans first (simulator/engine/lockstep.py)
+                yield from self._agree(plan)
             ex.carry_out(plan, env.now, carried)
             for req, _ in plan.reject:
                 self._hooks.request_done(req)
@@ -365,6 +368,11 @@ class Engine:
             yield self.env.timeout(step.total_s + transfer_s)
         else:
             yield from self._run_pipeline(shape, step.stage_s or (step.total_s,), transfer_s)
+
+    def _agree(self, plan: StepPlan) -> Generator[simpy.Event, None, None]:
+        """Settle ``plan`` with the engines this one steps with before it is carried out (an attention-DP rank under
+        context balancing: ``simulator/engine/lockstep.py``); an engine alone has nothing to agree."""
+        yield from ()
 
     def _idle(self, wake_at_s: float | None) -> Generator[simpy.Event, None, None]:
         """Sleep until a request arrives (or KV lands, or blocks are freed), or until ``wake_at_s``."""

@@ -242,3 +242,70 @@ def test_dp_attention_serves_more_when_the_mla_kv_binds():
     assert dp1["completed"] == dp8["completed"] == 600
     assert running1 < 150 and running8 == 600 and dp1["preemptions"] > 0 == dp8["preemptions"]
     assert dp8["output_throughput"] > 2 * dp1["output_throughput"]
+
+
+# (f) TensorRT-LLM's context balancing ---------------------------------------------------------------
+
+
+def test_the_balance_rule_is_tensorrt_llms_adp_balance():
+    """``_balance_adp_requests`` (py_executor.py): counts are each rank's (contexts, generation requests)."""
+    from simulator.cluster.dp_attention import AttentionDpBalance
+
+    rule = AttentionDpBalance(timeout_iters=3, batching_wait_iters=2, max_batch_size=4)
+    # every rank has a context and generation: held batching_wait_iters steps to gather more, then run
+    assert [rule.hold_contexts([(1, 2), (1, 3)]) for _ in range(3)] == [True, True, False]
+    # a rank without a context: held, and the wait counts every step until the timeout releases them
+    assert [rule.hold_contexts([(1, 2), (0, 3)]) for _ in range(4)] == [True, True, False, True]
+    # a rank with no generation request to run releases them at once (and restarts the count)
+    assert rule.hold_contexts([(1, 2), (0, 0)]) is False and rule.waiting_iters == 0
+    # a rank at max_batch_size generation requests has no room: the contexts wait as if a rank had none
+    assert rule.hold_contexts([(1, 4), (1, 1)]) is True and rule.waiting_iters == 1
+    # every rank with a context but some rank with no generation: run at once, no batching wait
+    fresh = AttentionDpBalance(timeout_iters=60, batching_wait_iters=10, max_batch_size=8)
+    assert fresh.hold_contexts([(2, 0), (1, 3)]) is False
+
+
+def _balanced_run(balance: bool, arrivals: list[float]):
+    cfg = make_config(
+        parallelism={"tp": 2, "dp_attention": 2},
+        policy={
+            "kind": "trtllm",
+            "attention_dp_config": {"enable_balance": balance, "timeout_iters": 5, "batching_wait_iters": 0},
+        },
+    )
+    n = len(arrivals)
+    return run_checked(cfg, make_stream(arrivals, [100] * n, [30] * n))
+
+
+@pytest.mark.parametrize(
+    ("balance", "arrivals", "first_scheduled"),
+    [
+        # request 2 reaches rank 0 at 2.5 s: without balancing it is prefilled in the next step (3 s)
+        (False, [0.0, 0.0, 2.5], [0.0, 0.0, 3.0]),
+        # with it the step counter had reached 3 at 3 s (1 and 2 s: no rank had a context); it waits for rank 1 to
+        # have one too, or the fifth step (5 s)
+        (True, [0.0, 0.0, 2.5], [0.0, 0.0, 5.0]),
+        # request 3 reaches rank 1 at 3.5 s: at 4 s both ranks have a context, and both run in that step
+        (True, [0.0, 0.0, 2.5, 3.5], [0.0, 0.0, 4.0, 4.0]),
+    ],
+)
+def test_tensorrt_llm_ranks_run_their_contexts_together_under_balancing(balance, arrivals, first_scheduled):
+    result = _balanced_run(balance, arrivals)
+    req = result.requests.set_index("request_id")
+    assert req["first_scheduled_s"].tolist() == first_scheduled
+    assert (req["num_generated_tokens"] == 30).all()
+    if len(arrivals) == 4:  # one context on each rank, in one step
+        step = result.steps[result.steps["start_s"] == 4.0].set_index("engine_id")
+        assert step["num_prefill_tokens"].to_dict() == {0: 100, 1: 100}
+
+
+def test_balancing_is_tensorrt_llms_and_needs_attention_dp():
+    from simulator.cluster.dp_attention import context_balance
+    from simulator.config.scenario import validate_scenario as validate
+
+    params = validate({"policy": {"kind": "trtllm", "attention_dp_config": {"enable_balance": True}}}).policy
+    assert params.attention_dp_config.timeout_iters == 50 and params.attention_dp_config.batching_wait_iters == 10
+    assert context_balance(params, "trtllm", 1) is None
+    assert context_balance(params, "trtllm", 4).max_batch_size == params.max_batch_size == 2048
+    with pytest.raises(ValueError, match=r"attention_dp_config\.timeout_iters"):
+        validate({"policy": {"kind": "trtllm", "attention_dp_config": {"timeout_iters": -1}}})
