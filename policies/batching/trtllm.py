@@ -220,7 +220,7 @@ class TrtllmPolicy:
         # GUARANTEED_NO_EVICT: blocks left once every running request is driven to completion; a context server's
         # requests complete at their first token (max_tokens = 1)
         to_completion = _context_only if view.role == "prefill" else total_tokens
-        spare = view.num_free_blocks - sum(view.num_new_blocks(r, to_completion(r)) for r in running)
+        spare: int | None = None  # counted at the first admission test (nothing is admitted on most steps)
 
         # a generation server with nothing running admits its first received request even when its completion does
         # not fit: the leases of received KV hold blocks TensorRT-LLM would have reserved before the transfer, and
@@ -229,6 +229,8 @@ class TrtllmPolicy:
 
         def reserves_to_completion(req: RequestView, need: int) -> bool:
             nonlocal spare
+            if spare is None:
+                spare = view.num_free_blocks - sum(view.num_new_blocks(r, to_completion(r)) for r in running)
             whole = view.num_new_blocks(req, to_completion(req))
             if whole > spare and not (unblock and not plan.scheduled and req.num_generated_tokens):
                 return False

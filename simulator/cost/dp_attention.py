@@ -51,6 +51,7 @@ from simulator.cost.overhead import overlap_total
 from simulator.cost.shape import BatchShape, CostModel, OpCost, StepTime
 
 _NOT_GPU = frozenset(("cpu_overhead", "eager_host"))
+_NO_OPS: dict[str, OpCost] = {}  # a rank's attention side priced without its ops (``step_time_ranks``)
 ATTENTION_OPS = frozenset(("embed", "qkv_proj", "attn_prefill", "attn_decode", "o_proj", "norm"))
 """Ops each rank runs on its own tokens with its tp/N GPUs."""
 EMPTY = BatchShape()
@@ -95,6 +96,12 @@ class DpAttentionCostModel:
         self.dense_layer_share = dense_layer_share  # dense layers / all layers: their gathers remain with all-to-all
         self.cpu_overlap = cpu_overlap
         self._attention_memo: dict[BatchShape, tuple[float, float, dict[str, OpCost]]] = {}
+        # a decode-only rank's attention side without its ops: every op but attn_decode depends on the sequences only,
+        # so they are priced once per (sequences, sampled rows) and attn_decode read at each context
+        # (``decode_attention_s``, where the attention model has one: the silicon model's decode tables)
+        self._decode_s = getattr(attention, "decode_attention_s", None)
+        self._decode_rest: dict[tuple[int, int], tuple[tuple[tuple[str, float], ...], float] | None] = {}
+        self.fast = True  # the decode-only shortcut (tests compare it with the plain pricing)
         self._shared_memo: dict[BatchShape, tuple[float, dict[str, OpCost]]] = {}
         self._memo: dict[tuple[BatchShape, ...], StepTime] = {}
 
@@ -135,13 +142,14 @@ class DpAttentionCostModel:
         assert len(shapes) == self.dp_attention, f"{len(shapes)} shapes for {self.dp_attention} ranks"
         if all(s.is_empty for s in shapes):
             return StepTime(0.0, {} if with_ops else None)
-        attention_s, cpu_s, slowest = 0.0, 0.0, {}
+        attention_s, cpu_s, slowest, first = 0.0, 0.0, {}, True
         for s in shapes:
             if s.is_empty:
                 continue
-            gpu, cpu, ops = self._attention_part(s)
-            if gpu > attention_s or not slowest:
-                attention_s, slowest = gpu, ops
+            found = None if with_ops or not self.fast else self._decode_attention_part(s)
+            gpu, cpu, ops = self._attention_part(s) if found is None else found
+            if gpu > attention_s or first:
+                attention_s, slowest, first = gpu, ops, False
             cpu_s = max(cpu_s, cpu)
         shared_s, shared_ops, eager_s = self._shared_part(gathered_shape(shapes))
         gpu_s = eager_step_s(attention_s + shared_s, eager_s)  # one rank's prefill makes every rank's step eager
@@ -173,6 +181,30 @@ class DpAttentionCostModel:
             self._attention_memo.clear()
         self._attention_memo[shape] = found
         return found
+
+    def _decode_attention_part(self, shape: BatchShape) -> tuple[float, float, dict[str, OpCost]] | None:
+        """``_attention_part``'s seconds (ops left out) of a decode-only rank, summed in its order from the ops priced
+        once per sequence count and attn_decode at this context; None for any other shape, or where the attention
+        model has no ``decode_attention_s``."""
+        if shape.prefill_new_tokens or self._decode_s is None:
+            return None
+        nd = shape.num_decode_seqs
+        key = (nd, shape.num_sampled_tokens)
+        rest = self._decode_rest.get(key, False)
+        if rest is False:
+            gpu, cpu, part = self._attention_part(shape)
+            decode = part.get("attn_decode")
+            same = decode is not None and self._decode_s(nd, shape.decode_context_tokens) == decode.seconds
+            self._decode_rest[key] = (tuple((name, op.seconds) for name, op in part.items()), cpu) if same else None
+            return gpu, cpu, part
+        if rest is None:
+            return None
+        decode_s = self._decode_s(nd, shape.decode_context_tokens)
+        entries, cpu = rest
+        total = 0
+        for name, seconds in entries:  # sum()'s order over the part's ops
+            total += decode_s if name == "attn_decode" else seconds
+        return total, cpu, _NO_OPS
 
     def _shared_part(self, gathered: BatchShape) -> tuple[float, dict[str, OpCost], float]:
         """The shared layers' GPU seconds and ops at the gathered rows, and the host seconds of launching the

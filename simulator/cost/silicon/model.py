@@ -850,6 +850,13 @@ class SiliconCostModel:
             anchored += a
         return out, anchored
 
+    def decode_attention_s(self, num_seqs: int, context_tokens: int) -> float | None:
+        """The ``attn_decode`` op's seconds of a decode-only step of ``num_seqs`` sequences over ``context_tokens``,
+        the same float ``breakdown`` gives it; None where this model prices it by the roofline. Counts no lookup."""
+        if self._decode is None:
+            return None
+        return self._decode_total(num_seqs, context_tokens)[0]
+
     def _decode_total(self, num_seqs: int, context_tokens: int) -> tuple[float, bool]:
         """Decode attention over all layers, and whether the roofline was anchored."""
         if self.model.num_sliding_layers:

@@ -309,3 +309,32 @@ def test_balancing_is_tensorrt_llms_and_needs_attention_dp():
     assert context_balance(params, "trtllm", 4).max_batch_size == params.max_batch_size == 2048
     with pytest.raises(ValueError, match=r"attention_dp_config\.timeout_iters"):
         validate({"policy": {"kind": "trtllm", "attention_dp_config": {"timeout_iters": -1}}})
+
+
+def test_decode_ranks_priced_from_their_parts_equal_the_whole_pricing():
+    """DpAttentionCostModel prices a decode-only rank's attention side from the ops of its sequence count and the
+    decode tables at its context: the same floats as pricing every op (breakdown_ranks), and the same run."""
+    cfg = r1_scenario(4, policy={"kind": "trtllm"}, kv_cache={"dtype": "fp8"})
+    cost = build(cfg).replicas[0].engines[0].cost_model
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        shapes = []
+        for _ in range(4):
+            nd = int(rng.integers(0, 40))
+            ctx = nd * int(rng.integers(100, 9000))
+            prefill = rng.random() < 0.2
+            if prefill:
+                shapes.append(BatchShape((int(rng.integers(1, 4000)),), (0,), nd, ctx, nd + 1))
+            else:
+                shapes.append(BatchShape((), (), nd, ctx, nd) if nd else EMPTY)
+        assert cost.step_time_ranks(shapes).total_s == cost.breakdown_ranks(shapes).total_s
+    assert cost._decode_rest and all(rest is not None for rest in cost._decode_rest.values())
+
+    def run(fast: bool):
+        sim = build(r1_scenario(2, policy={"kind": "trtllm"}, workload={"num_requests": 60}, seed=5))
+        sim.replicas[0].engines[0].cost_model.fast = fast
+        return sim.run()
+
+    fast, plain = run(True), run(False)
+    pd.testing.assert_frame_equal(fast.steps, plain.steps)
+    pd.testing.assert_frame_equal(fast.requests, plain.requests)
