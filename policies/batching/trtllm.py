@@ -150,6 +150,17 @@ def generation_and_contexts(plan: StepPlan) -> tuple[list[RequestView], list[Req
     return generation, contexts
 
 
+def num_generation(plan: StepPlan) -> int:
+    """How many of ``plan``'s scheduled requests are generation requests (``generation_and_contexts``, counted)."""
+    count = 0
+    for req, n in plan.scheduled:
+        if n == 1:
+            c = req.num_computed_tokens
+            if 0 < c == req.num_tokens - 1:
+                count += 1
+    return count
+
+
 def hold_back_contexts(plan: StepPlan) -> None:
     """Leave ``plan``'s context requests for a later step: it runs its generation requests alone."""
     generation, contexts = generation_and_contexts(plan)

@@ -226,6 +226,15 @@ class FastForward:
             else:
                 kv.allocate(req, c)
 
+    def build_batch(self) -> None:
+        """Keep the running requests as the decode batch, where every one decodes next, for plain steps (an engine
+        that plans no window: its plans schedule the members at once, ``steady_decodes``, and its steps count them
+        as the batch, ``step_members``)."""
+        if self.batch is None:
+            ex = self.executor
+            self.batch = DecodeBatch.of(ex._running, ex.kv.block_size, ex.kv.num_blocks)
+            self._synced = -1
+
     # -- windows -------------------------------------------------------------------------
 
     def plan(self, max_steps: int | None = None) -> Window | None:

@@ -22,8 +22,9 @@ has reported or is idle (an idle rank, or one whose plan schedules nothing, coun
 then decides once whether the contexts wait, and every rank runs its plan with or without them. A rank that plans
 later at the same boundary (woken after the decision) follows the decision made.
 
-Fast-forward (``simulator/engine/fast_forward.py``) is off for these engines: a window of many decode steps in one
-event cannot meet the other ranks at each step boundary.
+Fast-forward windows (``simulator/engine/fast_forward.py``) are off for these engines: a window of many decode steps
+in one event cannot meet the other ranks at each step boundary. Each rank keeps its decoding requests as a decode
+batch all the same, so a plain step schedules and steps them at once instead of one by one (``windows=False``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Protocol
 
 import simpy
 
-from policies.batching.trtllm import generation_and_contexts, hold_back_contexts
+from policies.batching.trtllm import hold_back_contexts, num_generation
 from policies.interface import StepPlan
 from simulator.cost.dp_attention import EMPTY, DpAttentionCostModel
 from simulator.cost.shape import BatchShape
@@ -167,7 +168,7 @@ class LockstepEngine(Engine):
     """An ``Engine`` whose steps run through its ``LockstepGroup`` (one rank of attention data parallelism)."""
 
     def __init__(self, *args, group: LockstepGroup, **kwargs) -> None:
-        kwargs["fast_forward"] = False  # module docstring
+        kwargs["windows"] = False  # module docstring
         super().__init__(*args, **kwargs)
         self.group = group
         self.rank = group.join(self)
@@ -176,8 +177,9 @@ class LockstepEngine(Engine):
     def _agree(self, plan: StepPlan) -> Generator[simpy.Event, None, None]:
         if not plan.scheduled:
             return  # it idles (or plans again at once): an idle rank counts as no context and no generation
-        generation, contexts = generation_and_contexts(plan)
-        yield self.group.report(self.rank, len(contexts), len(generation))
+        generation = num_generation(plan)
+        contexts = len(plan.scheduled) - generation
+        yield self.group.report(self.rank, contexts, generation)
         if self.group.hold and contexts:
             hold_back_contexts(plan)
 

@@ -78,6 +78,7 @@ class Engine:
         speculation: Speculation | None = None,
         plans_ahead: bool = False,
         recv_interval: int = 1,
+        windows: bool = True,
     ) -> None:
         self.env = env
         self.policy = policy
@@ -111,6 +112,9 @@ class Engine:
             else None
         )
         self._steady = cast(SteadyDecode, policy).steady_decode if steady else None  # declared by its traits
+        # ``windows`` False: no window of many steps (an engine that steps with others), but the decode batch is kept
+        # for its plain steps, which then schedule and step the decoding requests at once
+        self._windows = windows
         # a window cut by an arrival may run one more step (``FastForward.extends``): an engine that plans ahead, on
         # one GPU group of its own (no transfers in or out), over a pool of counted blocks, alone in its simulation
         # (its window's rows and ITLs are recorded a step late: no other engine's may come in between)
@@ -261,10 +265,16 @@ class Engine:
     def _loop(self) -> Generator[simpy.Event, None, None]:
         env = self.env
         ex = self.executor
-        ff = self.fast_forward
+        ff = self.fast_forward if self._windows else None
+        keeper = None if self._windows else self.fast_forward  # keeps the decode batch for plain steps only
+        steady = self._steady
         carried = Carried()  # preemptions and swaps of plans that scheduled nothing, for the next step's row
         while True:
             ex.kv.new_plan()
+            if keeper is not None and keeper.batch is None and ex._running:
+                assert steady is not None
+                if steady(ex):
+                    keeper.build_batch()
             # a window records no preemptions or swap time: one carried from a preempt-only plan goes by the plain path
             if (
                 ff is not None

@@ -338,3 +338,44 @@ def test_decode_ranks_priced_from_their_parts_equal_the_whole_pricing():
     fast, plain = run(True), run(False)
     pd.testing.assert_frame_equal(fast.steps, plain.steps)
     pd.testing.assert_frame_equal(fast.requests, plain.requests)
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        {"kind": "trtllm"},
+        {
+            "kind": "trtllm",
+            "attention_dp_config": {"enable_balance": True, "timeout_iters": 10, "batching_wait_iters": 2},
+        },
+        {"kind": "vllm"},
+        {"kind": "sglang"},
+    ],
+)
+def test_ranks_keeping_their_decode_batch_equal_the_plain_path(policy, monkeypatch):
+    """Attention-DP ranks plan no fast-forward window but keep their decoding requests as a batch (their plain steps
+    schedule and step them at once): the same steps and requests as the plain path, preemptions included."""
+    lengths = {
+        "kind": "independent",
+        "prompt": {"kind": "uniform", "min_tokens": 200, "max_tokens": 3000},
+        "output": {"kind": "uniform", "min_tokens": 20, "max_tokens": 400},
+    }
+    cfg = r1_scenario(
+        4,
+        policy=policy,
+        kv_cache={"num_blocks": 4 * 1200, "block_size": 16},
+        workload={"num_requests": 200, "arrival": {"kind": "poisson", "rate_per_s": 30}, "lengths": lengths},
+        seed=3,
+    )
+    from simulator.engine.fast_forward import FastForward
+
+    stepped = []
+    step_members = FastForward.step_members
+    monkeypatch.setattr(FastForward, "step_members", lambda ff, now: stepped.append(now) or step_members(ff, now))
+    batched = build(cfg, check_invariants=True)
+    assert all(e.fast_forward is not None for e in batched.replicas[0].engines)
+    kept = batched.run()
+    assert len(stepped) > 100  # steps that stepped the batch
+    plain = build(cfg, check_invariants=True, fast_forward=False).run()
+    pd.testing.assert_frame_equal(kept.steps, plain.steps)
+    pd.testing.assert_frame_equal(kept.requests, plain.requests)
