@@ -256,6 +256,13 @@ def workload_for(isl: int, osl: int, concurrency: int) -> dict[str, Any]:
     }
 
 
+SGLANG_DEEPEP_DECODE_SYSTEMS = frozenset(("gb200", "gb300"))
+"""GPUs whose SGLang disaggregated decode workers with attention DP run DeepEP's all-to-all: every GB200 and GB300
+DeepSeek recipe InferenceX launched through srt-slurm (``benchmarks/multi_node/srt-slurm-recipes/{gb200,gb300}-
+{fp4,fp8}/``, read at SemiAnalysisAI/InferenceX 80d98084f, the first commit that tracks them) gives a decode worker
+with ``enable-dp-attention`` ``moe-a2a-backend: deepep`` (``deepep-mode: low_latency``); the B200 recipes give none."""
+
+
 def _disaggregated_groups(row: pd.Series) -> list[dict[str, Any]]:
     groups = []
     for role in ("prefill", "decode"):
@@ -265,7 +272,16 @@ def _disaggregated_groups(row: pd.Series) -> list[dict[str, Any]]:
         dp = _attention_dp(row.get(f"{role}_attention_dp_size"))
         tp = _int(row, f"{role}_tp_size")
         ep, pp = _int(row, f"{role}_moe_ep_size"), _int(row, f"{role}_pp_size")
-        groups.append({"name": role, "role": role, "count": int(workers), "parallelism": _parallelism(tp, ep, pp, dp)})
+        group: dict[str, Any] = {
+            "name": role,
+            "role": role,
+            "count": int(workers),
+            "parallelism": _parallelism(tp, ep, pp, dp),
+        }
+        deepep = row["backend"] == "sglang" and str(row["system"]) in SGLANG_DEEPEP_DECODE_SYSTEMS
+        if role == "decode" and deepep and dp > 1 and ep > 1:
+            group["cost_model"] = {"kind": "silicon", "roofline": {"expert_all_to_all": True}}
+        groups.append(group)
     return groups
 
 
