@@ -68,6 +68,7 @@ Disaggregated serving (context and generation servers behind ``trtllm-serve disa
 
 from __future__ import annotations
 
+from itertools import starmap
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -138,36 +139,29 @@ class TrtllmParams(BaseModel):
     )
 
 
-def generation_and_contexts(plan: StepPlan) -> tuple[list[RequestView], list[RequestView]]:
-    """The generation requests a plan schedules (one token after a computed sequence) and its context requests."""
-    generation: list[RequestView] = []
-    contexts: list[RequestView] = []
-    for req, n in plan.scheduled:
-        if n == 1 and 0 < req.num_computed_tokens == req.num_tokens - 1:
-            generation.append(req)
-        else:
-            contexts.append(req)
-    return generation, contexts
+def _is_generation(req: RequestView, n: int) -> bool:
+    """A generation request of a plan: one token after a computed sequence (anything else is a context request)."""
+    return n == 1 and 0 < req.num_computed_tokens == req.num_tokens - 1
 
 
 def num_generation(plan: StepPlan) -> int:
-    """How many of ``plan``'s scheduled requests are generation requests (``generation_and_contexts``, counted)."""
-    count = 0
+    """How many of ``plan``'s scheduled requests are generation requests."""
+    return sum(starmap(_is_generation, plan.scheduled))
+
+
+def hold_back_contexts(plan: StepPlan) -> list[RequestView]:
+    """Leave ``plan``'s context requests for a later step, so it runs its generation requests alone; returns them."""
+    generation: list[tuple[RequestView, int]] = []
+    contexts: list[RequestView] = []
     for req, n in plan.scheduled:
-        if n == 1:
-            c = req.num_computed_tokens
-            if 0 < c == req.num_tokens - 1:
-                count += 1
-    return count
-
-
-def hold_back_contexts(plan: StepPlan) -> None:
-    """Leave ``plan``'s context requests for a later step: it runs its generation requests alone."""
-    generation, contexts = generation_and_contexts(plan)
-    kept = {id(req) for req in generation}
-    plan.scheduled = [(req, n) for req, n in plan.scheduled if id(req) in kept]
+        if _is_generation(req, n):
+            generation.append((req, n))
+        else:
+            contexts.append(req)
+    plan.scheduled = generation
     for req in contexts:
         plan.kv_tokens.pop(req, None)
+    return contexts
 
 
 def _context_only(req: RequestView) -> int:
@@ -267,11 +261,12 @@ class TrtllmPolicy:
         requests runs its contexts only once the step's tokens (each context's whole sequence, one per generation
         request) reach ``batch_wait_max_tokens_ratio x max_num_tokens`` or the contexts were held back
         ``batch_wait_timeout_iters`` steps in a row; until then it runs the generation requests alone."""
-        generation, contexts = generation_and_contexts(plan)
-        if not generation or not contexts:
+        scheduled = plan.scheduled
+        generation = num_generation(plan)
+        if not generation or generation == len(scheduled):
             return  # no generation request (TensorRT-LLM never waits then) or no context
-        tokens = sum(req.num_tokens for req in contexts) + len(generation)
-        if self._waited_iters >= self.wait_iters or tokens >= self.wait_tokens:
+        contexts = sum(req.num_tokens for req, n in scheduled if not _is_generation(req, n))
+        if self._waited_iters >= self.wait_iters or contexts + generation >= self.wait_tokens:
             self._waited_iters = 0
             return
         self._waited_iters += 1

@@ -233,7 +233,8 @@ class FastForward:
         if self.batch is None:
             ex = self.executor
             self.batch = DecodeBatch.of(ex._running, ex.kv.block_size, ex.kv.num_blocks)
-            self._synced = -1
+            if self.batch is not None:
+                self._synced = -1
 
     # -- windows -------------------------------------------------------------------------
 
@@ -248,10 +249,10 @@ class FastForward:
         kv = ex.kv
         batch = self.batch
         if batch is None:
-            batch = self.batch = DecodeBatch.of(ex._running, kv.block_size, kv.num_blocks)
+            self.build_batch()
+            batch = self.batch
             if batch is None:
                 return None
-            self._synced = -1
         assert len(batch.base) == len(ex._running), "a running request is missing from the decode batch"
         k = min(batch.steps_to_finish(), MAX_WINDOW_STEPS if max_steps is None else max_steps)
         new = batch.new_blocks(k)

@@ -597,8 +597,8 @@ class SiliconCostModel:
             "moe_router": "gemm/bf16",
             "attn_prefill": "prefill",
             "attn_decode": "decode",
+            "all_to_all": "a2a",
         }
-        groups["all_to_all"] = "a2a"
         if self._mla_module:
             groups |= {
                 "attn_prefill": f"{self._module_family}prefill",
