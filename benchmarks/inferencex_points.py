@@ -794,6 +794,15 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
         )
         if kernel is not None:
             scenario["cost_model"] = {"kind": "silicon", "moe_kernel": kernel}
+    if row["mode"] == "disagg" and row["backend"] == "vllm":
+        # vLLM's disaggregated prefill workers run --enforce-eager: every vLLM recipe InferenceX's disaggregated
+        # points were launched with (NVIDIA/srt-slurm recipes/vllm/kimi-k2.5/{1k1k,8k1k}/disagg-gb200-*.yaml, branch
+        # sa-submission-q2-2026 at 8294e64e, 2026-04-06, the day before the Kimi-K2.5 GB200 points were measured;
+        # likewise the copies InferenceX tracks under benchmarks/multi_node/srt-slurm-recipes/vllm/kimi-k2.5-fp4/)
+        # gives the prefill worker enforce-eager: true and the decode worker CUDA graphs (FULL_DECODE_ONLY)
+        for group in scenario["groups"]:
+            if group["role"] == "prefill":
+                group["policy"] = scenario["policy"] | {"enforce_eager": True}
     scenario["kv_cache"] = kv_cache
     scenario["workload"] = workload_for(int(row["isl"]), int(row["osl"]), concurrency)
     return scenario

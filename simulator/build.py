@@ -171,7 +171,13 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
         raise ValueError(f"group {name}: {num_blocks} KV blocks cannot be shared by {par.pp} pipeline engines")
     if num_blocks < dp:
         raise ValueError(f"group {name}: {num_blocks} KV blocks cannot be shared by {dp} attention-DP ranks")
-    cost_model = resolve_cost_model(g.cost_model or cfg.cost_model, policy.kind, dp, par.ep, model)
+    enforce_eager = bool(getattr(policy, "enforce_eager", False))
+    if enforce_eager and g.role != "prefill":
+        raise ValueError(
+            f"group {name}: policy.enforce_eager launches decode steps without CUDA graphs too, which servesim does "
+            "not price; set it on a prefill group (role: prefill) of a disaggregated cluster"
+        )
+    cost_model = resolve_cost_model(g.cost_model or cfg.cost_model, policy.kind, dp, par.ep, model, enforce_eager)
     return GroupSetup(
         name,
         g,
@@ -248,7 +254,12 @@ def _cpu_overlap(params: Any) -> bool:
 
 
 def resolve_cost_model(
-    params: Any, policy_kind: str, dp_attention: int = 1, ep: int = 1, model: ModelSpec | None = None
+    params: Any,
+    policy_kind: str,
+    dp_attention: int = 1,
+    ep: int = 1,
+    model: ModelSpec | None = None,
+    enforce_eager: bool = False,
 ) -> Any:
     """The cost model's parameters with what the policy's engine decides filled in where unset (its traits):
     ``framework``, the engine whose measured kernel tables are read (``vllm``/``vllm_v0`` vLLM's, ``sglang``
@@ -256,8 +267,9 @@ def resolve_cost_model(
     beside the GPU's (vLLM V1, SGLang, TensorRT-LLM) or before it (vLLM V0 and the others); ``expert_all_to_all``,
     vLLM's all-to-all MoE kernels with attention data parallelism and ep > 1 (``use_all2all_kernels``);
     ``eager_host_s_per_layer``, the host's launches of a step holding a prefill where the engine runs it without a
-    CUDA graph (SGLang, TensorRT-LLM, vLLM V0), measured for ``model``'s architecture (simulator/cost/eager.py; 0
-    elsewhere, or without ``model``); the last three also in a nested ``roofline``."""
+    CUDA graph (SGLang, TensorRT-LLM, vLLM V0, and vLLM V1 with ``enforce_eager``), measured for ``model``'s
+    architecture (simulator/cost/eager.py; 0 elsewhere, or without ``model``); the last three also in a nested
+    ``roofline``."""
     traits = policies.batching.traits_of(policy_kind)
     fields = type(params).model_fields
     update: dict[str, Any] = {}
@@ -273,7 +285,7 @@ def resolve_cost_model(
         if roofline.expert_all_to_all is None:
             nested["expert_all_to_all"] = traits.engine == "vllm" and dp_attention > 1 and ep > 1
         if roofline.eager_host_s_per_layer is None:
-            eager = traits.eager_prefill and model is not None
+            eager = (traits.eager_prefill or enforce_eager) and model is not None
             nested["eager_host_s_per_layer"] = measured_eager_host_s_per_layer(model) if eager else 0.0
         if roofline is params:
             update |= nested

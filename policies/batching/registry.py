@@ -37,6 +37,12 @@ class BatchTraits:
     eager_prefill: bool = False
     """Its engine runs a step holding a prefill without a CUDA graph, launching every kernel from the host (SGLang,
     TensorRT-LLM and vLLM V0 capture decode-only batches; simulator/cost/eager.py)."""
+    recomputes_first_token: bool = False
+    """On a decode replica of a disaggregated cluster, its engine computes a received request's last prompt token
+    again to sample the first output token, which reaches the client at that step's end (vLLM V1: the scheduler's
+    ``_update_waiting_for_remote_kv`` leaves the last prompt token uncomputed when the whole prompt's KV was received,
+    ``vllm/v1/core/sched/scheduler.py``; the prefill instance's own token is not sent). Otherwise the first token
+    comes with the KV and reaches the client when it lands."""
     hardware_defaults: bool = False
     """Its parameters leave some defaults to the GPU (the engine's own per-device defaults): its parameter model
     has ``resolve_for_hardware(device_memory_bytes, device_name)``, which ``build`` calls for each replica group."""

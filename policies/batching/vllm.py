@@ -87,6 +87,13 @@ class VllmParams(BaseModel):
     long_prefill_token_threshold: int = Field(
         0, ge=0, description="Most tokens of one prompt computed in one step; 0: no cap but the budget."
     )
+    enforce_eager: bool = Field(
+        False,
+        description="vLLM's --enforce-eager: no CUDA graphs, every kernel launched from the host. A step holding a "
+        "prompt takes the longer of its kernels' time and the host's launches (the measured figure for the "
+        "model's architecture, simulator/cost/eager.py). Decode steps would be launched so too, which servesim "
+        "does not price: allowed only on a disaggregated prefill group (as InferenceX's vLLM prefill workers run).",
+    )
 
     @model_validator(mode="after")
     def _check_budget(self) -> VllmParams:
@@ -108,7 +115,9 @@ class VllmParams(BaseModel):
 # async scheduling: on by default in vLLM V1 (SchedulerConfig.async_scheduling None resolves to on in
 # vllm/config/vllm.py unless a feature in use rules it out), and passed by InferenceX's recipe (--async-scheduling)
 @BATCH_POLICIES.register(
-    "vllm", params=VllmParams, traits=BatchTraits(steady_decode=True, hardware_defaults=True, overlaps_cpu=True)
+    "vllm",
+    params=VllmParams,
+    traits=BatchTraits(steady_decode=True, hardware_defaults=True, overlaps_cpu=True, recomputes_first_token=True),
 )
 class VllmPolicy:
     """vLLM V1: running requests first under one token budget, then waiting ones, chunked to fit."""

@@ -21,7 +21,9 @@ the host's time is the longer, and it is in every TTFT at low load.
   (docs/source/features/torch_compile_and_piecewise_cuda_graph.md).
 - vLLM V1 is not marked: its piecewise CUDA graphs cover every step up to ``max_cudagraph_capture_size``
   tokens, and a larger one runs torch.compile's generated code without a graph, whose host time no
-  measurement found gives.
+  measurement found gives. With ``--enforce-eager`` (the ``vllm`` policy's ``enforce_eager``, allowed on a
+  disaggregated prefill group) it runs PyTorch eagerly, launching the kinds of kernels SGLang's eager forward
+  launches: the figure below is used for it.
 
 **The host time per layer** (``eager_host_s_per_layer``), where it was measured:
 

@@ -201,6 +201,8 @@ class StepExecutor:
             req = self.incoming[0]
             if self.traits.reserves_kv:
                 kv_tokens = req.num_prompt_tokens + req.num_output_tokens
+            elif self.traits.recomputes_first_token:  # its first step computes the last prompt token again
+                kv_tokens = req.num_computed_tokens
             else:
                 kv_tokens = req.num_computed_tokens + 1
             lease = self.kv.lease(kv_tokens, self.kv.num_free_blocks - pending_blocks)
@@ -212,11 +214,17 @@ class StepExecutor:
         return reserved
 
     def accept_transferred(self, req: Request, now_s: float) -> None:
-        """The KV has arrived: the request queues for decoding, its first token reaches the client now."""
+        """The KV has arrived: the request queues for decoding, its first token reaches the client now, or, where
+        the engine samples it again (``BatchTraits.recomputes_first_token``), at the end of the step that computes
+        the last prompt token once more."""
         lease = self.receiving.pop(req)
         self.kv.adopt(req, lease)
         transition(req, State.WAITING, now_s)
-        req.first_token_s = req.last_token_s = now_s
+        if self.traits.recomputes_first_token:
+            req.num_computed_tokens -= 1
+            req.num_generated_tokens -= 1
+        else:
+            req.first_token_s = req.last_token_s = now_s
         # Front of the queue: it holds its blocks and needs none to start, so nothing that waits
         # for free blocks may stand before it (that would be a deadlock).
         self.waiting.appendleft(req)
@@ -462,7 +470,8 @@ class StepExecutor:
             if blocks := kv.num_blocks(r):  # arrived by KV transfer, with room for its first decode step
                 kv_tokens = kv.num_kv_tokens(r)
                 assert blocks == -(-kv_tokens // bs) and kv_tokens > r.num_computed_tokens
-                assert r.first_token_s is not None
+                # its first token came with the KV, or comes from the step computing the last prompt token again
+                assert (r.first_token_s is None) == (self.traits.recomputes_first_token and r.is_prefill)
             elif kv.is_swapped(r):
                 assert kv.num_swapped_blocks(r) == -(-r.num_computed_tokens // bs), "swapped KV does not match tokens"
             else:

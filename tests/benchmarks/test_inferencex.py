@@ -282,6 +282,20 @@ def test_sglang_wide_ep_decode_workers_on_gb200_and_gb300_run_deepep(points):
     assert all("cost_model" not in g for g in scenario_for(b200)["groups"])
 
 
+def test_vllm_disaggregated_prefill_workers_run_eagerly(points):
+    """Every vLLM srt-slurm recipe of InferenceX's disaggregated points gives the prefill worker ``enforce-eager``,
+    the decode worker CUDA graphs."""
+    row = points[points["id"] == "kimik2_5_gb200_vllm_fp4_disagg_1024x1024_c8_cfg698"].iloc[0]
+    scenario = scenario_for(row)
+    prefill, decode = scenario["groups"]
+    assert prefill["policy"] == scenario["policy"] | {"enforce_eager": True}
+    assert "policy" not in decode
+    cfg = validate_scenario(scenario)
+    assert cfg.groups[0].policy.enforce_eager is True and cfg.policy.enforce_eager is False
+    sglang = points[points["id"] == "dsr1_gb200_sglang_fp4_disagg_1024x1024_c4_cfg486"].iloc[0]
+    assert all("policy" not in g for g in scenario_for(sglang)["groups"])
+
+
 def _no_workers(points: pd.DataFrame) -> pd.Series:
     rows = points[(points["mode"] == "disagg") & points["prefill_num_workers"].isna()]
     return rows.sort_values("id").iloc[0]

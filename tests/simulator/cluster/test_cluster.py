@@ -134,12 +134,36 @@ def test_disaggregation_removes_decode_stalls_at_equal_gpu_count_and_ttft_includ
     req = split.requests[split.requests["status"] == "finished"]
     multi = req[req["num_output_tokens"] > 1]
     assert (multi["transfer_end_s"] > multi["transfer_start_s"]).all()
-    assert (multi["first_token_s"] == multi["transfer_end_s"]).all()  # the first token arrives with the KV
+    # vLLM's decode replica computes the last prompt token again: the first token comes at a step's end after the KV
+    assert (multi["first_token_s"] > multi["transfer_end_s"]).all()
     assert (multi["prefill_replica_id"] == 0).all() and (multi["replica_id"] == 1).all()
     # 3000-token prompts of Llama-3.1-8B KV (393 MB) over NVLink (450 GB/s): about 0.9 ms
     assert split.summary["mean_kv_transfer_ms"] == pytest.approx(
         (multi["num_prompt_tokens"] * 131072).mean() / 450e9 * 1000 + 0.005, rel=0.05
     )
+
+
+def test_vllm_decode_samples_the_first_token_again_sglang_sends_the_prefills():
+    """vLLM's scheduler leaves a received prompt's last token uncomputed (``_update_waiting_for_remote_kv``): the
+    decode replica computes it in a step whose end emits the first token. SGLang's decode replica streams the token
+    that came with the KV as it lands."""
+    groups = {"groups": [{"role": "prefill"}, {"role": "decode"}]}
+    runs = {policy: _mixed(groups | {"policy": policy}, rate=2.0) for policy in ("vllm", "sglang")}
+    for policy, run in runs.items():
+        req = run.requests[run.requests["num_output_tokens"] > 1]
+        assert set(req["status"]) == {"finished"}
+        assert (req["num_generated_tokens"] == req["num_output_tokens"]).all()
+        decode_steps = run.steps[run.steps["replica_id"] == 1]
+        prompt_tokens = int(decode_steps["num_prefill_tokens"].sum())
+        if policy == "sglang":
+            assert (req["first_token_s"] == req["transfer_end_s"]).all()
+            assert prompt_tokens == 0
+            continue
+        # one prompt token a received request, and each first token at the end of a decode-replica step
+        assert prompt_tokens == len(req)
+        ends = set((decode_steps["start_s"] + decode_steps["duration_s"]).round(9))
+        assert set(req["first_token_s"].round(9)) <= ends
+        assert (req["first_token_s"] > req["transfer_end_s"]).all()
 
 
 def test_layerwise_overlap_hides_most_of_the_transfer():

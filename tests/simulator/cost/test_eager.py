@@ -76,6 +76,26 @@ def test_vllm_v1_and_unmeasured_architectures_are_unchanged():
     assert resolve_cost_model(RooflineParams(), "sglang").eager_host_s_per_layer == 0.0  # no model given
 
 
+def test_vllms_enforce_eager_prices_a_prefill_groups_launches_and_is_refused_where_it_decodes():
+    """vLLM's --enforce-eager runs every step without a CUDA graph: a prefill group's steps take the measured launches;
+    a group that decodes is refused, its eager decode steps not being priced."""
+    from simulator.build import build
+    from simulator.config.scenario import validate_scenario
+
+    assert resolve_cost_model(RooflineParams(), "vllm", model=resolve_model(R1), enforce_eager=True) == (
+        resolve_cost_model(RooflineParams(), "sglang", model=resolve_model(R1)).model_copy(update={"framework": "vllm"})
+    )
+    eager = {"kind": "vllm", "max_num_seqs": 8, "enforce_eager": True}
+    base = {"model": R1, "hardware": "h200", "parallelism": {"tp": 8}, "workload": {"num_requests": 4}}
+    cfg = validate_scenario(base | {"groups": [{"role": "prefill", "policy": eager}, {"role": "decode"}]})
+    prefill_group, decode_group = build(cfg).resolved_config["resolved_groups"]
+    assert prefill_group["cost_model"]["roofline"]["eager_host_s_per_layer"] == MLA_MOE_EAGER_HOST_S_PER_LAYER
+    assert decode_group["cost_model"]["roofline"]["eager_host_s_per_layer"] == 0.0  # vLLM V1 decodes from graphs
+    for groups in ([{"policy": eager}], [{"role": "prefill"}, {"role": "decode", "policy": eager}]):
+        with pytest.raises(ValueError, match="enforce_eager launches decode steps without CUDA graphs"):
+            build(validate_scenario(base | {"groups": groups}))
+
+
 def test_a_users_figure_wins_and_reaches_the_silicon_models_roofline():
     mine = RooflineParams(eager_host_s_per_layer=2e-3)
     assert resolve_cost_model(mine, "vllm", model=resolve_model(R1)).eager_host_s_per_layer == 2e-3
