@@ -256,11 +256,13 @@ def workload_for(isl: int, osl: int, concurrency: int) -> dict[str, Any]:
     }
 
 
-SGLANG_DEEPEP_DECODE_SYSTEMS = frozenset(("gb200", "gb300"))
-"""GPUs whose SGLang disaggregated decode workers with attention DP run DeepEP's all-to-all: every GB200 and GB300
-DeepSeek recipe InferenceX launched through srt-slurm (``benchmarks/multi_node/srt-slurm-recipes/{gb200,gb300}-
-{fp4,fp8}/``, read at SemiAnalysisAI/InferenceX 80d98084f, the first commit that tracks them) gives a decode worker
-with ``enable-dp-attention`` ``moe-a2a-backend: deepep`` (``deepep-mode: low_latency``); the B200 recipes give none."""
+SGLANG_DEEPEP_SYSTEMS = frozenset(("gb200", "gb300"))
+"""GPUs whose SGLang disaggregated workers with attention DP run DeepEP: every GB200 and GB300 DeepSeek recipe
+InferenceX launched through srt-slurm (``benchmarks/multi_node/srt-slurm-recipes/{gb200,gb300}-{fp4,fp8}/``, read at
+SemiAnalysisAI/InferenceX 80d98084f, the first commit that tracks them) gives a decode worker with
+``enable-dp-attention`` ``moe-a2a-backend: deepep`` (``deepep-mode: low_latency``), and the FP8 recipes' prefill
+worker with ``enable-dp-attention`` too (``deepep-mode: normal``); the FP4 recipes' prefill workers run
+``moe-runner-backend: flashinfer_cutlass`` or ``flashinfer_trtllm`` without it, and the B200 recipes give none."""
 
 
 def _disaggregated_groups(row: pd.Series) -> list[dict[str, Any]]:
@@ -278,8 +280,8 @@ def _disaggregated_groups(row: pd.Series) -> list[dict[str, Any]]:
             "count": int(workers),
             "parallelism": _parallelism(tp, ep, pp, dp),
         }
-        deepep = row["backend"] == "sglang" and str(row["system"]) in SGLANG_DEEPEP_DECODE_SYSTEMS
-        if role == "decode" and deepep and dp > 1 and ep > 1:
+        deepep = row["backend"] == "sglang" and str(row["system"]) in SGLANG_DEEPEP_SYSTEMS and dp > 1 and ep > 1
+        if deepep and (role == "decode" or row["precision"] == "fp8"):
             group["cost_model"] = {"kind": "silicon", "roofline": {"expert_all_to_all": True}}
         groups.append(group)
     return groups

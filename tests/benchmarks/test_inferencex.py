@@ -268,9 +268,10 @@ def test_disaggregated_point_becomes_prefill_and_decode_groups(points):
         scenario_for(_no_workers(points))
 
 
-def test_sglang_wide_ep_decode_workers_on_gb200_and_gb300_run_deepep(points):
+def test_sglang_wide_ep_workers_on_gb200_and_gb300_run_deepep(points):
     """SGLang's GB200/GB300 srt-slurm recipes give every decode worker with attention DP ``moe-a2a-backend:
-    deepep``: its decode group dispatches tokens to their experts (all-to-all); its prefill group and B200's do not."""
+    deepep``, and the FP8 recipes' prefill workers with attention DP too: those groups dispatch tokens to their
+    experts (all-to-all); FP4 prefill groups and B200's do not."""
     row = points[points["id"] == "dsr1_gb200_sglang_fp4_disagg_1024x1024_c4096_cfg483"].iloc[0]
     prefill, decode = scenario_for(row)["groups"]
     assert decode["parallelism"] == {"tp": 32, "ep": 32, "dp_attention": 32}
@@ -278,6 +279,10 @@ def test_sglang_wide_ep_decode_workers_on_gb200_and_gb300_run_deepep(points):
     assert "cost_model" not in prefill
     cfg = validate_scenario(scenario_for(row))
     assert cfg.groups[1].cost_model.roofline.expert_all_to_all is True
+    fp8 = points[points["id"] == "dsr1_gb300_sglang_fp8_disagg_8192x1024_c1024_cfg505"].iloc[0]
+    prefill, decode = scenario_for(fp8)["groups"]
+    assert prefill["parallelism"] == {"tp": 8, "ep": 8, "dp_attention": 8}
+    assert prefill["cost_model"] == decode["cost_model"] == {"kind": "silicon", "roofline": {"expert_all_to_all": True}}
     b200 = points[points["id"] == "dsr1_b200_sglang_fp4_disagg_8192x1024_c2048_cfg538"].iloc[0]
     assert all("cost_model" not in g for g in scenario_for(b200)["groups"])
 

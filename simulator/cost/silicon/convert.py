@@ -17,6 +17,8 @@ What is kept, per table (all times float32 milliseconds on rectilinear grids, Na
   NCCL's, by message bytes;
 - ``moe/<dtype>/<distribution>/<hidden>/<inter>/<topk>/<experts>/<tp>/<ep>``: the fused MoE layer by token count
   (the fastest kernel measured, as the engines' MoE kernel selection aims to take);
+- ``moew/<context|generation>/<dtype>/...`` (the ``moe`` key's fields): SGLang's MoE experts under DeepEP by the EP
+  group's tokens, in prefill (normal mode) and decode (low-latency mode) steps;
 - ``a2a/<dispatch|combine>/<hidden>/<topk>/<experts>/<ep>``: the expert-parallel all-to-all (DeepEP) by tokens.
 
 A GEMM grid point the collector did not run (only at the largest n x k) is filled from its neighbours along m.
@@ -261,6 +263,8 @@ REQUIRED_COLUMNS = {
     ),
     "moe_a2a_perf.parquet": ("latency", "phase", "hidden_size", "topk", "num_experts", "ep_size", "num_tokens"),
 }
+for _phase in ("context", "generation"):  # SGLang's DeepEP MoE layer: the fused MoE table's columns
+    REQUIRED_COLUMNS[f"wideep_{_phase}_moe_perf.parquet"] = REQUIRED_COLUMNS["moe_perf.parquet"]
 
 
 def _read(table: Table | None) -> pd.DataFrame | None:
@@ -613,6 +617,35 @@ def _moe_kernels(part: pd.DataFrame, prefix: str, shape: list[str], out: dict[st
             out[key] = _curve(fastest)
 
 
+def _wide_ep_moe(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:
+    """SGLang's MoE layer under DeepEP (``--moe-a2a-backend deepep``: DeepGEMM's grouped GEMMs on the tokens DeepEP
+    dispatched to each GPU's experts), by the token count of the whole EP group: ``moew/context/...`` from its
+    normal-mode (prefill) table, ``moew/generation/...`` from its low-latency (decode) table, keyed as ``moe/...``.
+
+    aiconfigurator's collector (``collector/sglang/collect_wideep_deepep_moe.py``) times the experts' compute alone,
+    ``run_moe_core`` on a dispatch output it builds, without the dispatch and combine (the ``a2a`` tables), and logs
+    ``num_tokens`` as the tokens per rank times ``moe_ep_size``. Only SGLang's collector measured it."""
+    if sel.base != "sglang":
+        return
+    cols = [c for c in REQUIRED_COLUMNS["moe_perf.parquet"] if c not in ("latency", "num_tokens")]
+    described = []
+    for phase in ("context", "generation"):
+        table = sel.table("moe", f"wideep_{phase}_moe_perf.parquet")
+        if table is None or table.framework != "sglang":
+            continue
+        frame = _read(table)
+        assert frame is not None
+        frame = frame[(frame.latency > 0) & frame.moe_dtype.isin(list(MOE_DTYPES))]
+        for keys, part in frame.groupby(cols):
+            dtype, dist, *rest = keys
+            part = part.groupby("num_tokens").latency.min().sort_index()
+            if len(part) >= 2:
+                out["/".join(["moew", phase, MOE_DTYPES[dtype], dist, *map(str, rest)])] = _curve(part)
+        described.append(f"{phase}: {table.describe()}")
+    if described:
+        meta["moew"] = "DeepEP MoE compute; " + "; ".join(described)
+
+
 def _curve(latency_by_tokens: pd.Series) -> np.ndarray:
     """A [tokens, latency] array of a MoE table's latencies by token count."""
     tokens, latency = latency_by_tokens.index.to_numpy(np.float64), latency_by_tokens.to_numpy(np.float64)
@@ -639,6 +672,6 @@ def convert(sel: Selection) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Every array the silicon model reads from ``sel``, and where each group of them came from."""
     out: dict[str, np.ndarray] = {}
     meta: dict[str, str] = {}
-    for part in (_gemm, _attention, _mla, _dsa, _all_reduce, _moe, _all_to_all):
+    for part in (_gemm, _attention, _mla, _dsa, _all_reduce, _moe, _wide_ep_moe, _all_to_all):
         part(sel, out, meta)
     return out, meta

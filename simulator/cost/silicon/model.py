@@ -292,6 +292,7 @@ class SiliconCostModel:
         self._decode: tuple[AttentionTable, str] | None = None
         self._prefill: tuple[AttentionTable, str] | None = None
         self._moe: Curve | None = None
+        self._moe_deepep: dict[bool, Curve] = {}  # SGLang's DeepEP MoE by "the step holds a prefill"
         self._all_reduce = None
         self._all_to_all: tuple[Curve, Curve] | None = None  # DeepEP's dispatch and combine
         self._mla_module = False  # MLA attention priced by the measured module (projections included)
@@ -381,6 +382,15 @@ class SiliconCostModel:
             named = (f"{p}/{kernel}/{d}/{layout}" for p in ("moek", "moek_other") for d in dtypes) if kernel else ()
             keys = (f"{p}/{d}/{layout}" for p in ("moe", "moe_other") for d in dtypes)
             self._moe = next((curve for curve in map(t.moe, (*named, *keys)) if curve is not None), None)
+            if self.ep > 1 and self.params.roofline.expert_all_to_all and t.selection.base == "sglang":
+                # SGLang's DeepEP MoE (--moe-a2a-backend deepep): DeepGEMM's grouped GEMMs on the dispatched tokens,
+                # measured apart from the fused-MoE kernels, normal mode in a step holding a prefill, low-latency
+                # mode in a decode-only one (DeepEP's auto mode; the disaggregated recipes fix each pool's)
+                for prefill, phase in ((True, "context"), (False, "generation")):
+                    stems = (f"{d}/{dist}/{shape}/{tp // self.ep}" for d in dtypes)
+                    found = next((c for c in (t.deepep_moe(phase, s, self.ep) for s in stems) if c is not None), None)
+                    if found is not None:
+                        self._moe_deepep[prefill] = found
         if m.is_moe and self.ep > 1 and self.params.roofline.expert_all_to_all:
             shape = (m.hidden_size, m.num_experts_per_token, m.num_experts, self.ep)
             dispatch, combine = t.all_to_all("dispatch", *shape), t.all_to_all("combine", *shape)
@@ -606,7 +616,9 @@ class SiliconCostModel:
                 "qkv_proj": "",
                 "o_proj": "",
             }
-        if self._moe is not None:
+        if self._moe_deepep:
+            groups |= dict.fromkeys(MLP_OPS, "moew")
+        elif self._moe is not None:
             groups |= dict.fromkeys(MLP_OPS, "moe")
         for op, found in (("attn_decode", self._decode), ("attn_prefill", self._prefill)):
             if found is not None:
@@ -656,9 +668,9 @@ class SiliconCostModel:
                     per += self._rope_s(rows)
                     source += " GEMM + roofline rotary"
                 seconds = per * (1 if name == "lm_head" else self.model.num_moe_layers if name == "moe_router" else L)
-            elif name in MLP_OPS and (self._moe is not None or self._mlp_extra):
+            elif name in MLP_OPS and (self._moe is not None or self._moe_deepep or self._mlp_extra):
                 if moe is None:
-                    moe = self._mlp_split(rows)
+                    moe = self._mlp_split(rows, bool(shape.prefill_new_tokens))
                 seconds, source = moe[name]
             elif name == "attn_decode" and self._decode is not None:
                 seconds, fell = self._decode_total(shape.num_decode_seqs, shape.decode_context_tokens)
@@ -960,14 +972,15 @@ class SiliconCostModel:
         source = "interpolated (DeepEP)" if not beyond else f"roofline anchored at tokens={tc:g} (DeepEP)"
         return total * self.model.num_moe_layers, source
 
-    def _mlp_split(self, rows: int) -> dict[str, tuple[float, str]]:
-        """The MLP ops' seconds over all layers: the routed experts from the fused-MoE table (split over the
-        ops in the roofline's proportions; the roofline where no table matches), shared experts and dense
-        layers from the GEMM table (their activation by the roofline)."""
+    def _mlp_split(self, rows: int, has_prefill: bool = False) -> dict[str, tuple[float, str]]:
+        """The MLP ops' seconds over all layers: the routed experts from the fused-MoE table, or SGLang's DeepEP MoE
+        table of the step's kind (split over the ops in the roofline's proportions; the roofline where no table
+        matches), shared experts and dense layers from the GEMM table (their activation by the roofline)."""
         parts = self.roofline.mlp_parts(rows)
+        curve = self._moe_deepep.get(has_prefill, self._moe)
         out = (
-            self._moe_split(rows, parts["routed"])
-            if self._moe is not None
+            self._moe_split(rows, parts["routed"], curve)
+            if curve is not None
             else {name: (op.seconds, "roofline (no MoE table)") for name, op in parts["routed"].items()}
         )
         for part, layers in (("shared", self.model.num_moe_layers), ("dense", self.model.num_dense_layers)):
@@ -986,10 +999,8 @@ class SiliconCostModel:
                 out[name] = (t + seconds, s if s == source else f"{s}; {part}: {source}")
         return out
 
-    def _moe_split(self, rows: int, roof: dict[str, OpCost]) -> dict[str, tuple[float, str]]:
-        """The fused MoE layer's measured time, split over the MLP ops in the roofline's proportions."""
-        assert self._moe is not None
-        curve = self._moe
+    def _moe_split(self, rows: int, roof: dict[str, OpCost], curve: Curve) -> dict[str, tuple[float, str]]:
+        """The MoE layer's measured time (``curve``), split over the MLP ops in the roofline's proportions."""
         rc = curve.clamp(rows)
         t = curve(rc)
         assert t is not None

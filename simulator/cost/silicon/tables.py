@@ -241,6 +241,30 @@ class SiliconTables:
             return None
         return Curve(arr[0].tolist(), (arr[1].astype(np.float64) * 1e-3).tolist())
 
+    def deepep_moe(self, phase: str, stem: str, ep: int) -> Curve | None:
+        """SGLang's MoE experts under DeepEP in ``phase`` ("context" or "generation"): seconds against the EP group's
+        tokens, for ``moew/<phase>/<stem>/<ep>`` (``stem``: dtype/distribution/h/inter/topk/E/moe_tp), or None.
+
+        An EP size the collector did not run lies between two it ran: each GPU computes its 1/ep share of the same
+        expert tokens, so the time is interpolated log-linearly in ep between the nearest measured sizes, at the
+        token counts both measured."""
+        found = self.moe(f"moew/{phase}/{stem}/{ep}")
+        if found is not None:
+            return found
+        prefix = f"moew/{phase}/{stem}/"
+        sizes = sorted(int(k[len(prefix) :]) for k in self.keys if k.startswith(prefix) and k[len(prefix) :].isdigit())
+        below, above = [e for e in sizes if e < ep], [e for e in sizes if e > ep]
+        if not below or not above:
+            return None
+        lo, hi = self.moe(f"{prefix}{below[-1]}"), self.moe(f"{prefix}{above[0]}")
+        assert lo is not None and hi is not None
+        xs = sorted(set(lo.xs) & set(hi.xs))
+        if len(xs) < 2:
+            return None
+        w = (math.log(ep) - math.log(below[-1])) / (math.log(above[0]) - math.log(below[-1]))
+        logs = [(lo.log_at(x), hi.log_at(x)) for x in xs]  # measured points of both: never None
+        return Curve(xs, [math.exp((1 - w) * a + w * b) for a, b in logs])  # type: ignore[operator]
+
     def all_to_all(self, phase: str, hidden: int, topk: int, experts: int, ep: int) -> Curve | None:
         """DeepEP's ``phase`` ("dispatch"/"combine") seconds against tokens per GPU, for one MoE layer, or None."""
         return self.moe(f"a2a/{phase}/{hidden}/{topk}/{experts}/{ep}")
