@@ -262,7 +262,11 @@ InferenceX launched through srt-slurm (``benchmarks/multi_node/srt-slurm-recipes
 SemiAnalysisAI/InferenceX 80d98084f, the first commit that tracks them) gives a decode worker with
 ``enable-dp-attention`` ``moe-a2a-backend: deepep`` (``deepep-mode: low_latency``), and the FP8 recipes' prefill
 worker with ``enable-dp-attention`` too (``deepep-mode: normal``); the FP4 recipes' prefill workers run
-``moe-runner-backend: flashinfer_cutlass`` or ``flashinfer_trtllm`` without it, and the B200 recipes give none."""
+``moe-runner-backend: flashinfer_cutlass`` or ``flashinfer_trtllm`` without it, and the B200 recipes give none. Every
+such DeepEP worker has 8 to 48 attention-DP ranks, in these recipes and in NVIDIA/srt-slurm's of 2025-12-20 (d83c9ee,
+``recipies/gb200-{fp4,fp8}/``) that the points measured on 2025-12-21 ran; the workers of 4 GPUs run none. Those
+older points record a DeepEP worker's experts as moe_tp (moe_ep 1), and their 4-GPU TP workers as 4 attention-DP
+ranks."""
 
 
 def _disaggregated_groups(row: pd.Series) -> list[dict[str, Any]]:
@@ -274,14 +278,20 @@ def _disaggregated_groups(row: pd.Series) -> list[dict[str, Any]]:
         dp = _attention_dp(row.get(f"{role}_attention_dp_size"))
         tp = _int(row, f"{role}_tp_size")
         ep, pp = _int(row, f"{role}_moe_ep_size"), _int(row, f"{role}_pp_size")
+        deepep = row["backend"] == "sglang" and str(row["system"]) in SGLANG_DEEPEP_SYSTEMS and dp >= 8
+        deepep = deepep and (role == "decode" or row["precision"] == "fp8")
+        if deepep:
+            # SGLang's _handle_a2a_moe (python/sglang/srt/server_args.py): with --moe-a2a-backend deepep the expert-
+            # parallel size is set to the tensor-parallel size, whatever --ep-size says (the points measured before
+            # 2026 record such workers' experts as moe_tp x moe_ep 1)
+            ep = tp * dp
         group: dict[str, Any] = {
             "name": role,
             "role": role,
             "count": int(workers),
             "parallelism": _parallelism(tp, ep, pp, dp),
         }
-        deepep = row["backend"] == "sglang" and str(row["system"]) in SGLANG_DEEPEP_SYSTEMS and dp > 1 and ep > 1
-        if deepep and (role == "decode" or row["precision"] == "fp8"):
+        if deepep:
             group["cost_model"] = {"kind": "silicon", "roofline": {"expert_all_to_all": True}}
         groups.append(group)
     return groups

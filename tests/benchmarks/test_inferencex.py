@@ -283,6 +283,14 @@ def test_sglang_wide_ep_workers_on_gb200_and_gb300_run_deepep(points):
     prefill, decode = scenario_for(fp8)["groups"]
     assert prefill["parallelism"] == {"tp": 8, "ep": 8, "dp_attention": 8}
     assert prefill["cost_model"] == decode["cost_model"] == {"kind": "silicon", "roofline": {"expert_all_to_all": True}}
+    # measured in 2025 with the experts recorded as moe_tp: DeepEP sets ep to the workers' tp (SGLang's
+    # _handle_a2a_moe); their 4-GPU workers ran no DeepEP
+    old = points[points["id"] == "dsr1_gb200_sglang_fp8_disagg_1024x1024_c4096_cfg236"].iloc[0]
+    assert old["decode_moe_ep_size"] == 1 and old["decode_moe_tp_size"] == 32
+    prefill, decode = scenario_for(old)["groups"]
+    assert (prefill["parallelism"]["ep"], decode["parallelism"]["ep"]) == (8, 32)
+    four = points[points["id"] == "dsr1_gb200_sglang_fp4_disagg_1024x1024_c32_cfg252"].iloc[0]
+    assert all("cost_model" not in g and "ep" not in g["parallelism"] for g in scenario_for(four)["groups"])
     b200 = points[points["id"] == "dsr1_b200_sglang_fp4_disagg_8192x1024_c2048_cfg538"].iloc[0]
     assert all("cost_model" not in g for g in scenario_for(b200)["groups"])
 
