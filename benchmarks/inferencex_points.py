@@ -256,6 +256,7 @@ def workload_for(isl: int, osl: int, concurrency: int) -> dict[str, Any]:
     }
 
 
+KIMI_K2_5 = "moonshotai/Kimi-K2.5"
 SGLANG_DEEPEP_SYSTEMS = frozenset(("gb200", "gb300"))
 """GPUs whose SGLang disaggregated workers with attention DP run DeepEP: every GB200 and GB300 DeepSeek recipe
 InferenceX launched through srt-slurm (``benchmarks/multi_node/srt-slurm-recipes/{gb200,gb300}-{fp4,fp8}/``, read at
@@ -280,6 +281,11 @@ def _disaggregated_groups(row: pd.Series) -> list[dict[str, Any]]:
         ep, pp = _int(row, f"{role}_moe_ep_size"), _int(row, f"{role}_pp_size")
         deepep = row["backend"] == "sglang" and str(row["system"]) in SGLANG_DEEPEP_SYSTEMS and dp >= 8
         deepep = deepep and (role == "decode" or row["precision"] == "fp8")
+        kimi = row["backend"] == "vllm" and str(row["model_path"]) == KIMI_K2_5
+        if kimi and role == "prefill" and dp == 1 and ep > 1:
+            # every Kimi-K2.5 vLLM recipe's prefill worker is "dep4" (NVIDIA/srt-slurm sa-submission-q2-2026 at
+            # 8294e64e: data-parallel-size 4, tensor-parallel-size 1, enable-expert-parallel), recorded as tp 4, ep 4
+            dp, tp = tp, 1
         if deepep:
             # SGLang's _handle_a2a_moe (python/sglang/srt/server_args.py): with --moe-a2a-backend deepep the expert-
             # parallel size is set to the tensor-parallel size, whatever --ep-size says (the points measured before

@@ -302,6 +302,10 @@ def test_vllm_disaggregated_prefill_workers_run_eagerly(points):
     scenario = scenario_for(row)
     prefill, decode = scenario["groups"]
     assert prefill["policy"] == scenario["policy"] | {"enforce_eager": True}
+    # recorded tp 4 x ep 4; the recipes' prefill worker is "dep4": 4 attention-DP ranks of tp 1 over EP 4
+    assert (row["prefill_tp_size"], row["prefill_attention_dp_size"], row["prefill_moe_ep_size"]) == (4, 1, 4)
+    assert prefill["parallelism"] == {"tp": 4, "ep": 4, "dp_attention": 4}
+    assert decode["parallelism"] == {"tp": 4, "ep": 4}
     assert "policy" not in decode
     cfg = validate_scenario(scenario)
     assert cfg.groups[0].policy.enforce_eager is True and cfg.policy.enforce_eager is False
