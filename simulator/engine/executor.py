@@ -375,7 +375,8 @@ class StepExecutor:
                     num_extra += self._accept(req)
                 if req.first_token_s is None:
                     if hand_off and req.num_output_tokens > 1:
-                        # The first token travels with the KV; the client sees it when decoding starts.
+                        # The first token travels with the KV; the client sees it when decoding starts (a decode
+                        # engine that samples it again, BatchTraits.recomputes_first_token, drops it on arrival).
                         self._running.remove(req)
                         transition(req, State.TRANSFERRING, now_s)
                         self.sending.append(req)
