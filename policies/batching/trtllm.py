@@ -149,19 +149,16 @@ def num_generation(plan: StepPlan) -> int:
     return sum(starmap(_is_generation, plan.scheduled))
 
 
-def hold_back_contexts(plan: StepPlan) -> list[RequestView]:
-    """Leave ``plan``'s context requests for a later step, so it runs its generation requests alone; returns them."""
+def hold_back_contexts(plan: StepPlan) -> None:
+    """Leave ``plan``'s context requests (and the KV they would reserve) for a later step: it runs its generation
+    requests alone."""
     generation: list[tuple[RequestView, int]] = []
-    contexts: list[RequestView] = []
     for req, n in plan.scheduled:
         if _is_generation(req, n):
             generation.append((req, n))
         else:
-            contexts.append(req)
+            plan.kv_tokens.pop(req, None)
     plan.scheduled = generation
-    for req in contexts:
-        plan.kv_tokens.pop(req, None)
-    return contexts
 
 
 def _context_only(req: RequestView) -> int:
