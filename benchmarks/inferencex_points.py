@@ -329,6 +329,9 @@ class Recipe:
     moe_kernel: Callable[[int, int, int, int, bool], str | None] | None = None
     # policy fields the script adds when it launches with attention DP (DP_ATTENTION=true)
     dp_attention_policy: dict[str, Any] = field(default_factory=dict)
+    # TensorRT-LLM's piecewise CUDA graphs: the largest capture_num_tokens by (ISL, OSL, CONC, the script's TP and
+    # EP_SIZE, max_num_tokens), 0 where the script leaves them off (trtllm's piecewise_cuda_graph_max_tokens)
+    piecewise_max_tokens: Callable[[int, int, int, int, int, int], int] | None = None
 
     @property
     def label(self) -> str:
@@ -387,7 +390,7 @@ def _sglang_dsr1_fp4_blackwell(isl: int, osl: int, conc: int, tp: int) -> dict[s
 
 
 _FP8_KV = {"dtype": "fp8"}
-_DSR1_TRT_UNEXPRESSED = "CUDA-graph and piecewise-graph settings"
+_DSR1_TRT_UNEXPRESSED = "decode CUDA-graph batch sizes (cuda_graph_config.max_batch_size)"
 # with DP_ATTENTION=true: attention_dp_config {batching_wait_iters: 0, enable_balance: true, timeout_iters: 60}
 _DSR1_TRT_DP = {"attention_dp_config": {"enable_balance": True, "batching_wait_iters": 0, "timeout_iters": 60}}
 _DSR1_TRT_KV = _FP8_KV | {"free_gpu_memory_fraction": 0.8}
@@ -445,6 +448,23 @@ def _trt_dsr1_fp8_b200_kv(isl: int, osl: int, conc: int, tp: int) -> dict[str, A
     return {}
 
 
+def _trt_dsr1_fp4_b200_piecewise(isl: int, osl: int, conc: int, tp: int, ep: int, max_num_tokens: int) -> int:
+    # PIECEWISE_CUDA_GRAPHS at 1k/1k on TP 8 with EP_SIZE 8; capture_tokens (1 2 4 ... 128) and
+    # $(seq 256 256 $MAX_NUM_TOKENS)
+    if (isl, osl) == (1024, 1024) and tp == 8 and ep == 8:
+        return max_num_tokens // 256 * 256
+    return 0
+
+
+def _trt_dsr1_fp8_b200_piecewise(isl: int, osl: int, conc: int, tp: int, ep: int, max_num_tokens: int) -> int:
+    # PIECEWISE_CUDA_GRAPHS at 1k/1k and 8k/1k with CONC >= 64, at 1k/8k with 128 <= CONC < 256; capture_tokens
+    # (1 2 4 ... 128) + $(seq 256 256 $MAX_NUM_TOKENS), and $MAX_NUM_TOKENS itself when not a multiple of 256
+    on = ((isl, osl) in ((1024, 1024), (8192, 1024)) and conc >= 64) or (
+        (isl, osl) == (1024, 8192) and 128 <= conc < 256
+    )
+    return max_num_tokens if on else 0
+
+
 def _trt_dsr1_fp4_b200_moe(isl: int, osl: int, conc: int, tp: int, dp: bool) -> str:
     # MOE_BACKEND="TRTLLM"; "CUTLASS" with DP_ATTENTION
     return "cutlass" if dp else "trtllm_gen"
@@ -463,6 +483,7 @@ _DSR1_TRT_B200 = Recipe(
     _DSR1_TRT_UNEXPRESSED,
     moe_kernel=_trt_dsr1_fp4_b200_moe,
     dp_attention_policy=_DSR1_TRT_DP,
+    piecewise_max_tokens=_trt_dsr1_fp4_b200_piecewise,
 )
 _DSR1_TRT_FP8_B200 = Recipe(
     "",
@@ -473,6 +494,7 @@ _DSR1_TRT_FP8_B200 = Recipe(
     kv_cache_for=_trt_dsr1_fp8_b200_kv,
     moe_kernel=_trt_dsr1_fp8_b200_moe,
     dp_attention_policy=_DSR1_TRT_DP,
+    piecewise_max_tokens=_trt_dsr1_fp8_b200_piecewise,
 )
 # free_gpu_memory_fraction: 0.75 for every point; MOE_BACKEND="CUTLASS"
 _DSR1_TRT_FP8_H200 = Recipe(
@@ -805,6 +827,18 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
         dp = scenario.get("parallelism", {}).get("dp_attention", 1) > 1
         if dp:
             scenario["policy"] |= recipe.dp_attention_policy
+        if recipe.piecewise_max_tokens is not None:
+            # the script's TP and EP_SIZE: the point's moe_tp and moe_ep (_recorded_squared_parallelism)
+            captured = recipe.piecewise_max_tokens(
+                int(row["isl"]),
+                int(row["osl"]),
+                concurrency,
+                _int(row, "moe_tp_size"),
+                _int(row, "moe_ep_size"),
+                scenario["policy"]["max_num_tokens"],
+            )
+            if captured:
+                scenario["policy"]["piecewise_cuda_graph_max_tokens"] = captured
         kernel = (
             None
             if recipe.moe_kernel is None

@@ -177,7 +177,15 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
             f"group {name}: policy.enforce_eager launches decode steps without CUDA graphs too, which servesim does "
             "not price; set it on a prefill group (role: prefill) of a disaggregated cluster"
         )
-    cost_model = resolve_cost_model(g.cost_model or cfg.cost_model, policy.kind, dp, par.ep, model, enforce_eager)
+    cost_model = resolve_cost_model(
+        g.cost_model or cfg.cost_model,
+        policy.kind,
+        dp,
+        par.ep,
+        model,
+        enforce_eager,
+        int(getattr(policy, "piecewise_graph_max_tokens", 0)),
+    )
     return GroupSetup(
         name,
         g,
@@ -260,6 +268,7 @@ def resolve_cost_model(
     ep: int = 1,
     model: ModelSpec | None = None,
     enforce_eager: bool = False,
+    piecewise_graph_max_tokens: int = 0,
 ) -> Any:
     """The cost model's parameters with what the policy's engine decides filled in where unset (its traits):
     ``framework``, the engine whose measured kernel tables are read (``vllm``/``vllm_v0`` vLLM's, ``sglang``
@@ -268,8 +277,9 @@ def resolve_cost_model(
     vLLM's all-to-all MoE kernels with attention data parallelism and ep > 1 (``use_all2all_kernels``);
     ``eager_host_s_per_layer``, the host's launches of a step holding a prefill where the engine runs it without a
     CUDA graph (SGLang, TensorRT-LLM, vLLM V0, and vLLM V1 with ``enforce_eager``), measured for ``model``'s
-    architecture (simulator/cost/eager.py; 0 elsewhere, or without ``model``); the last three also in a nested
-    ``roofline``."""
+    architecture (simulator/cost/eager.py; 0 elsewhere, or without ``model``), and ``piecewise_graph_max_tokens``,
+    the largest such step the engine replays from piecewise CUDA graphs instead (TensorRT-LLM's
+    ``piecewise_cuda_graph_max_tokens``); the last four also in a nested ``roofline``."""
     traits = policies.batching.traits_of(policy_kind)
     fields = type(params).model_fields
     update: dict[str, Any] = {}
@@ -287,6 +297,8 @@ def resolve_cost_model(
         if roofline.eager_host_s_per_layer is None:
             eager = (traits.eager_prefill or enforce_eager) and model is not None
             nested["eager_host_s_per_layer"] = measured_eager_host_s_per_layer(model) if eager else 0.0
+        if piecewise_graph_max_tokens and not roofline.piecewise_graph_max_tokens:
+            nested["piecewise_graph_max_tokens"] = piecewise_graph_max_tokens
         if roofline is params:
             update |= nested
         elif nested:

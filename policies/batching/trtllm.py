@@ -49,6 +49,11 @@ parallelism has its own waiting instead (``attention_dp_config``: ``enable_balan
 their contexts only together, decided across the ranks every step (``AttentionDpBalance`` in
 ``simulator/cluster/dp_attention.py``).
 
+Piecewise CUDA graphs (``piecewise_cuda_graph_max_tokens``: ``torch_compile_config.enable_piecewise_cuda_graph``
+with ``capture_num_tokens``, off by default): a step holding a context, launched eagerly otherwise (the eager host
+time of ``simulator/cost/eager.py``), replays the captured pieces when it has at most the largest captured size
+of tokens (sizes above ``max_num_tokens`` are dropped); larger steps are still launched eagerly.
+
 Disaggregated serving (context and generation servers behind ``trtllm-serve disaggregated``):
 
 - The disaggregated server sends a context server each request with ``max_tokens = 1``
@@ -84,6 +89,7 @@ from policies.batching.common import (
 )
 from policies.batching.registry import BATCH_POLICIES, BatchTraits
 from policies.interface import ReplicaView, RequestView, StepPlan
+from workloads.validators import MAX_TOKENS
 
 CapacityPolicy = Literal["GUARANTEED_NO_EVICT", "MAX_UTILIZATION"]
 
@@ -137,6 +143,19 @@ class TrtllmParams(BaseModel):
         default_factory=AttentionDpConfig,
         description="Attention data parallelism's context balancing (with parallelism.dp_attention only).",
     )
+    piecewise_cuda_graph_max_tokens: int = Field(
+        0,
+        ge=0,
+        le=MAX_TOKENS,
+        description="torch_compile_config.enable_piecewise_cuda_graph with capture_num_tokens up to this many (the "
+        "engine drops sizes above max_num_tokens): a step holding a context of at most that many tokens replays "
+        "piecewise CUDA graphs instead of being launched eagerly; 0: off (TensorRT-LLM's default).",
+    )
+
+    @property
+    def piecewise_graph_max_tokens(self) -> int:
+        """The most tokens of a step holding a context that replays piecewise CUDA graphs (0: none)."""
+        return min(self.piecewise_cuda_graph_max_tokens, self.max_num_tokens)
 
 
 def _is_generation(req: RequestView, n: int) -> bool:

@@ -18,7 +18,14 @@ the host's time is the longer, and it is in every TTFT at low load.
   (``ScheduledRequests.can_run_cuda_graph`` is ``not self.context_requests``; under attention DP the flag
   is all-gathered, so one rank's context request makes every rank eager); the context phase's piecewise
   graphs need ``torch_compile_config.enable_piecewise_cuda_graph``, off by default
-  (docs/source/features/torch_compile_and_piecewise_cuda_graph.md).
+  (docs/source/features/torch_compile_and_piecewise_cuda_graph.md). With it on, a context or mixed step of
+  at most the largest ``capture_num_tokens`` tokens replays the captured pieces (the model between its
+  attention ops) and only the attention runs eagerly ("to reduce context-phase launch overhead", same page);
+  the engine drops the capture sizes above ``max_num_tokens`` (``PyTorchModelEngine``'s
+  ``_piecewise_cuda_graph_num_tokens``) and pads a step to the next captured size. servesim takes such a step
+  as launched from its graphs, with no eager host time (``piecewise_graph_max_tokens`` of the cost model, from
+  the ``trtllm`` policy's ``piecewise_cuda_graph_max_tokens``); the attention ops' own launches between the
+  pieces (one a layer) and the padding are left out.
 - vLLM V1 is not marked: its piecewise CUDA graphs cover every step up to ``max_cudagraph_capture_size``
   tokens, and a larger one runs torch.compile's generated code without a graph, whose host time no
   measurement found gives. With ``--enforce-eager`` (the ``vllm`` policy's ``enforce_eager``, allowed on a
@@ -59,6 +66,12 @@ def measured_eager_host_s_per_layer(model: ModelSpec) -> float:
     if model.is_mla and model.is_moe:
         return MLA_MOE_EAGER_HOST_S_PER_LAYER
     return 0.0
+
+
+def launched_eagerly(step_tokens: int, piecewise_graph_max_tokens: int) -> bool:
+    """Whether a step holding a prefill, of ``step_tokens`` tokens, is launched eagerly: always, unless the engine
+    replays piecewise CUDA graphs captured for steps of up to ``piecewise_graph_max_tokens`` tokens and it is one."""
+    return step_tokens > piecewise_graph_max_tokens
 
 
 def eager_step_s(gpu_s: float, eager_host_s: float) -> float:

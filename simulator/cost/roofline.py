@@ -62,7 +62,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from simulator.config.precision import QUANTIZATIONS
 from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost.collectives import AllReduceLatencyModel
-from simulator.cost.eager import eager_step_s
+from simulator.cost.eager import eager_step_s, launched_eagerly
 from simulator.cost.moe_load import DISTRIBUTIONS, busiest_group_share, default_distribution
 from simulator.cost.overhead import (
     DEFAULT_PER_SEQ_S,
@@ -74,6 +74,7 @@ from simulator.cost.overhead import (
     padded_batch_size,
 )
 from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime
+from workloads.validators import MAX_TOKENS
 
 
 class RooflineParams(BaseModel):
@@ -128,6 +129,15 @@ class RooflineParams(BaseModel):
         "graph (a step holding a prefill, under SGLang and TensorRT-LLM): such a step takes the longer of its GPU "
         "time and this x the layers (simulator/cost/eager.py). None: the engine's rule, the measured figure for "
         "the model's architecture where the policy's engine runs prefills eagerly, else 0.",
+    )
+    piecewise_graph_max_tokens: int = Field(
+        0,
+        ge=0,
+        le=MAX_TOKENS,
+        description="A step holding a prefill of at most this many tokens (its prompt chunks plus one per decode) "
+        "replays piecewise CUDA graphs instead of being launched eagerly: no eager host time (TensorRT-LLM's "
+        "torch_compile_config.enable_piecewise_cuda_graph up to its largest capture_num_tokens; "
+        "simulator/cost/eager.py). 0: every step holding a prefill of an eager engine is launched eagerly.",
     )
     activation_bytes: float = Field(2.0, gt=0, description="Bytes per activation element (bf16).")
     moe_token_distribution: Literal["auto", "balanced", "power_law_1.01", "power_law_1.2"] = Field(
@@ -374,8 +384,8 @@ class RooflineCostModel:
         if shape.num_seqs:
             ops["cpu_overhead"] = OpCost(engine_overhead_s(self._overhead, shape.num_seqs, self.tp))
         host = self.params.eager_host_s_per_layer
-        if host and shape.prefill_new_tokens:  # a step holding a prefill, run without a CUDA graph
-            ops["eager_host"] = OpCost(host * m.num_layers)
+        if host and shape.prefill_new_tokens and launched_eagerly(T, p.piecewise_graph_max_tokens):
+            ops["eager_host"] = OpCost(host * m.num_layers)  # a step holding a prefill, run without a CUDA graph
         return ops
 
     def _mlp_ops(self, T: int, ops: dict[str, OpCost]) -> None:

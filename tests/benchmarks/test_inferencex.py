@@ -94,7 +94,13 @@ def test_trtllm_deepseek_r1_takes_max_num_tokens_from_the_script(points):
     scenario = scenario_for(long)
     conc = scenario["workload"]["concurrency"]
     expected = max(math.ceil((conc + 8192 + 64) / 64) * 64, 8192)
-    assert scenario["policy"] == {"kind": "trtllm", "max_num_tokens": expected, "enable_chunked_prefill": False}
+    piecewise = {"piecewise_cuda_graph_max_tokens": expected} if conc >= 64 else {}  # PIECEWISE_CUDA_GRAPHS at 8k/1k
+    assert scenario["policy"] == {
+        "kind": "trtllm",
+        "max_num_tokens": expected,
+        "enable_chunked_prefill": False,
+        **piecewise,
+    }
     assert scenario["kv_cache"] == {"prefix_caching": False, "dtype": "fp8", "free_gpu_memory_fraction": 0.8}
     short = scenario_for(own_agg(points, "trtllm", "deepseek-ai/DeepSeek-R1", "fp8", "b200_sxm", isl=1024))
     assert short["policy"]["max_num_tokens"] == 8192  # the floor
@@ -103,6 +109,30 @@ def test_trtllm_deepseek_r1_takes_max_num_tokens_from_the_script(points):
     conc = h200["workload"]["concurrency"]
     assert h200["policy"]["max_num_tokens"] == math.ceil((conc + 1024 + 64) / 64) * 64
     validate_scenario(scenario)
+
+
+def test_trtllm_deepseek_r1_b200_piecewise_cuda_graphs_as_the_scripts_turn_them_on(points):
+    """dsr1_fp4_b200_trt.sh captures piecewise graphs at 1k/1k on TP 8 with EP_SIZE 8 (up to the last multiple of 256
+    of MAX_NUM_TOKENS); dsr1_fp8_b200_trt.sh at 1k/1k and 8k/1k with CONC >= 64 and 1k/8k with 128 <= CONC < 256 (up
+    to MAX_NUM_TOKENS)."""
+
+    def captured(row_id: str) -> int | None:
+        row = points[points["id"] == row_id].iloc[0]
+        return scenario_for(row)["policy"].get("piecewise_cuda_graph_max_tokens")
+
+    assert captured("2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c64_tp8_ep8_937") == 8192
+    assert captured("dsr1_b200_trtllm_fp8_agg_8192x1024_c64_cfg75") == 8192 + 64 + 64  # MAX_NUM_TOKENS 8320
+    assert captured("dsr1_b200_trtllm_fp8_agg_1024x8192_c128_cfg75") == 8192
+    off = points[
+        (points["engine"] == "trtllm")
+        & (points["model"] == "deepseek-ai/DeepSeek-R1")
+        & (points["system"] == "b200_sxm")
+        & (points["precision"] == "fp4")
+        & (points["mode"] == "agg")
+        & (points["isl"] == 8192)
+    ]
+    assert len(off) and all(captured(i) is None for i in off["id"].head(3))
+    validate_scenario(scenario_for(points[points["id"] == "dsr1_b200_trtllm_fp8_agg_8192x1024_c64_cfg75"].iloc[0]))
 
 
 def test_sglang_glm5_and_vllm_gptoss_recipes(points):

@@ -490,8 +490,9 @@ class SiliconCostModel:
             total += cpu
         if nd:
             total += decode
-        host = self.roofline.params.eager_host_s_per_layer
-        if host and has_prefill:  # eager_step_s, inlined
+        params = self.roofline.params
+        host = params.eager_host_s_per_layer
+        if host and has_prefill and rows > params.piecewise_graph_max_tokens:  # launched_eagerly, eager_step_s inlined
             eager = host * L
             total = total if total >= eager else eager
         if overlap:  # overlap_total, inlined

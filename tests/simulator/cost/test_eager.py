@@ -139,3 +139,53 @@ def test_speculations_gpu_time_and_the_plans_lower_bounds_treat_the_launches_as_
     cost, _ = r1_cost("sglang")
     step = cost.breakdown(prefill(16))
     assert _without(dict(step.ops), ()) <= step.total_s
+
+
+@pytest.mark.parametrize("kind", ["roofline", "silicon"])
+def test_trtllms_piecewise_graphs_take_a_context_step_of_at_most_their_largest_capture_off_the_host(kind):
+    """TensorRT-LLM's torch_compile_config.enable_piecewise_cuda_graph replays a context or mixed step of at most the
+    largest capture_num_tokens from its graphs (no eager launches); a larger step is still launched eagerly."""
+    from policies.batching.trtllm import TrtllmParams
+
+    model = resolve_model(R1)
+    params = {"roofline": RooflineParams(), "silicon": SiliconParams()}[kind]
+    policy = TrtllmParams(max_num_tokens=8192, piecewise_cuda_graph_max_tokens=9000)
+    assert policy.piecewise_graph_max_tokens == 8192  # the engine drops capture sizes above max_num_tokens
+    assert TrtllmParams().piecewise_graph_max_tokens == 0  # off by default
+    resolved = resolve_cost_model(params, "trtllm", model=model, piecewise_graph_max_tokens=1024)
+    eager = resolve_cost_model(params, "trtllm", model=model)
+    roof = resolved if kind == "roofline" else resolved.roofline
+    assert roof.piecewise_graph_max_tokens == 1024 and roof.eager_host_s_per_layer == MLA_MOE_EAGER_HOST_S_PER_LAYER
+    hardware = resolve_hardware("b200") if kind == "silicon" else resolve_hardware("h200")
+    graphed, launched = (make_cost_model(p, model, hardware, 8, 1) for p in (resolved, eager))
+    host_s = MLA_MOE_EAGER_HOST_S_PER_LAYER * model.num_layers
+    for shape in (prefill(16), prefill(1000, decodes=24)):  # 16 and 1,024 tokens: captured
+        assert "eager_host" not in graphed.breakdown(shape).ops
+        assert graphed.step_time(shape).total_s < host_s <= launched.step_time(shape).total_s
+        assert graphed.step_time(shape).total_s == pytest.approx(graphed.breakdown(shape).total_s)
+    above = prefill(1000, decodes=25)  # 1,025 tokens: launched eagerly
+    assert graphed.breakdown(above).ops["eager_host"].seconds == pytest.approx(host_s)
+    assert graphed.step_time(above).total_s == launched.step_time(above).total_s >= host_s
+
+
+def test_a_trtllm_scenarios_piecewise_graphs_reach_its_cost_model_and_shorten_short_prefills():
+    from simulator.build import build
+    from simulator.config.scenario import validate_scenario
+
+    def run(policy):
+        scenario = {
+            "model": R1,
+            "hardware": "h200",
+            "parallelism": {"tp": 8},
+            "policy": {"kind": "trtllm", "max_num_tokens": 4096, **policy},
+            "workload": {"num_requests": 20, "arrival": {"kind": "poisson", "rate_per_s": 2.0}},
+        }
+        return build(validate_scenario(scenario))
+
+    piecewise, eager = run({"piecewise_cuda_graph_max_tokens": 8192}), run({})
+    (group,) = piecewise.resolved_config["resolved_groups"]
+    assert group["cost_model"]["roofline"]["piecewise_graph_max_tokens"] == 4096  # capped at max_num_tokens
+    assert eager.resolved_config["resolved_groups"][0]["cost_model"]["roofline"]["piecewise_graph_max_tokens"] == 0
+    assert piecewise.run().summary["mean_ttft_ms"] < eager.run().summary["mean_ttft_ms"]
+    with pytest.raises(ValueError, match="piecewise_cuda_graph_max_tokens"):
+        validate_scenario({"policy": {"kind": "trtllm", "piecewise_cuda_graph_max_tokens": -1}})
