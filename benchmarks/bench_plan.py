@@ -21,6 +21,14 @@ whole plan in process (1 worker, the deterministic measure) 137.25M -> 110.75M, 
 3.51M. The same answer as ``--exhaustive`` (h100-tp4-chunked, 3 replicas, 12 GPUs, 35.88 USD/h; every pruned
 candidate's least cost a true bound). The capacity curve (8 loads x 3 seeds, 18 of them simulated) is still
 the largest stage: with ``--curve-points 0`` the plan takes 62.14M calls (17.7 runs' calls), 23.2 s, ratio 35.6.
+
+Measured again (issue 31 item 3, b807534's planning against plan-speed's, the same engine): the points a worker
+simulates share one cost model per deployment (``search.shared``: same rows, warm memos), t intervals without
+importing scipy.stats, the bounds computed while the pool starts. Python calls of the whole plan in process
+(1 worker) 47.06M -> 36.44M, 14.0 -> 10.8 times one run's 3.36M; simulated requests 85,041 both; plan.json and
+points.parquet identical (1 and 2 workers); the same answer as ``--exhaustive``. Wall, 2 workers, a shared
+2-core machine at load 2.8-3.7 from other sessions, interleaved x5 (medians): plan 15.9 -> 13.4 s (old 10.5-19.4,
+new 8.5-15.4), ratio 36.4 -> 31.1 (old 22.6-43.0, new 18.1-32.4; one run 0.43-0.48 s).
 """
 
 from __future__ import annotations

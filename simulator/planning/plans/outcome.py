@@ -109,6 +109,7 @@ class PlanInputs:
     start_rate_per_s: float
     candidates: list[Candidate]
     range_rate_per_s: float | None = None  # the load the search range is centred on; None: the target
+    bounded: bool = True  # whether the candidates' analytic bounds are set (``prepare.bound_candidates``)
 
     @property
     def range_centre(self) -> float:

@@ -43,7 +43,7 @@ from simulator.planning.plans.outcome import (
     tally,
 )
 from simulator.planning.plans.pools import pd_stage
-from simulator.planning.plans.prepare import prepare_plan
+from simulator.planning.plans.prepare import bound_candidates, prepare_plan
 from simulator.planning.plans.result import PlanResult, plan_result, rank_outcomes
 from simulator.planning.plans.stages import operating_stage, search_stage
 from simulator.planning.points.capacity import IndependentReplicas, ReplicaScaling
@@ -86,6 +86,7 @@ def execute_plan(
     """
     stage = stage or no_progress
     scaling = scaling or IndependentReplicas()
+    inputs = bound_candidates(inputs, request)  # while the executor's workers start
     outcomes = [CandidateOutcome(c) for c in inputs.candidates]
     pooled = [o for o in outcomes if o.candidate.pools is not None]
     if request.search.exhaustive:
@@ -124,6 +125,7 @@ def execute_load_curve(
     for t in targets:
         check_load(inputs.load, t, "--target-rate")
     cache: SearchCache = {}
+    inputs = bound_candidates(inputs, request)  # once, for every target
     curve, result, work = [], None, 0
     for t in targets:
         at = dataclasses.replace(inputs, target_rate_per_s=t, range_rate_per_s=targets[0])

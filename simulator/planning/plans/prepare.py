@@ -3,6 +3,7 @@ resolved, priced and bounded (``prepare_plan``); ValueError naming the culprit."
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -95,11 +96,11 @@ def prepare_candidates(
 
     Each candidate's workload is generated once as the search will run it (a trace read,
     sessions drawn), so a trace that cannot be replayed stops the plan here. An error in a
-    flag names the flag (and the candidate, with a candidates file).
+    flag names the flag (and the candidate, with a candidates file). The analytic bounds,
+    which never raise, are ``bound_candidates``'.
     """
     out = []
     unit: tuple[str, str] | None = None
-    cost_models = CostModels()  # the bounds' cost models, one per distinct deployment
     own = cset.source == "scenario"  # the scenario's own configuration only
     target_source = "--target-rate" if request.target_rate_per_s is not None else f"{scenario_label}: its own load"
     for i, spec in enumerate(cset.candidates):
@@ -120,11 +121,7 @@ def prepare_candidates(
         except ValueError as exc:
             raise ValueError(str(exc) if own else f"{exc} (candidate {spec.name!r})") from None
         # the config as the search will run it (load, request count), generated once here
-        at_start = load.overrides(request.search.start_rate_per_s or target_rate_per_s)
-        cfg_at, stream = _generate_at(config, at_start, base_dir, source)
-        bound = None
-        if not request.search.exhaustive:
-            bound = _replicates_bound(config, at_start, cfg_at, stream, base_dir, source, request, cost_models)
+        _generate_at(config, _at_start(load, request, target_rate_per_s), base_dir, source)
         if unit is not None and unit != (load_kind(cfg), load.unit):
             raise ValueError(
                 f"{source}: its workload's load is {load_kind(cfg)} in {load.unit}, the first candidate's "
@@ -165,7 +162,7 @@ def prepare_candidates(
                 price,
                 gpus,
                 load,
-                bound,
+                None,  # the analytic bound: ``bound_candidates``
                 spec.family,
                 spec.tuned,
                 pools,
@@ -174,6 +171,31 @@ def prepare_candidates(
             )
         )
     return out
+
+
+def _at_start(load: Load, request: PlanRequest, target_rate_per_s: float) -> dict[str, Any]:
+    """The overrides of the load the searches start from (where the bounds' workload is generated)."""
+    return load.overrides(request.search.start_rate_per_s or target_rate_per_s)
+
+
+def bound_candidates(inputs: PlanInputs, request: PlanRequest) -> PlanInputs:
+    """``inputs`` with every candidate's analytic bound (``search.bound``; the guided search's), once.
+
+    Left out of ``prepare_plan`` (a bound never raises: nothing to validate) for ``execute_plan`` to compute, about
+    0.06 s a candidate: a plan's caller starts its executor in between, whose workers start (import the
+    simulator) meanwhile.
+    """
+    if inputs.bounded:
+        return inputs
+    cost_models = CostModels()  # the bounds' cost models, one per distinct deployment
+    candidates = []
+    for c in inputs.candidates:
+        at_start = _at_start(c.load, request, inputs.target_rate_per_s)
+        source = f"{inputs.candidate_source}: candidate {c.name!r}"
+        cfg, stream = _generate_at(c.config, at_start, inputs.base_dir, source)
+        bound = _replicates_bound(c.config, at_start, cfg, stream, inputs.base_dir, source, request, cost_models)
+        candidates.append(replace(c, bound=bound))
+    return replace(inputs, candidates=candidates, bounded=True)
 
 
 def _replicates_bound(
@@ -217,6 +239,7 @@ def prepare_plan(
     prices: dict[str, float] | None = None,
 ) -> PlanInputs:
     """Validate everything a plan needs before any simulation (or Ray start); ValueError naming the culprit.
+    The candidates' analytic bounds are left to ``bound_candidates`` (``execute_plan`` calls it).
 
     ``prices`` (USD per GPU-hour by hardware reference or spec name) override the
     candidate file's, which override the specs'.
@@ -229,4 +252,5 @@ def prepare_plan(
             "--pd-ratio: no candidate is a disaggregated cluster of one prefill and one decode group "
             "(groups: [{role: prefill, ...}, {role: decode, ...}])"
         )
-    return PlanInputs(scenario_label, cset.source, base_dir, target, start, candidates)
+    bounded = request.search.exhaustive  # the exhaustive search reads no bounds
+    return PlanInputs(scenario_label, cset.source, base_dir, target, start, candidates, bounded=bounded)

@@ -7,6 +7,7 @@ import pytest
 
 from simulator.planning.plans.candidates import CandidateSet, CandidatesFile, CandidateSpec, candidates_from
 from simulator.planning.plans.plan import execute_load_curve, prepare_plan, run_plan
+from simulator.planning.plans.prepare import bound_candidates
 from simulator.planning.points.executors import InProcessExecutor
 from simulator.planning.search.settings import PlanRequest
 from tests.simulator.planning.planning_helpers import md1_base, md1_max_rate
@@ -165,6 +166,20 @@ def test_a_load_curve_gives_the_cheapest_deployment_at_each_load():
         assert abs(row["replicas"] - chosen["replicas"]["value"]) <= 1
     costs = [row["cost_per_hour_usd"] for row in curve]
     assert costs == sorted(costs)
+
+
+def test_the_bounds_are_computed_once_after_the_validation():
+    specs = [CandidateSpec("a", {"cost_model.step_time_s": 0.1}), CandidateSpec("b", {"cost_model.step_time_s": 0.05})]
+    cset = CandidateSet("test", specs, {})
+    request = _request(2.0, False)
+    inputs = prepare_plan(md1_base(), None, "s", cset, request)
+    assert not inputs.bounded and all(c.bound is None for c in inputs.candidates)
+    bounded = bound_candidates(inputs, request)
+    assert bounded.bounded and bound_candidates(bounded, request) is bounded
+    uppers = [c.bound.upper_rate_per_s for c in bounded.candidates]
+    assert uppers[1] > uppers[0] > 0  # half the step time: a larger bound
+    exhaustive = _request(2.0, True)
+    assert prepare_plan(md1_base(), None, "s", cset, exhaustive).bounded  # the exhaustive search reads none
 
 
 def _pd_base() -> dict:

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from simulator.planning.points.pareto import pareto_front
-from simulator.planning.points.stats import interval, replicate_seed
+from simulator.planning.points.stats import Interval, interval, replicate_seed
 from simulator.planning.search.evaluate import CandidateRun, SearchTask, search_task, simulate_rate
 from simulator.planning.search.rates import max_feasible_rate
 from simulator.planning.search.settings import SearchSettings
@@ -126,6 +126,20 @@ def test_intervals():
     assert replicate_seed(42, 0) == 42
     seeds = {replicate_seed(s, r) for s in range(3) for r in range(1, 20)}
     assert len(seeds) == 57 and not seeds & {0, 1, 2}
+
+
+def test_t_intervals_are_scipy_stats_bit_for_bit():
+    # interval reads the t quantile from scipy.special (a lighter import than scipy.stats): the same floats
+    from scipy import stats
+
+    rng = np.random.default_rng(7)
+    for n in range(2, 12):
+        values = rng.lognormal(2.0, 0.3, n).tolist()
+        for confidence in (0.8, 0.9, 0.95, 0.99):
+            sd = float(np.std(values, ddof=1))
+            half = float(stats.t.ppf((1 + confidence) / 2, n - 1)) * sd / math.sqrt(n)
+            mean = float(np.mean(values))
+            assert interval(values, confidence, "t") == Interval(mean, mean - half, mean + half, n)
 
 
 def test_pareto_front():
