@@ -6,6 +6,7 @@ The one place that resolves presets and files and looks names up in the registri
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -470,11 +471,15 @@ def build(
     check_invariants: bool = False,
     record_steps: bool = True,
     fast_forward: bool = True,
+    cost_model_for: Callable[..., CostModel] | None = None,
 ) -> Simulation:
     """Wire a simulation of ``cfg``; ``stream`` replaces the generated workload when given.
 
     ``fast_forward=False`` keeps the plain path: the policy plans every single step (the
-    reference the fast path is tested against).
+    reference the fast path is tested against). ``cost_model_for`` makes each group's cost
+    model in place of ``make_cost_model`` (same arguments): a caller that runs many scenarios
+    of one deployment may hand back a model it kept, step times being pure functions of the
+    batch shape (``simulator/planning/search/shared.py``).
 
     Raises ValueError for configurations that cannot run (unknown presets, a model that
     does not fit, a tp that does not divide the heads).
@@ -486,15 +491,16 @@ def build(
     recorder = MetricsRecorder(record_steps=record_steps)
     ids = itertools.count()
     replicas = []
+    make = cost_model_for or make_cost_model
     for s in setups:
         params = s.cost_model
-        cost_model = make_cost_model(params, s.model, s.hardware, s.tp, s.pp, s.profile, s.ep, s.dp_attention)
+        cost_model = make(params, s.model, s.hardware, s.tp, s.pp, s.profile, s.ep, s.dp_attention)
         if s.proposer is not None and cfg.speculative is not None:
             # a profile times its own model only: the proposer takes the datasheet roofline then
             proposer_params = COST_MODELS.entry("roofline").params() if params.kind == "profiled" else params
             # the MTP module's experts are split as the model's; a draft model is dense or runs ep 1
             ep = s.ep if cfg.speculative.method == "mtp" else 1
-            proposer_cost = make_cost_model(proposer_params, s.proposer, s.hardware, s.tp, 1, None, ep)
+            proposer_cost = make(proposer_params, s.proposer, s.hardware, s.tp, 1, None, ep)
             cost_model = SpeculativeCostModel(
                 cost_model, proposer_cost, cfg.speculative.num_tokens, cpu_overlap=_cpu_overlap(params)
             )

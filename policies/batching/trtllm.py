@@ -89,7 +89,6 @@ from policies.batching.common import (
 )
 from policies.batching.registry import BATCH_POLICIES, BatchTraits
 from policies.interface import ReplicaView, RequestView, StepPlan
-from workloads.validators import MAX_TOKENS
 
 CapacityPolicy = Literal["GUARANTEED_NO_EVICT", "MAX_UTILIZATION"]
 
@@ -146,7 +145,6 @@ class TrtllmParams(BaseModel):
     piecewise_cuda_graph_max_tokens: int = Field(
         0,
         ge=0,
-        le=MAX_TOKENS,
         description="torch_compile_config.enable_piecewise_cuda_graph with capture_num_tokens up to this many (the "
         "engine drops sizes above max_num_tokens): a step holding a context of at most that many tokens replays "
         "piecewise CUDA graphs instead of being launched eagerly; 0: off (TensorRT-LLM's default).",

@@ -25,7 +25,7 @@ from simulator.planning.search.early_stop import VerdictKnown, VerdictWatch
 from simulator.planning.search.load import Load, plan_load, search_range
 from simulator.planning.search.rates import Probe, guided_max_rate, max_feasible_rate
 from simulator.planning.search.settings import SearchSettings
-from simulator.planning.search.shared import shared_cost_models
+from simulator.planning.search.shared import kept_cost_model
 from simulator.planning.search.steady import SloTargets, steady_stats
 
 
@@ -121,8 +121,8 @@ def simulate_rate(
     """
     cfg = rate_config(run, rate_per_s, overrides, load)
     base_dir = Path(run.base_dir) if run.base_dir is not None else None
-    with shared_cost_models():  # the process's cost models, their memos filled by its earlier points
-        sim = build(cfg, base_dir=base_dir, record_steps=False)
+    # the process's cost models, their memos filled by its earlier points
+    sim = build(cfg, base_dir=base_dir, record_steps=False, cost_model_for=kept_cost_model)
     s = run.search
     if early_stop and VerdictWatch.applies(sim.stream, run.slo):
         delay = cfg.client.stream_delay_s
