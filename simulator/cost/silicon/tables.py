@@ -30,6 +30,61 @@ from simulator.cost.silicon import database
 from simulator.cost.silicon.database import Selection
 
 META_KEY = "__sources__"
+LAYOUT = "packed1"
+"""The cache file's layout: every array of one dtype in one flat block, an index of (dtype, offset, shape) per key
+(``PackedArrays``). An ``.npz`` of one entry per array (the layout before) spends a second of a process that
+reads every array parsing its ~20,000 zip entries; this one reads a few blocks and a JSON index."""
+_BLOCKS = ("f4", "f8", "i8", "b1")
+
+
+class PackedArrays(Mapping[str, np.ndarray]):
+    """Arrays kept as read-only views into a few flat blocks, one per dtype (``pack``/``unpack``)."""
+
+    def __init__(self, blocks: Mapping[str, np.ndarray], index: Mapping[str, list]) -> None:
+        self._blocks = blocks
+        self._index = index
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        code, offset, shape = self._index[key]
+        size = math.prod(shape)
+        return self._blocks[code][offset : offset + size].reshape(shape)
+
+    def __iter__(self):
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index
+
+
+def pack(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``arrays`` (float32/float64/int64/bool) as one flat block per dtype plus a JSON ``index``, for ``np.savez``."""
+    parts: dict[str, list[np.ndarray]] = {code: [] for code in _BLOCKS}
+    sizes = dict.fromkeys(_BLOCKS, 0)
+    index = {}
+    for key, array in arrays.items():
+        code = np.asarray(array).dtype.str[1:]
+        if code not in parts:
+            raise ValueError(f"table {key}: dtype {array.dtype} cannot be packed")
+        flat = np.ascontiguousarray(array).ravel()
+        index[key] = (code, sizes[code], list(np.shape(array)))
+        parts[code].append(flat)
+        sizes[code] += flat.size
+    out = {code: np.concatenate(p) if p else np.empty(0, np.dtype(code)) for code, p in parts.items()}
+    out["index"] = np.array(json.dumps(index))
+    return out
+
+
+def unpack(stored: Mapping[str, np.ndarray]) -> PackedArrays:
+    """The arrays ``pack`` stored (``stored`` as ``np.load`` reads it): read-only views, nothing copied per array."""
+    blocks = {}
+    for code in _BLOCKS:
+        block = stored[code]
+        block.flags.writeable = False  # views shared by every lookup: a table is never changed in place
+        blocks[code] = block
+    return PackedArrays(blocks, json.loads(str(stored["index"])))
 
 
 def available() -> tuple[str, ...]:
@@ -159,6 +214,7 @@ class SiliconTables:
         self.sources = dict(sources)  # array group -> "vllm 0.24.0, <kernel>"
         self._npz = arrays
         self.keys = frozenset(k for k in arrays if k != META_KEY)
+        self._head_configs: dict[tuple[str, str], list[tuple[int, int, int]]] = {}  # head_configs' scans
 
     def array(self, key: str) -> np.ndarray | None:
         return self._npz[key] if key in self.keys else None
@@ -181,12 +237,15 @@ class SiliconTables:
 
     def head_configs(self, phase: str, kv_dtype: str) -> list[tuple[int, int, int]]:
         """The measured (query heads, KV heads, head dim) of ``phase`` ("prefill"/"decode") per GPU."""
-        out = set()
-        for key in self.keys:
-            parts = key.split("/")
-            if parts[0] == phase and parts[1] == kv_dtype and parts[-1] == "ms":
-                out.add((int(parts[2]), int(parts[3]), int(parts[4])))
-        return sorted(out)
+        found = self._head_configs.get((phase, kv_dtype))
+        if found is None:
+            out = set()
+            for key in self.keys:
+                parts = key.split("/")
+                if parts[0] == phase and parts[1] == kv_dtype and parts[-1] == "ms":
+                    out.add((int(parts[2]), int(parts[3]), int(parts[4])))
+            found = self._head_configs[(phase, kv_dtype)] = sorted(out)
+        return list(found)
 
     def attention(
         self, phase: str, kv_dtype: str, heads: int, kv_heads: int, head_dim: int
@@ -286,10 +345,12 @@ def _converter_digest() -> str:
     return hashlib.sha256((Path(__file__).parent / "convert.py").read_bytes()).hexdigest()[:12]
 
 
-def _cache_path(sel: Selection) -> Path:
+def _cache_path(sel: Selection, layout: str = LAYOUT) -> Path:
+    """Where ``sel``'s derived arrays are kept in ``layout`` (``""``: the one-entry-per-array layout before)."""
+    suffix = f".{layout}.npz" if layout else ".npz"
     t = sel.tables
     if t.source.startswith(database.DEPENDENCY):
-        name = f"{t.name}-{sel.framework}-{sel.version}-{_converter_digest()}.npz"
+        name = f"{t.name}-{sel.framework}-{sel.version}-{_converter_digest()}{suffix}"
         return cache_dir() / "silicon" / t.source.replace(" ", "-") / name
     # a folder's tables change when their sizes or modification times do
     fingerprint = ";".join(
@@ -297,7 +358,7 @@ def _cache_path(sel: Selection) -> Path:
     )
     key = f"{t.root}|{sel.framework}|{sel.version}|{fingerprint}|{_converter_digest()}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:20]
-    return cache_dir() / "silicon" / "folders" / f"{digest}.npz"
+    return cache_dir() / "silicon" / "folders" / f"{digest}{suffix}"
 
 
 @cache
@@ -311,19 +372,35 @@ def load_tables(tables: str, framework: str = "vllm", version: str | None = None
     path = _cache_path(sel)
     if path.is_file():
         try:
-            arrays = np.load(path)
-            sources = json.loads(str(arrays[META_KEY]))
+            with np.load(path) as stored:
+                sources = json.loads(str(stored[META_KEY]))
+                arrays = unpack(stored)
             return SiliconTables(arrays, sources, sel)
         except (OSError, ValueError, KeyError):  # a damaged cache file: derive again
             pass
-    from simulator.cost.silicon.convert import convert  # pandas and pyarrow: only when deriving
+    derived = _read_unpacked(_cache_path(sel, ""))  # kept by an earlier version in the layout before: no derivation
+    if derived is None:
+        from simulator.cost.silicon.convert import convert  # pandas and pyarrow: only when deriving
 
-    arrays, sources = convert(sel)
+        derived = convert(sel)
+    arrays, sources = derived
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as f:
-            np.savez(f, **arrays, **{META_KEY: np.array(json.dumps(sources))})
+            np.savez(f, **pack(arrays), **{META_KEY: np.array(json.dumps(sources))})
         os.replace(f.name, path)  # atomic: another process reads the old file or the new one, never half of one
     except OSError:  # a read-only cache folder: derived again next time
         pass
     return SiliconTables(arrays, sources, sel)
+
+
+def _read_unpacked(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]] | None:
+    """The arrays and sources of a cache file in the one-entry-per-array layout, or None (absent or damaged)."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path) as stored:
+            sources = json.loads(str(stored[META_KEY]))
+            return {k: stored[k] for k in stored.files if k != META_KEY}, sources
+    except (OSError, ValueError, KeyError):
+        return None

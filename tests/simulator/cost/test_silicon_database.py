@@ -3,6 +3,7 @@ layout; which framework and version are read; the derived arrays' cache; formats
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
@@ -13,7 +14,7 @@ from simulator.config.presets import resolve_hardware, resolve_model
 from simulator.config.scenario import validate_scenario
 from simulator.cost import BatchShape
 from simulator.cost.silicon import SiliconCostModel, SiliconParams, database
-from simulator.cost.silicon.tables import load_tables
+from simulator.cost.silicon.tables import META_KEY, load_tables
 
 LLAMA_8B = resolve_model("llama-3.1-8b")
 DECODE = BatchShape(num_decode_seqs=32, decode_context_tokens=32 * 1000, num_sampled_tokens=32)
@@ -110,6 +111,52 @@ def test_derived_arrays_are_cached_by_dependency_version_and_read_back(tmp_path,
         files[0].write_bytes(b"not an npz")  # a damaged cache file is derived again
         load_tables.cache_clear()
         assert load_tables("l40s").keys == first.keys
+    finally:
+        load_tables.cache_clear()
+
+
+def test_the_cache_packs_each_dtype_in_one_block_and_takes_the_layout_before_without_deriving(tmp_path, monkeypatch):
+    """The cache file holds one flat block per dtype and a JSON index (a few entries for ~20,000 arrays); arrays read
+    back as read-only views, equal to the derived ones; a file of the layout before (one entry per array) is repacked,
+    not derived again."""
+    from simulator.cost.silicon import tables as tables_module
+
+    arrays = {"a/ms": np.arange(6, dtype=np.float32).reshape(2, 3), "b/m": np.array([1.0, 2.5]), "c": np.eye(2) > 0}
+    stored = tables_module.pack(arrays)
+    assert set(stored) == {"f4", "f8", "i8", "b1", "index"}
+    back = tables_module.unpack(stored)
+    assert set(back) == set(arrays) and "a/ms" in back and len(back) == 3
+    for key, array in arrays.items():
+        np.testing.assert_array_equal(back[key], array)
+        assert back[key].dtype == array.dtype and back[key].shape == array.shape
+    with pytest.raises(ValueError):
+        back["a/ms"][0, 0] = 1.0  # shared views: never changed in place
+    with pytest.raises(ValueError, match="cannot be packed"):
+        tables_module.pack({"s": np.array(["x"])})
+
+    monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path))
+    load_tables.cache_clear()
+    try:
+        derived = load_tables("l40s")
+        (packed,) = (tmp_path / "silicon").rglob("*.npz")
+        assert packed.name.endswith(f".{tables_module.LAYOUT}.npz")
+        with np.load(packed) as f:
+            assert len(f.files) == 6  # 4 blocks, the index and the sources
+        legacy = packed.with_name(packed.name.replace(f".{tables_module.LAYOUT}", ""))
+        np.savez(
+            legacy, **{k: derived.array(k) for k in derived.keys}, **{META_KEY: np.array(json.dumps(derived.sources))}
+        )
+        packed.unlink()
+        load_tables.cache_clear()
+
+        def no_derivation(sel):
+            raise AssertionError("derived again")
+
+        monkeypatch.setattr("simulator.cost.silicon.convert.convert", no_derivation)
+        again = load_tables("l40s")  # from the layout before, repacked
+        assert packed.is_file() and again.keys == derived.keys and again.sources == derived.sources
+        for key in sorted(derived.keys)[:200]:
+            np.testing.assert_array_equal(again.array(key), derived.array(key))
     finally:
         load_tables.cache_clear()
 
