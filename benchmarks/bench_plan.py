@@ -29,6 +29,14 @@ importing scipy.stats, the bounds computed while the pool starts. Python calls o
 points.parquet identical (1 and 2 workers); the same answer as ``--exhaustive``. Wall, 2 workers, a shared
 2-core machine at load 2.8-3.7 from other sessions, interleaved x5 (medians): plan 15.9 -> 13.4 s (old 10.5-19.4,
 new 8.5-15.4), ratio 36.4 -> 31.1 (old 22.6-43.0, new 18.1-32.4; one run 0.43-0.48 s).
+
+And with the silicon tables cached packed (one block per dtype: a process reads a GPU's tables in 0.03 s, not
+0.2-0.6 s), b807534 against 7d53d29 on a quieter 2-core machine (load about 2), 2 workers, interleaved x3 (medians):
+plan 10.1 -> 7.2 s (old 10.0-10.3, new 6.6-7.8), ratio 17.9 -> 15.3 (old 17.3-22.5, new 15.3-16.4; one run
+0.43-0.59 s); simulated requests 85,041 both. Not yet under 15 runs' time on every run. Where the new plan's
+time goes (one run): the bounds 0.95 s in the plan's process while the pool starts, first replicates' searches
+1.5 s (22 tasks), the other replicates' 1.3 s (2 tasks), operating points 0.35 s, the curve 2.0 s (18 tasks), the
+pool's shutdown 0.33 s.
 """
 
 from __future__ import annotations
