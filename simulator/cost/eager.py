@@ -25,7 +25,9 @@ the host's time is the longer, and it is in every TTFT at low load.
   ``_piecewise_cuda_graph_num_tokens``) and pads a step to the next captured size. servesim takes such a step
   as launched from its graphs, with no eager host time (``piecewise_graph_max_tokens`` of the cost model, from
   the ``trtllm`` policy's ``piecewise_cuda_graph_max_tokens``); the attention ops' own launches between the
-  pieces (one a layer) and the padding are left out.
+  pieces (one a layer) and the padding are left out. Under attention DP servesim compares the ranks' tokens
+  together (the gathered step it prices the shared part of) with the largest capture, where each rank runs its
+  own tokens: such a step is taken as launched eagerly more often than it may be.
 - vLLM V1 is not marked: its piecewise CUDA graphs cover every step up to ``max_cudagraph_capture_size``
   tokens, and a larger one runs torch.compile's generated code without a graph, whose host time no
   measurement found gives. With ``--enforce-eager`` (the ``vllm`` policy's ``enforce_eager``, allowed on a
