@@ -117,6 +117,31 @@ def source_of(silicon_data_source: str) -> str:
     return GAP_ANALYSIS
 
 
+_IMAGE = re.compile(r"image=([^;]+)")
+# Images that, in InferenceX's .github/configs/nvidia-master.yaml from 2025-10-01 to 2026-05-01 (every change, read at
+# 843c6254f), only configurations with ``spec-decoding: mtp`` ran: a point measured in one of them is a run with
+# DeepSeek's multi-token prediction, which the file does not say (and whose acceptance rate it does not give)
+MTP_ONLY_IMAGES = {
+    "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post3": "dsr1-fp4-b200-trt-mtp, dsr1-fp8-b200-trt-mtp",
+    "lmsysorg/sglang:v0.5.8-cu130-amd64": "dsr1-fp8-b200-sglang-mtp",
+    "lmsysorg/sglang:v0.5.10.post1": "qwen3.5-fp8-h200-sglang-mtp",
+}
+
+
+def check_not_mtp(silicon_data_source: str) -> None:
+    """PointRefused for a point measured in an image that only InferenceX's MTP configurations ran."""
+    found = _IMAGE.search(str(silicon_data_source))
+    if found is None:
+        return
+    image = found.group(1).strip().strip('"').replace("nvcr.io#", "nvcr.io/", 1)
+    configurations = MTP_ONLY_IMAGES.get(image)
+    if configurations is not None:
+        raise PointRefused(
+            f"measured with MTP speculative decoding: image {image} ran only in InferenceX's {configurations} "
+            "(nvidia-master.yaml), which the file does not record, nor the acceptance rate"
+        )
+
+
 def concurrency_of(row: pd.Series) -> int:
     """The client concurrency: ``silicon_concurrency=`` of the source when given, else ``batch_size``."""
     found = _CONCURRENCY.search(str(row["silicon_data_source"]))
@@ -784,6 +809,7 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
 
     Raises PointRefused with a one-line reason for a point servesim cannot express.
     """
+    check_not_mtp(str(row["silicon_data_source"]))
     quantization = _quantization(row)
     recipe = recipe_for(row)
     model = str(row["model_path"])

@@ -101,7 +101,8 @@ def test_trtllm_deepseek_r1_takes_max_num_tokens_from_the_script(points):
         "enable_chunked_prefill": False,
         **piecewise,
     }
-    assert scenario["kv_cache"] == {"prefix_caching": False, "dtype": "fp8", "free_gpu_memory_fraction": 0.8}
+    fraction = 0.75 if int(long["moe_tp_size"]) == 4 else 0.8  # KV_CACHE_FREE_MEM_FRACTION, 0.75 at 8k/1k on TP 4
+    assert scenario["kv_cache"] == {"prefix_caching": False, "dtype": "fp8", "free_gpu_memory_fraction": fraction}
     short = scenario_for(own_agg(points, "trtllm", "deepseek-ai/DeepSeek-R1", "fp8", "b200_sxm", isl=1024))
     assert short["policy"]["max_num_tokens"] == 8192  # the floor
     # the H200 script has no floor
@@ -120,7 +121,7 @@ def test_trtllm_deepseek_r1_b200_piecewise_cuda_graphs_as_the_scripts_turn_them_
         row = points[points["id"] == row_id].iloc[0]
         return scenario_for(row)["policy"].get("piecewise_cuda_graph_max_tokens")
 
-    assert captured("2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c64_tp8_ep8_937") == 8192
+    assert captured("2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c256_tp8_ep8_965") == 8192
     assert captured("dsr1_b200_trtllm_fp8_agg_8192x1024_c64_cfg75") == 8192 + 64 + 64  # MAX_NUM_TOKENS 8320
     assert captured("dsr1_b200_trtllm_fp8_agg_1024x8192_c128_cfg75") == 8192
     off = points[
@@ -130,6 +131,7 @@ def test_trtllm_deepseek_r1_b200_piecewise_cuda_graphs_as_the_scripts_turn_them_
         & (points["precision"] == "fp4")
         & (points["mode"] == "agg")
         & (points["isl"] == 8192)
+        & ~points["silicon_data_source"].str.contains("1.2.0rc6.post3", regex=False)  # MTP runs: refused
     ]
     assert len(off) and all(captured(i) is None for i in off["id"].head(3))
     validate_scenario(scenario_for(points[points["id"] == "dsr1_b200_trtllm_fp8_agg_8192x1024_c64_cfg75"].iloc[0]))
@@ -180,7 +182,15 @@ def test_points_without_a_recipe_keep_the_generic_settings(points):
     assert sglang_row["source"] == GAP_ANALYSIS and recipe_label(sglang_row) == "generic (gap-analysis)"
     sglang = scenario_for(sglang_row)
     assert sglang["policy"] == {"kind": "sglang", "max_running_requests": sglang["workload"]["concurrency"]}
-    trtllm = scenario_for(first(points, engine="trtllm", mode="agg", attention_dp_size=1.0, gemm_quant_mode="nvfp4"))
+    trtllm_rows = points[
+        (points["engine"] == "trtllm")
+        & (points["mode"] == "agg")
+        & (points["attention_dp_size"] == 1.0)
+        & (points["gemm_quant_mode"] == "nvfp4")
+        & (points["source"] == GAP_ANALYSIS)
+        & ~points["silicon_data_source"].str.contains("1.2.0rc6.post3", regex=False)  # MTP runs: refused
+    ]
+    trtllm = scenario_for(trtllm_rows.sort_values("id").iloc[0])
     assert trtllm["policy"] == {"kind": "trtllm", "max_batch_size": trtllm["workload"]["concurrency"]}
     assert trtllm["quantization"] == "nvfp4" and trtllm["kv_cache"]["dtype"] == "fp8"
     # an InferenceX group with no recipe encoded (Qwen3.5 on SGLang): the generic settings, labelled unknown
@@ -459,3 +469,21 @@ def test_a_swallowed_alarm_is_repeated(monkeypatch):
     long_run = {"model": "llama-3.1-8b", "hardware": "h100-sxm", "workload": {"num_requests": 500_000}}
     result = run_point(("long", long_run, 0.3))
     assert result["refused"] == "not simulated within the 0.3 s wall-time limit" and calls["n"] >= 2
+
+
+def test_points_measured_in_an_image_only_mtp_configurations_ran_are_refused(points):
+    """InferenceX ran TensorRT-LLM 1.2.0rc6.post3 only in its dsr1-fp{4,8}-b200-trt-mtp configurations: such a point
+    is a multi-token-prediction run the file does not label (nor its acceptance rate), refused with the reason."""
+    from benchmarks.inferencex_points import check_not_mtp
+
+    mtp = "source_file=2026-04-06.csv; image=nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post3"
+    for source in (mtp, mtp.replace("#", "/"), mtp.replace("image=", 'image="') + '"'):
+        with pytest.raises(PointRefused, match=r"MTP speculative decoding.*dsr1-fp8-b200-trt-mtp"):
+            check_not_mtp(source)
+    check_not_mtp("source_file=2026-04-06.csv; image=nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post2")  # plain
+    check_not_mtp("db-dump/2026-04-27; config_id=483")  # no image recorded
+    row = points[points["id"] == "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp8_agg_8192x1024_c64_tp8_ep1_80"].iloc[0]
+    with pytest.raises(PointRefused, match="MTP"):
+        scenario_for(row)
+    mtp_rows = points["silicon_data_source"].str.contains("1.2.0rc6.post3", regex=False)
+    assert mtp_rows.sum() == 88 and set(points[mtp_rows]["system"]) == {"b200_sxm"}
