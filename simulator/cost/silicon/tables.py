@@ -5,7 +5,8 @@ package, NVIDIA's silicon database, Apache-2.0; or a folder ``servesim calibrate
 arrays ``convert`` derives from them in the user's cache folder: GEMMs on an m x n x k grid, prefill and
 decode attention per head configuration and MLA modules on a batch x length grid (NaN where the collector
 did not run), the custom all-reduce and NCCL's by message size, the fused MoE layer and the expert-parallel
-all-to-all by token count. Each array is read only when it is asked for.
+all-to-all by token count. The cache file holds them packed (``LAYOUT``): a process reads a few flat blocks once
+and each array is a read-only view into them.
 
 Interpolation is piecewise linear in log(time) over log(coordinate) (a piecewise power law:
 exact on the measured points, and between two of them it lies between their values). A lookup
