@@ -21,6 +21,7 @@ import json
 import math
 import os
 import tempfile
+import zipfile
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
@@ -31,6 +32,7 @@ from simulator.cost.silicon import database
 from simulator.cost.silicon.database import Selection
 
 META_KEY = "__sources__"
+_DAMAGED = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)  # what reading a broken cache file raises
 LAYOUT = "packed1"
 """The cache file's layout: every array of one dtype in one flat block, an index of (dtype, offset, shape) per key
 (``PackedArrays``). An ``.npz`` of one entry per array (the layout before) spends a second of a process that
@@ -377,7 +379,7 @@ def load_tables(tables: str, framework: str = "vllm", version: str | None = None
                 sources = json.loads(str(stored[META_KEY]))
                 arrays = unpack(stored)
             return SiliconTables(arrays, sources, sel)
-        except (OSError, ValueError, KeyError):  # a damaged cache file: derive again
+        except _DAMAGED:  # a damaged cache file: derive again
             pass
     derived = _read_unpacked(_cache_path(sel, ""))  # kept by an earlier version in the layout before: no derivation
     if derived is None:
@@ -403,5 +405,5 @@ def _read_unpacked(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]] |
         with np.load(path) as stored:
             sources = json.loads(str(stored[META_KEY]))
             return {k: stored[k] for k in stored.files if k != META_KEY}, sources
-    except (OSError, ValueError, KeyError):
+    except _DAMAGED:
         return None
