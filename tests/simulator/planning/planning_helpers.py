@@ -78,3 +78,9 @@ def md1_wait_cdf(t_s: float, rate_per_s: float, service_s: float) -> float:
 def md1_max_rate(wait_bound_s: float, quantile: float, service_s: float) -> float:
     """The arrival rate at which the ``quantile`` of the M/D/1 waiting time equals ``wait_bound_s``."""
     return brentq(lambda lam: md1_wait_cdf(wait_bound_s, lam, service_s) - quantile, 1e-6, (1 - 1e-9) / service_s)
+
+
+def shout(text: str) -> str:
+    """A pool task that prints (without flushing) and returns its argument."""
+    print(f"worker says {text}", end="\n", flush=False)
+    return text

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from simulator.planning.points.pareto import pareto_front
-from simulator.planning.points.stats import Interval, interval, replicate_seed
+from simulator.planning.points.stats import Interval, interval, replicate_seed, t_quantile
 from simulator.planning.search.evaluate import CandidateRun, SearchTask, search_task, simulate_rate
 from simulator.planning.search.rates import max_feasible_rate
 from simulator.planning.search.settings import SearchSettings
@@ -140,6 +140,15 @@ def test_t_intervals_are_scipy_stats_bit_for_bit():
             half = float(stats.t.ppf((1 + confidence) / 2, n - 1)) * sd / math.sqrt(n)
             mean = float(np.mean(values))
             assert interval(values, confidence, "t") == Interval(mean, mean - half, mean + half, n)
+
+
+def test_t_quantile_closed_form_is_stdtrits_floats():
+    # the 2-degree closed form stands for scipy.special.stdtrit (spares its import): the same floats
+    from scipy.special import stdtrit
+
+    for q in np.linspace(0.5, 0.99999, 5001)[1:]:
+        assert t_quantile(2, float(q)) == float(stdtrit(2, q))
+    assert t_quantile(5, 0.975) == float(stdtrit(5, 0.975))
 
 
 def test_pareto_front():

@@ -8,7 +8,7 @@ import pytest
 from simulator.planning.points.executors import InProcessExecutor, LocalPoolExecutor, RayExecutor, make_executor
 from simulator.planning.sweeps.grid import SweepSpec, expand
 from simulator.planning.sweeps.sweep import run_sweep
-from tests.simulator.planning.planning_helpers import RAY_TEST_ENV, tiny_base
+from tests.simulator.planning.planning_helpers import RAY_TEST_ENV, shout, tiny_base
 
 GRID = {
     "workload.arrival.rate_per_s": [2.0, 5.0, 10.0, 20.0, 40.0],
@@ -87,3 +87,18 @@ def test_a_local_pool_starts_every_worker_at_once():
         assert len(pool._pool._processes) == 2
     finally:
         pool.close()
+
+
+@pytest.mark.slow
+def test_a_local_pool_worker_ends_at_once_on_close_with_its_output_flushed(capfd):
+    """Closing the pool ends each worker without tearing down its heap (``os._exit``): exit status 0, and what a
+    task printed still reaches the terminal."""
+    pool = LocalPoolExecutor(2)
+    try:
+        assert sorted(r for _, r in pool.map_unordered(shout, ["a", "b"])) == ["a", "b"]
+        processes = list(pool._pool._processes.values())
+    finally:
+        pool.close()
+    assert [p.exitcode for p in processes] == [0, 0]
+    out = capfd.readouterr().out
+    assert "worker says a" in out and "worker says b" in out
