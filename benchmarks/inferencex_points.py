@@ -142,6 +142,51 @@ def check_not_mtp(silicon_data_source: str) -> None:
         )
 
 
+_MEASURED_DAY = re.compile(r"measured=(\d{4}-\d{2}-\d{2})")
+# Days on which InferenceX ran a DeepSeek configuration's MTP variant beside (or instead of) the plain one, in an
+# image both ran: some point of the file's (model, GPU, precision, engine) that day was measured at a load only the
+# ``-mtp`` configuration's search space held at that day's nvidia-master.yaml (the commit named). The file keeps no
+# run id (its ``measured=`` time is the export's, shared by every configuration of it), so the day's points cannot
+# be told apart: each of them is refused. Derived by benchmarks/inferencex_mtp_sweeps.py from every aggregated
+# DeepSeek-R1/V3 point under TensorRT-LLM or SGLang (the days whose points all fit the plain search space, and
+# those before the file's configurations were kept there, 2025-11-03, are not listed); the days whose images only
+# MTP configurations ran are MTP_ONLY_IMAGES'.
+MTP_SWEEP_DAYS: dict[tuple[str, str, str, str, str], str] = {
+    ("deepseek-ai/DeepSeek-R1", "b200_sxm", "fp4", "trtllm", "2026-01-14"): (
+        "1k/1k and 1k/8k at 128 users and 8k/1k at 32, with attention DP: only dsr1-fp4-b200-trt-mtp's search "
+        "space at bf3456727"
+    ),
+    ("deepseek-ai/DeepSeek-R1", "b200_sxm", "fp8", "trtllm", "2026-01-14"): (
+        "1k/1k at 128 users with attention DP: only dsr1-fp8-b200-trt-mtp's search space at bf3456727"
+    ),
+    ("deepseek-ai/DeepSeek-R1", "h200_sxm", "fp8", "trtllm", "2026-01-14"): (
+        "1k/1k and 8k/1k at 128 and 256 users with attention DP, 1k/8k at 128 and at 256 with attention DP: only "
+        "dsr1-fp8-h200-trt-mtp's search space at bf3456727"
+    ),
+    ("deepseek-ai/DeepSeek-R1", "h200_sxm", "fp8", "trtllm", "2026-01-28"): (
+        "1k/8k at 256 users with attention DP: only dsr1-fp8-h200-trt-mtp's search space at 424862790"
+    ),
+    ("deepseek-ai/DeepSeek-R1", "b200_sxm", "fp8", "sglang", "2026-03-25"): (
+        "1k/1k and 1k/8k at 128-512 users, 8k/1k at 64-512: only dsr1-fp8-b200-sglang-mtp's search space at 12ba0ae07"
+    ),
+}
+
+
+def check_not_mtp_sweep(row: pd.Series) -> None:
+    """PointRefused for a point of a day on which InferenceX measured its configuration with MTP as well
+    (``MTP_SWEEP_DAYS``)."""
+    found = _MEASURED_DAY.search(str(row["silicon_data_source"]))
+    if found is None:
+        return
+    key = (str(row["model_path"]), str(row["system"]), str(row["precision"]), str(row["backend"]), found.group(1))
+    evidence = MTP_SWEEP_DAYS.get(key)
+    if evidence is not None:
+        raise PointRefused(
+            f"possibly measured with MTP speculative decoding: on {key[-1]} InferenceX also ran this configuration "
+            f"with MTP ({evidence}), and the file does not say which points are which"
+        )
+
+
 def concurrency_of(row: pd.Series) -> int:
     """The client concurrency: ``silicon_concurrency=`` of the source when given, else ``batch_size``."""
     found = _CONCURRENCY.search(str(row["silicon_data_source"]))
@@ -810,6 +855,7 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
     Raises PointRefused with a one-line reason for a point servesim cannot express.
     """
     check_not_mtp(str(row["silicon_data_source"]))
+    check_not_mtp_sweep(row)
     quantization = _quantization(row)
     recipe = recipe_for(row)
     model = str(row["model_path"])

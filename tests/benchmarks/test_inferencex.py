@@ -7,12 +7,15 @@ import math
 import pandas as pd
 import pytest
 
+from benchmarks import inferencex_points
 from benchmarks.inferencex import report_html, run_benchmark, summary_markdown
 from benchmarks.inferencex_points import (
     GAP_ANALYSIS,
     INFERENCEX,
     RECIPES,
     PointRefused,
+    check_not_mtp,
+    check_not_mtp_sweep,
     read_points,
     recipe_label,
     scenario_for,
@@ -29,11 +32,18 @@ def points() -> pd.DataFrame:
 
 
 def first(points: pd.DataFrame, **where) -> pd.Series:
+    """The first row (by id) with ``where`` that is not refused as an MTP run (``check_not_mtp``, ``_sweep``)."""
     rows = points
     for column, value in where.items():
         rows = rows[rows[column] == value]
-    assert not rows.empty, f"no row of silicon_sample.csv with {where}"
-    return rows.sort_values("id").iloc[0]
+    for _, row in rows.sort_values("id").iterrows():
+        try:
+            check_not_mtp(str(row["silicon_data_source"]))
+            check_not_mtp_sweep(row)
+        except PointRefused:
+            continue
+        return row
+    raise AssertionError(f"no row of silicon_sample.csv with {where} that is not an MTP run")
 
 
 def test_sources_split_as_documented(points):
@@ -137,7 +147,7 @@ def test_trtllm_deepseek_r1_b200_piecewise_cuda_graphs_as_the_scripts_turn_them_
     validate_scenario(scenario_for(points[points["id"] == "dsr1_b200_trtllm_fp8_agg_8192x1024_c64_cfg75"].iloc[0]))
 
 
-def test_sglang_glm5_and_vllm_gptoss_recipes(points):
+def test_sglang_glm5_and_vllm_gptoss_recipes(points, monkeypatch):
     # glm5_fp8_b200.sh: --max-running-requests $CONC --chunked-prefill-size 32768 --max-prefill-tokens 32768, kv fp8,
     # --mem-fraction-static 0.85
     glm = own_agg(points, "sglang", "zhipuai/GLM-5", "fp8", "b200_sxm")
@@ -151,10 +161,13 @@ def test_sglang_glm5_and_vllm_gptoss_recipes(points):
     }
     assert scenario["kv_cache"] == {"prefix_caching": False, "dtype": "fp8", "mem_fraction_static": 0.85}
     validate_scenario(scenario)
-    # dsr1_fp8_b200.sh: --mem-fraction-static 0.82, 0.95 at TP 4
+    # dsr1_fp8_b200.sh: --mem-fraction-static 0.82, 0.95 at TP 4 (every TP 4 point is of a day InferenceX ran the
+    # MTP configuration too, refused: the recipe is read with that rule off)
+    monkeypatch.setattr(inferencex_points, "check_not_mtp_sweep", lambda row: None)
     for tp, fraction in ((4, 0.95), (8, 0.82)):
         dsr1 = scenario_for(own_agg(points, "sglang", "deepseek-ai/DeepSeek-R1", "fp8", "b200_sxm", tp_size=tp))
         assert dsr1["kv_cache"]["mem_fraction_static"] == fraction
+    monkeypatch.undo()
     # gptoss_fp4_h200.sh: --max-num-seqs $CONC, max-num-batched-tokens 8192, --gpu-memory-utilization 0.9 and
     # no --kv-cache-dtype (auto: the checkpoint's KV dtype, not the generic FP8)
     oss = scenario_for(own_agg(points, "vllm", "openai/gpt-oss-120b", "fp4", "h200_sxm"))
@@ -487,3 +500,58 @@ def test_points_measured_in_an_image_only_mtp_configurations_ran_are_refused(poi
         scenario_for(row)
     mtp_rows = points["silicon_data_source"].str.contains("1.2.0rc6.post3", regex=False)
     assert mtp_rows.sum() == 88 and set(points[mtp_rows]["system"]) == {"b200_sxm"}
+
+
+def test_points_of_a_day_inferencex_also_ran_the_mtp_configuration_are_refused(points):
+    """On 2026-01-14 InferenceX measured DeepSeek-R1 FP8 on H200 under TensorRT-LLM at 1k/8k with 128 users, a load
+    only dsr1-fp8-h200-trt-mtp's search space held, in the image the plain configuration ran too: every point of that
+    day is refused (the file cannot tell the two runs apart), a point of a day that fits the plain space is not."""
+    from benchmarks.inferencex_points import MTP_SWEEP_DAYS, check_not_mtp_sweep
+
+    day = points["silicon_data_source"].str.extract(r"measured=(\d{4}-\d{2}-\d{2})")[0]
+    h200 = (
+        (points["model_path"] == "deepseek-ai/DeepSeek-R1")
+        & (points["system"] == "h200_sxm")
+        & (points["backend"] == "trtllm")
+        & (points["mode"] == "agg")
+    )
+    that_day = points[h200 & (day == "2026-01-14")]
+    assert len(that_day) == 41  # both copies of the day's export: the db dump and the 2026-03-25 file
+    for _, row in that_day.iterrows():
+        with pytest.raises(PointRefused, match=r"possibly measured with MTP.*2026-01-14.*dsr1-fp8-h200-trt-mtp"):
+            scenario_for(row)
+    for _, row in points[h200 & (day == "2025-11-02")].iterrows():
+        check_not_mtp_sweep(row)  # before the configurations were kept: no evidence, not refused
+    plain_day = points[
+        (points["model_path"] == "deepseek-ai/DeepSeek-R1")
+        & (points["system"] == "b200_sxm")
+        & (points["backend"] == "trtllm")
+        & (points["precision"] == "fp8")
+        & (day == "2026-01-29")
+    ]
+    assert len(plain_day) > 0
+    for _, row in plain_day.iterrows():
+        check_not_mtp_sweep(row)
+    refused = [key for key in MTP_SWEEP_DAYS if ((day == key[-1]) & (points["model_path"] == key[0])).any()]
+    assert len(refused) == len(MTP_SWEEP_DAYS)  # every listed day has points in the file
+
+
+def test_a_configurations_search_space_doubles_its_concurrency_from_start_to_end():
+    """How benchmarks/inferencex_mtp_sweeps.py reads an nvidia-master.yaml configuration (the days it found are
+    MTP_SWEEP_DAYS; it needs a checkout of InferenceX, so only this part runs here)."""
+    from benchmarks.inferencex_mtp_sweeps import search_space
+
+    config = {
+        "seq-len-configs": [
+            {"isl": 1024, "osl": 1024, "search-space": [{"tp": 8, "conc-start": 4, "conc-end": 32}]},
+            {"isl": 8192, "osl": 1024, "search-space": [{"tp": 8, "dp-attn": True, "conc-start": 64, "conc-end": 64}]},
+        ]
+    }
+    assert search_space(config) == {
+        (1024, 1024, 4, False),
+        (1024, 1024, 8, False),
+        (1024, 1024, 16, False),
+        (1024, 1024, 32, False),
+        (8192, 1024, 64, True),
+    }
+    assert search_space(None) is None

@@ -1,0 +1,118 @@
+"""Which days of the InferenceX points ran a DeepSeek configuration with MTP as well: how ``MTP_SWEEP_DAYS`` of
+``benchmarks/inferencex_points.py`` was derived.
+
+InferenceX keeps each configuration's search space (sequence lengths, concurrencies, attention DP) in
+``.github/configs/nvidia-master.yaml``, a plain configuration (``dsr1-fp8-h200-trt``) beside its MTP one
+(``dsr1-fp8-h200-trt-mtp``, ``spec-decoding: mtp``), often in the same image. The file of measured points
+records neither the configuration nor speculative decoding. For every aggregated DeepSeek-R1/V3 point under
+TensorRT-LLM or SGLang this groups the points by (model, GPU, precision, engine, day measured) and reads the
+configurations at the last change of nvidia-master.yaml on or before that day: a day with a load (ISL, OSL,
+concurrency, attention DP) outside the plain configuration's search space and inside the MTP one's ran the MTP
+configuration. Prints each group's verdict, loads outside the plain space, duplicate loads and least TPOT.
+
+Needs a git checkout of SemiAnalysisAI/InferenceX (not a dependency: run by hand):
+``python -m benchmarks.inferencex_mtp_sweeps --inferencex PATH``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from benchmarks.inferencex_points import concurrency_of, read_points
+
+CONFIGS = ".github/configs/nvidia-master.yaml"
+MODEL_PREFIX = {"deepseek-ai/DeepSeek-R1": "dsr1", "deepseek-ai/DeepSeek-V3": "dsr1"}
+GPU = {"b200_sxm": "b200", "h200_sxm": "h200", "b300_sxm": "b300"}
+ENGINE = {"trtllm": "trt", "sglang": "sglang"}
+Load = tuple[int, int, int, bool]  # ISL, OSL, concurrency, attention DP
+
+
+def configs_on(repo: Path, day: str) -> tuple[str, dict[str, Any] | None]:
+    """The commit of the last change to nvidia-master.yaml on or before ``day`` and its configurations."""
+    log = ["git", "-C", str(repo), "log", "-1", f"--before={day}T23:59:59", "--format=%H", "--", CONFIGS]
+    commit = subprocess.run(log, capture_output=True, text=True, check=True).stdout.strip()
+    if not commit:
+        return "", None
+    show = ["git", "-C", str(repo), "show", f"{commit}:{CONFIGS}"]
+    return commit, yaml.safe_load(subprocess.run(show, capture_output=True, text=True, check=True).stdout)
+
+
+def search_space(config: dict[str, Any] | None) -> set[Load] | None:
+    """Every load a configuration's search space runs (concurrencies doubling from conc-start to conc-end)."""
+    if config is None:
+        return None
+    loads = set()
+    for lengths in config.get("seq-len-configs", []):
+        for entry in lengths["search-space"]:
+            conc = entry["conc-start"]
+            while conc <= entry["conc-end"]:
+                loads.add((lengths["isl"], lengths["osl"], conc, bool(entry.get("dp-attn", False))))
+                conc *= 2
+    return loads
+
+
+def verdicts(repo: Path) -> pd.DataFrame:
+    points = read_points()
+    agg = points[points["engine"].isin(list(ENGINE)) & (points["mode"] == "agg")].copy()
+    agg = agg[agg["model"].isin(list(MODEL_PREFIX)) & agg["system"].isin(list(GPU))]
+    agg["day"] = agg["silicon_data_source"].str.extract(r"measured=(\d{4}-\d{2}-\d{2})")[0]
+    agg["conc"] = [concurrency_of(row) for _, row in agg.iterrows()]
+    agg["dp"] = agg["attention_dp_size"].fillna(1) > 1
+    by_day: dict[str, tuple[str, dict[str, Any] | None]] = {}
+    rows = []
+    keys = ["model", "system", "precision", "engine", "day"]
+    for (model, system, precision, engine, day), group in agg.groupby(keys):
+        if day not in by_day:
+            by_day[day] = configs_on(repo, day)
+        commit, configs = by_day[day]
+        name = f"{MODEL_PREFIX[model]}-{precision}-{GPU[system]}-{ENGINE[engine]}"
+        plain = search_space((configs or {}).get(name))
+        mtp = search_space((configs or {}).get(f"{name}-mtp"))
+        loads = [(int(r.isl), int(r.osl), int(r.conc), bool(r.dp)) for r in group.itertuples()]
+        outside = sorted({x for x in loads if plain is not None and x not in plain})
+        if configs is None or plain is None:
+            verdict = "configurations not kept then" if configs is None else f"no {name} then"
+        elif not outside:
+            verdict = "plain"
+        elif mtp is not None and all(x in mtp for x in outside):
+            verdict = "MTP ran"
+        else:
+            verdict = "outside both"
+        rows.append(
+            {
+                "model": model,
+                "system": system,
+                "precision": precision,
+                "engine": engine,
+                "day": day,
+                "points": len(group),
+                "verdict": verdict,
+                "commit": commit[:9],
+                "outside_plain": " ".join(f"{i}/{o}@{c}{'dp' if dp else ''}" for i, o, c, dp in outside),
+                "duplicate_loads": len(loads) - len(set(loads)),
+                "least_tpot_ms": round(float(group["silicon_tpot_ms"].min()), 1),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--inferencex", required=True, type=Path, help="a git checkout of SemiAnalysisAI/InferenceX")
+    args = parser.parse_args()
+    probe = ["git", "-C", str(args.inferencex), "log", "-1", "--format=%H", "--", CONFIGS]
+    found = subprocess.run(probe, capture_output=True, text=True)
+    if found.returncode != 0 or not found.stdout.strip():
+        parser.error(f"--inferencex {args.inferencex}: not a git checkout of InferenceX with {CONFIGS}")
+    with pd.option_context("display.width", 250, "display.max_colwidth", 120, "display.max_rows", None):
+        print(verdicts(args.inferencex).to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()
