@@ -277,10 +277,10 @@ def resolve_cost_model(
     beside the GPU's (vLLM V1, SGLang, TensorRT-LLM) or before it (vLLM V0 and the others); ``expert_all_to_all``,
     vLLM's all-to-all MoE kernels with attention data parallelism and ep > 1 (``use_all2all_kernels``);
     ``eager_host_s_per_layer``, the host's launches of a step holding a prefill where the engine runs it without a
-    CUDA graph (SGLang, TensorRT-LLM, vLLM V0, and vLLM V1 with ``enforce_eager``), measured for ``model``'s
-    architecture (simulator/cost/eager.py; 0 elsewhere, or without ``model``), and ``piecewise_graph_max_tokens``,
-    the largest such step the engine replays from piecewise CUDA graphs instead (TensorRT-LLM's
-    ``piecewise_cuda_graph_max_tokens``); the last four also in a nested ``roofline``."""
+    CUDA graph (SGLang, TensorRT-LLM, vLLM V0, vLLM V1), measured for ``model``'s architecture
+    (simulator/cost/eager.py; 0 elsewhere, or without ``model``), and ``piecewise_graph_max_tokens``, the largest such
+    step the engine replays from CUDA graphs instead (TensorRT-LLM's ``piecewise_cuda_graph_max_tokens``, vLLM V1's
+    largest capture size, 0 with ``enforce_eager``); the last four also in a nested ``roofline``."""
     traits = policies.batching.traits_of(policy_kind)
     fields = type(params).model_fields
     update: dict[str, Any] = {}

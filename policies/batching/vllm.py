@@ -37,6 +37,10 @@ Prefix caching is on by default in V1 (``enable_prefix_caching``), but in serves
 KV-cache setting whose default is off: set ``kv_cache: {prefix_caching: true}`` (or
 ``--prefix-caching``) to model a stock V1 deployment.
 
+CUDA graphs (``piecewise_graph_max_tokens``, read by the cost model): V1 replays a step of at most its largest
+capture size (``max_cudagraph_capture_size``, default ``min(2 x max_num_seqs, 512)``) from CUDA graphs and runs a
+larger one without, its kernels launched from the host (simulator/cost/eager.py prices a step holding a prompt so).
+
 Left out: async scheduling's one-step overlap (V1 schedules step N+1 while step N runs on
 the GPU, hiding the scheduler's CPU time; that is a change in how the engine times steps,
 not in what a step holds, so it is not modelled in the plan), speculative decoding inside the
@@ -69,6 +73,24 @@ def vllm_batch_defaults(device_memory_bytes: float, device_name: str) -> tuple[i
     return 2048, 256
 
 
+def largest_cudagraph_size(max_num_seqs: int | None, max_num_batched_tokens: int | None, configured: int | None) -> int:
+    """The largest step, in tokens, vLLM V1 captures CUDA graphs for.
+
+    vLLM's ``VllmConfig._set_cudagraph_sizes`` (vllm/config/vllm.py, from vllm-project/vllm#20628, July 2025, through
+    0.19): the capture sizes are 1, 2, 4, the multiples of 8 below 256, then the multiples of 16 up to
+    ``max_cudagraph_capture_size`` (default ``min(2 x max_num_seqs, 512)``), none above ``max_num_batched_tokens``.
+    A batch of more tokens runs without a graph (``CudagraphDispatcher``: ``CUDAGraphMode.NONE``). Unset values take
+    vLLM's fallback pair (``vllm_batch_defaults`` with no GPU known).
+    """
+    fallback_tokens, fallback_seqs = vllm_batch_defaults(0, "")
+    seqs = fallback_seqs if max_num_seqs is None else max_num_seqs
+    tokens = fallback_tokens if max_num_batched_tokens is None else max_num_batched_tokens
+    top = min(configured if configured is not None else min(2 * seqs, 512), tokens)
+    if top < 8:
+        return max(s for s in (1, 2, 4) if s <= top)
+    return top - top % 8 if top < 256 else top - top % 16
+
+
 class VllmParams(BaseModel):
     """Parameters of the ``vllm`` policy (vLLM V1; names as in vLLM's SchedulerConfig)."""
 
@@ -95,6 +117,21 @@ class VllmParams(BaseModel):
         "does not price: allowed only on a disaggregated prefill group (as InferenceX's vLLM prefill workers run).",
     )
 
+    max_cudagraph_capture_size: int | None = Field(
+        None,
+        ge=1,
+        description="vLLM's --max-cudagraph-capture-size: the largest step (in tokens) CUDA graphs are captured for; "
+        "a step holding a prompt above it runs torch.compile's code without a graph, its kernels launched from "
+        "the host. None: vLLM's default, min(2 x max_num_seqs, 512).",
+    )
+
+    @property
+    def piecewise_graph_max_tokens(self) -> int:
+        """The most tokens of a step holding a prompt that replays CUDA graphs (0 with ``enforce_eager``)."""
+        if self.enforce_eager:
+            return 0
+        return largest_cudagraph_size(self.max_num_seqs, self.max_num_batched_tokens, self.max_cudagraph_capture_size)
+
     @model_validator(mode="after")
     def _check_budget(self) -> VllmParams:
         tokens, seqs = self.max_num_batched_tokens, self.max_num_seqs
@@ -117,7 +154,13 @@ class VllmParams(BaseModel):
 @BATCH_POLICIES.register(
     "vllm",
     params=VllmParams,
-    traits=BatchTraits(steady_decode=True, hardware_defaults=True, overlaps_cpu=True, recomputes_first_token=True),
+    traits=BatchTraits(
+        steady_decode=True,
+        hardware_defaults=True,
+        overlaps_cpu=True,
+        recomputes_first_token=True,
+        eager_prefill=True,  # above the largest CUDA-graph capture size only: ``piecewise_graph_max_tokens``
+    ),
 )
 class VllmPolicy:
     """vLLM V1: running requests first under one token budget, then waiting ones, chunked to fit."""

@@ -28,11 +28,20 @@ the host's time is the longer, and it is in every TTFT at low load.
   pieces (one a layer) and the padding are left out. Under attention DP servesim compares the ranks' tokens
   together (the gathered step it prices the shared part of) with the largest capture, where each rank runs its
   own tokens: such a step is taken as launched eagerly more often than it may be.
-- vLLM V1 is not marked: its piecewise CUDA graphs cover every step up to ``max_cudagraph_capture_size``
-  tokens, and a larger one runs torch.compile's generated code without a graph, whose host time no
-  measurement found gives. With ``--enforce-eager`` (the ``vllm`` policy's ``enforce_eager``, allowed on a
-  disaggregated prefill group) it runs PyTorch eagerly, launching the kinds of kernels SGLang's eager forward
-  launches: the figure below is used for it.
+- vLLM V1 (``vllm``): a step of more tokens than its largest CUDA-graph capture size runs torch.compile's generated
+  code without a graph (the ``CudagraphDispatcher`` picks ``CUDAGraphMode.NONE`` above
+  ``max_cudagraph_capture_size``, default ``min(2 x max_num_seqs, 512)``: ``largest_cudagraph_size`` in
+  policies/batching/vllm.py); with ``--max-num-seqs CONC`` at a few users, as InferenceX's recipes run, that is every
+  step holding a prompt. Smaller steps replay the piecewise (or full) graphs. servesim prices a larger step holding a
+  prompt as launched eagerly (``piecewise_graph_max_tokens``: the policy's largest capture size) with the figure
+  below: no measurement of vLLM's own per-layer host time without graphs was found, and Inductor fuses the
+  elementwise kernels between the custom ops (attention, MoE, quantization, collectives) that SGLang's eager forward
+  launches one by one, so for vLLM the figure is an upper estimate. The one public measurement of vLLM's no-graph
+  steps is of the same order: vllm-project/vllm#56975 (GLM-5.3-Flash FP8 on 4 x GB200, TP 4, vLLM 0.28, steps of
+  1,024-4,096 tokens) logs 177.4 ms a step without a graph against 103.9 ms with piecewise graphs, about 1.6 ms a
+  layer over its 45 layers, on a Grace CPU. Decode-only steps above the capture size (more than 512 decodes) are not
+  priced so. With ``--enforce-eager`` (``enforce_eager``, allowed on a disaggregated prefill group) every step
+  holding a prompt is launched eagerly.
 
 **The host time per layer** (``eager_host_s_per_layer``), where it was measured:
 

@@ -67,7 +67,12 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "model": DEEPSEEK_LIKE,
         "hardware": H100 | {"fp8_flops_per_s": 1.9e15, "fp4_flops_per_s": 3.8e15, "price_per_hour_usd": 2.5},
         "max_model_len": 4096,
-        "policy": {"kind": "vllm", "max_num_seqs": 64, "max_num_batched_tokens": 2048},
+        "policy": {
+            "kind": "vllm",
+            "max_num_seqs": 64,
+            "max_num_batched_tokens": 2048,
+            "max_cudagraph_capture_size": 64,
+        },
         "cost_model": {"kind": "roofline", "eager_host_s_per_layer": 1e-3},
         "kv_cache": {"num_blocks": 5000, "reserve_bytes": 1e9, "prefix_caching": True, "host_cache_bytes": 1e9},
         "replicas": 2,

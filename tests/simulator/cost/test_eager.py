@@ -67,13 +67,58 @@ def test_a_mixed_step_is_eager_too():
     assert step.total_s >= MLA_MOE_EAGER_HOST_S_PER_LAYER * model.num_layers
 
 
-def test_vllm_v1_and_unmeasured_architectures_are_unchanged():
-    cost, _ = r1_cost("vllm")
-    assert "eager_host" not in cost.breakdown(prefill(16)).ops
-    llama = resolve_model("llama-3.1-70b")
+def test_vllm_v1_launches_a_prompt_step_above_its_largest_cudagraph_capture_from_the_host():
+    """vLLM V1 captures CUDA graphs for steps of up to min(2 x max_num_seqs, 512) tokens (1, 2, 4, multiples of 8 below
+    256, then of 16; none above max_num_batched_tokens); a larger step holding a prompt runs without a graph."""
+    from policies.batching.vllm import VllmParams
+
+    def largest(**kw):
+        return VllmParams(**({"max_num_batched_tokens": 8192} | kw)).piecewise_graph_max_tokens
+
+    assert [largest(max_num_seqs=n) for n in (1, 3, 4, 12, 129, 255, 1024)] == [2, 4, 8, 24, 256, 496, 512]
+    assert largest(max_num_seqs=200, max_num_batched_tokens=256) == 256
+    assert largest(max_num_seqs=4, max_cudagraph_capture_size=2048) == 2048
+    assert largest(max_num_seqs=4, enforce_eager=True) == 0
+    model = resolve_model(R1)
+    params = resolve_cost_model(RooflineParams(), "vllm", model=model, piecewise_graph_max_tokens=8)
+    assert params.eager_host_s_per_layer == MLA_MOE_EAGER_HOST_S_PER_LAYER and params.piecewise_graph_max_tokens == 8
+    cost = make_cost_model(params, model, resolve_hardware("h200"), 8, 1)
+    host_s = MLA_MOE_EAGER_HOST_S_PER_LAYER * model.num_layers
+    for captured in (prefill(8), prefill(4, decodes=4), decode(600)):
+        assert "eager_host" not in cost.breakdown(captured).ops
+    for launched in (prefill(9), prefill(1000, decodes=3)):
+        assert cost.breakdown(launched).ops["eager_host"].seconds == pytest.approx(host_s)
+        assert cost.step_time(launched).total_s == pytest.approx(cost.breakdown(launched).total_s)
+        assert cost.step_time(launched).total_s >= host_s
+    llama = resolve_model("llama-3.1-70b")  # no measured figure: unchanged
+    assert resolve_cost_model(RooflineParams(), "vllm", model=llama).eager_host_s_per_layer == 0.0
     params = resolve_cost_model(RooflineParams(), "sglang", model=llama)
     assert params.eager_host_s_per_layer == 0.0
     assert resolve_cost_model(RooflineParams(), "sglang").eager_host_s_per_layer == 0.0  # no model given
+
+
+def test_a_vllm_scenarios_capture_size_reaches_its_cost_model():
+    """With --max-num-seqs 4 a 1k-token prompt step runs without a graph; captured up to 2,048 tokens it does not."""
+    from simulator.build import build
+    from simulator.config.scenario import validate_scenario
+
+    def run(policy):
+        scenario = {
+            "model": R1,
+            "hardware": "h200",
+            "parallelism": {"tp": 8},
+            "policy": {"kind": "vllm", "max_num_seqs": 4, **policy},
+            "workload": {"num_requests": 20, "arrival": {"kind": "poisson", "rate_per_s": 1.0}},
+        }
+        return build(validate_scenario(scenario))
+
+    default, captured = run({}), run({"max_cudagraph_capture_size": 2048})
+    roof = [sim.resolved_config["resolved_groups"][0]["cost_model"]["roofline"] for sim in (default, captured)]
+    assert [r["piecewise_graph_max_tokens"] for r in roof] == [8, 2048]
+    assert roof[0]["eager_host_s_per_layer"] == MLA_MOE_EAGER_HOST_S_PER_LAYER
+    assert captured.run().summary["mean_ttft_ms"] < default.run().summary["mean_ttft_ms"]
+    with pytest.raises(ValueError, match="max_cudagraph_capture_size"):
+        validate_scenario({"policy": {"kind": "vllm", "max_cudagraph_capture_size": 0}})
 
 
 def test_vllms_enforce_eager_prices_a_prefill_groups_launches_and_is_refused_where_it_decodes():
@@ -90,7 +135,11 @@ def test_vllms_enforce_eager_prices_a_prefill_groups_launches_and_is_refused_whe
     cfg = validate_scenario(base | {"groups": [{"role": "prefill", "policy": eager}, {"role": "decode"}]})
     prefill_group, decode_group = build(cfg).resolved_config["resolved_groups"]
     assert prefill_group["cost_model"]["roofline"]["eager_host_s_per_layer"] == MLA_MOE_EAGER_HOST_S_PER_LAYER
-    assert decode_group["cost_model"]["roofline"]["eager_host_s_per_layer"] == 0.0  # vLLM V1 decodes from graphs
+    # vLLM V1 decodes from graphs: only a step holding more prompt tokens than its largest capture is launched
+    roof = decode_group["cost_model"]["roofline"]
+    assert roof["eager_host_s_per_layer"] == MLA_MOE_EAGER_HOST_S_PER_LAYER
+    assert roof["piecewise_graph_max_tokens"] == 512
+    assert prefill_group["cost_model"]["roofline"]["piecewise_graph_max_tokens"] == 0
     for groups in ([{"policy": eager}], [{"role": "prefill"}, {"role": "decode", "policy": eager}]):
         with pytest.raises(ValueError, match="enforce_eager launches decode steps without CUDA graphs"):
             build(validate_scenario(base | {"groups": groups}))
