@@ -34,20 +34,21 @@ import pandas as pd
 
 PERCENTILES = (50, 90, 95, 99)
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
+EMISSIONS_CHUNK = 1 << 20  # token emissions bucketed per second this many at a time
 
 
 def weighted_percentiles(values: np.ndarray, counts: np.ndarray, qs: tuple[float, ...]) -> list[float]:
     """``np.percentile(np.repeat(values, counts), q)`` for each q, without materialising the repeat (one sort)."""
     order = np.argsort(values, kind="stable")
-    v = values[order]
-    ends = np.cumsum(counts[order])  # ends[i] - 1 is the last expanded index of v[i]
+    ends = counts[order]
+    np.cumsum(ends, out=ends)  # ends[i] - 1 is the last expanded index of values[order[i]] (no sorted copy kept)
     total = int(ends[-1])
     out = []
     for q in qs:
         pos = (total - 1) * q / 100.0
         lo, hi = math.floor(pos), math.ceil(pos)
-        v_lo = v[np.searchsorted(ends, lo, side="right")]
-        v_hi = v[np.searchsorted(ends, hi, side="right")]
+        v_lo = values[order[np.searchsorted(ends, lo, side="right")]]
+        v_hi = values[order[np.searchsorted(ends, hi, side="right")]]
         out.append(float(v_lo + (v_hi - v_lo) * (pos - lo)))
     return out
 
@@ -157,11 +158,28 @@ def max_tokens_per_second(
         return 0.0
     origin = float(done["arrival_s"].min())
     times, counts = token_emissions
-    t = np.concatenate([done["first_token_s"].to_numpy(), np.asarray(times, dtype=np.float64)]) + stream_delay_s
-    n = np.concatenate([np.ones(len(done), dtype=np.int64), np.asarray(counts, dtype=np.int64)])
-    buckets = np.floor(t - origin).astype(np.int64)
+    first = done["first_token_s"].to_numpy()
+    per_second = _tokens_per_second(first, np.ones(len(first), dtype=np.int64), origin, stream_delay_s)
+    # the emissions a chunk at a time: a million requests' emissions are tens of millions of steps, whose
+    # temporaries would each take hundreds of MB (the counts are whole numbers: the float sums are exact either way)
+    for start in range(0, len(times), EMISSIONS_CHUNK):
+        chunk = slice(start, start + EMISSIONS_CHUNK)
+        more = _tokens_per_second(np.asarray(times[chunk], dtype=np.float64), counts[chunk], origin, stream_delay_s)
+        if len(more) > len(per_second):
+            more[: len(per_second)] += per_second
+            per_second = more
+        else:
+            per_second[: len(more)] += more
+    return float(per_second.max()) if len(per_second) else 0.0
+
+
+def _tokens_per_second(times_s: np.ndarray, counts: np.ndarray, origin_s: float, stream_delay_s: float) -> np.ndarray:
+    """Tokens received in each whole second from ``origin_s`` (``np.bincount`` by second, as float)."""
+    buckets = np.floor(times_s + stream_delay_s - origin_s).astype(np.int64)
     keep = buckets >= 0  # a token before the origin (none in a run) is outside vLLM's buckets
-    return float(np.bincount(buckets[keep], weights=n[keep]).max()) if keep.any() else 0.0
+    if not keep.all():
+        buckets, counts = buckets[keep], counts[keep]
+    return np.bincount(buckets, weights=counts) if len(buckets) else np.zeros(0)
 
 
 def summarize(

@@ -98,6 +98,28 @@ def test_failed_peak_tokens_and_peak_concurrency_by_hand():
     assert shifted["max_concurrent_requests"] == 3  # request 0 now ends at 1.5
 
 
+def test_peak_tokens_per_second_a_chunk_at_a_time_is_the_whole_bucketing(monkeypatch):
+    """The emissions are bucketed a chunk at a time (their temporaries stay small at a million requests): the same
+    peak as bucketing them all at once, chunk boundaries and a later chunk reaching further included."""
+    from simulator.metrics import summary
+
+    rng = np.random.default_rng(5)
+    n = 40
+    arrival = np.sort(rng.uniform(0, 20, n))
+    first = arrival + rng.uniform(0.01, 0.5, n)
+    rows = [[i, arrival[i], first[i], first[i] + 1, 3, 5, "finished", 0] for i in range(n)]
+    req = _requests(rows)
+    times = rng.uniform(0, 40, 1000)
+    counts = rng.integers(1, 9, 1000)
+    whole = np.concatenate([first, times]) + 0.25
+    weights = np.concatenate([np.ones(n, dtype=np.int64), counts])
+    expected = float(np.bincount(np.floor(whole - arrival.min()).astype(np.int64), weights=weights).max())
+    for chunk in (1 << 20, 7, 64):
+        monkeypatch.setattr(summary, "EMISSIONS_CHUNK", chunk)
+        s = summarize(req, np.array([0.1]), np.array([1]), stream_delay_s=0.25, token_emissions=(times, counts))
+        assert s["max_output_tokens_per_s"] == expected
+
+
 def test_peak_fields_without_emissions_or_completions():
     req = _requests([[0, 0.0, np.nan, 0.0, 0, 5, "rejected", 0]])
     s = summarize(
