@@ -128,12 +128,26 @@ MTP_ONLY_IMAGES = {
 }
 
 
+def image_of(silicon_data_source: str) -> str | None:
+    """The container image a point was measured in: ``image=`` of a source file's rows, the last field of a database
+    dump's (``...; workflow_run_id=748; lmsysorg/sglang:v0.5.10.post1-cu130``); None when not recorded."""
+    text = str(silicon_data_source)
+    found = _IMAGE.search(text)
+    if found is not None:
+        image = found.group(1)
+    else:
+        last = text.rsplit(";", 1)[-1].strip()
+        if "=" in last or ":" not in last or "/" not in last:
+            return None
+        image = last
+    return image.strip().strip('"').replace("nvcr.io#", "nvcr.io/", 1)
+
+
 def check_not_mtp(silicon_data_source: str) -> None:
     """PointRefused for a point measured in an image that only InferenceX's MTP configurations ran."""
-    found = _IMAGE.search(str(silicon_data_source))
-    if found is None:
+    image = image_of(silicon_data_source)
+    if image is None:
         return
-    image = found.group(1).strip().strip('"').replace("nvcr.io#", "nvcr.io/", 1)
     configurations = MTP_ONLY_IMAGES.get(image)
     if configurations is not None:
         raise PointRefused(
@@ -184,6 +198,35 @@ def check_not_mtp_sweep(row: pd.Series) -> None:
         raise PointRefused(
             f"possibly measured with MTP speculative decoding: on {key[-1]} InferenceX also ran this configuration "
             f"with MTP ({evidence}), and the file does not say which points are which"
+        )
+
+
+# The benchmark client sends random token ids decoded to text with its own tokenizer, which the server encodes again.
+# Under transformers 5, DeepSeek's tokenizer (LlamaTokenizerFast over a ByteLevel tokenizer) loads broken unless
+# patched as SGLang's server patches it: InferenceX's client patched it only for a local model folder (#937,
+# 2026-03-27) while its scripts pass a hub id, so the server saw about 5 times the prompt tokens ("7000 tokens ->
+# ~35000"), until #1381 (2026-05-15); InferenceX re-ran its DeepSeek SGLang configurations for it (#1502). The client
+# runs in the server's image: SGLang 0.5.10.post1 pins transformers==5.3.0 (its wheel's Requires-Dist; 0.5.5-0.5.9
+# pin 4.57.1).
+TRANSFORMERS_5_IMAGES = ("lmsysorg/sglang:v0.5.10.post1",)
+CLIENT_TOKENIZER_FIXED = "2026-05-15"
+BROKEN_V5_TOKENIZER_MODELS = frozenset({"deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3"})
+
+
+def check_client_tokenizer(row: pd.Series) -> None:
+    """PointRefused for a DeepSeek point whose client tokenized under transformers 5 before InferenceX's fix (its
+    prompts were several times the ISL on the server; ``TRANSFORMERS_5_IMAGES``)."""
+    if str(row["backend"]) != "sglang" or str(row["model_path"]) not in BROKEN_V5_TOKENIZER_MODELS:
+        return
+    source = str(row["silicon_data_source"])
+    image, day = image_of(source), _MEASURED_DAY.search(source)
+    if image is None or day is None or day.group(1) >= CLIENT_TOKENIZER_FIXED:
+        return
+    if image.startswith(TRANSFORMERS_5_IMAGES):
+        raise PointRefused(
+            f"prompts not the recorded lengths: image {image} runs the benchmark client on transformers 5.3.0, whose "
+            "DeepSeek tokenizer InferenceX's client left unpatched for a hub model id until 2026-05-15 (InferenceX "
+            "#937, #1381: about 5x the prompt tokens on the server)"
         )
 
 
@@ -856,6 +899,7 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
     """
     check_not_mtp(str(row["silicon_data_source"]))
     check_not_mtp_sweep(row)
+    check_client_tokenizer(row)
     quantization = _quantization(row)
     recipe = recipe_for(row)
     model = str(row["model_path"])

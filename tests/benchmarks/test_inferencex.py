@@ -555,3 +555,43 @@ def test_a_configurations_search_space_doubles_its_concurrency_from_start_to_end
         (8192, 1024, 64, True),
     }
     assert search_space(None) is None
+
+
+def test_deepseek_points_whose_client_tokenized_under_transformers_5_are_refused(points):
+    """SGLang 0.5.10.post1's image pins transformers 5.3.0, under which InferenceX's client left DeepSeek's tokenizer
+    unpatched for a hub model id until 2026-05-15: the server saw about 5x the prompt tokens. Its DeepSeek-V3 B300
+    points are refused; the same model's points on SGLang 0.5.9 (transformers 4.57.1) are not."""
+    from benchmarks.inferencex_points import check_client_tokenizer
+
+    deepseek = points["model_path"].str.startswith("deepseek-ai/")
+    v5 = points["silicon_data_source"].str.contains("sglang:v0.5.10.post1", regex=False) & deepseek
+    assert v5.sum() == 31 and set(points[v5]["system"]) == {"b300_sxm"}
+    for _, row in points[v5].iterrows():
+        with pytest.raises(PointRefused, match=r"transformers 5\.3\.0.*#1381"):
+            scenario_for(row)
+    v4 = points["silicon_data_source"].str.contains("sglang:v0.5.9", regex=False) & (
+        points["model_path"] == "deepseek-ai/DeepSeek-V3"
+    )
+    assert v4.any()
+    for _, row in points[v4].iterrows():
+        check_client_tokenizer(row)
+
+
+def test_the_image_is_read_from_either_kind_of_source(points):
+    from benchmarks.inferencex_points import check_not_mtp, image_of
+
+    assert image_of("db-dump/2026-04-27; config_id=717; workflow_run_id=748; lmsysorg/sglang:v0.5.10.post1-cu130") == (
+        "lmsysorg/sglang:v0.5.10.post1-cu130"
+    )
+    assert image_of("source_file=x.csv; image=nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post3") == (
+        "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post3"
+    )
+    assert image_of("db-dump/2026-04-27; config_id=483") is None
+    assert image_of("source_file=2026-03-25.csv; model=DeepSeek-R1; wip=False") is None
+    refused = 0
+    for source in points["silicon_data_source"]:
+        try:
+            check_not_mtp(source)
+        except PointRefused:
+            refused += 1
+    assert refused == 88  # the database dump holds no run of the MTP-only images
