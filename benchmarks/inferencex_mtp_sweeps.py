@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from benchmarks.inferencex_points import concurrency_of, read_points
+from benchmarks.inferencex_points import MEASURED_DAY, concurrency_of, read_points
 
 CONFIGS = ".github/configs/nvidia-master.yaml"
 MODEL_PREFIX = {"deepseek-ai/DeepSeek-R1": "dsr1", "deepseek-ai/DeepSeek-V3": "dsr1"}
@@ -61,7 +61,7 @@ def verdicts(repo: Path) -> pd.DataFrame:
     points = read_points()
     agg = points[points["engine"].isin(list(ENGINE)) & (points["mode"] == "agg")].copy()
     agg = agg[agg["model"].isin(list(MODEL_PREFIX)) & agg["system"].isin(list(GPU))]
-    agg["day"] = agg["silicon_data_source"].str.extract(r"measured=(\d{4}-\d{2}-\d{2})")[0]
+    agg["day"] = agg["silicon_data_source"].str.extract(MEASURED_DAY.pattern)[0]
     agg["conc"] = [concurrency_of(row) for _, row in agg.iterrows()]
     agg["dp"] = agg["attention_dp_size"].fillna(1) > 1
     by_day: dict[str, tuple[str, dict[str, Any] | None]] = {}

@@ -156,7 +156,7 @@ def check_not_mtp(silicon_data_source: str) -> None:
         )
 
 
-_MEASURED_DAY = re.compile(r"measured=(\d{4}-\d{2}-\d{2})")
+MEASURED_DAY = re.compile(r"measured=(\d{4}-\d{2}-\d{2})")  # the day a point was measured (its export's)
 # Days on which InferenceX ran a DeepSeek configuration's MTP variant beside (or instead of) the plain one, in an
 # image both ran: some point of the file's (model, GPU, precision, engine) that day was measured at a load only the
 # ``-mtp`` configuration's search space held at that day's nvidia-master.yaml (the commit named). The file keeps no
@@ -189,7 +189,7 @@ MTP_SWEEP_DAYS: dict[tuple[str, str, str, str, str], str] = {
 def check_not_mtp_sweep(row: pd.Series) -> None:
     """PointRefused for a point of a day on which InferenceX measured its configuration with MTP as well
     (``MTP_SWEEP_DAYS``)."""
-    found = _MEASURED_DAY.search(str(row["silicon_data_source"]))
+    found = MEASURED_DAY.search(str(row["silicon_data_source"]))
     if found is None:
         return
     key = (str(row["model_path"]), str(row["system"]), str(row["precision"]), str(row["backend"]), found.group(1))
@@ -219,7 +219,7 @@ def check_client_tokenizer(row: pd.Series) -> None:
     if str(row["backend"]) != "sglang" or str(row["model_path"]) not in BROKEN_V5_TOKENIZER_MODELS:
         return
     source = str(row["silicon_data_source"])
-    image, day = image_of(source), _MEASURED_DAY.search(source)
+    image, day = image_of(source), MEASURED_DAY.search(source)
     if image is None or day is None or day.group(1) >= CLIENT_TOKENIZER_FIXED:
         return
     if image.startswith(TRANSFORMERS_5_IMAGES):

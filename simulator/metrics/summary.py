@@ -159,27 +159,26 @@ def max_tokens_per_second(
     origin = float(done["arrival_s"].min())
     times, counts = token_emissions
     first = done["first_token_s"].to_numpy()
-    per_second = _tokens_per_second(first, np.ones(len(first), dtype=np.int64), origin, stream_delay_s)
+    last_s = max(float(first.max()), float(times.max()) if len(times) else -math.inf)
+    per_second = np.zeros(max(int(np.floor(last_s + stream_delay_s - origin)) + 1, 1))
+    _add_tokens(per_second, first, np.ones(len(first), dtype=np.int64), origin, stream_delay_s)
     # the emissions a chunk at a time: a million requests' emissions are tens of millions of steps, whose
     # temporaries would each take hundreds of MB (the counts are whole numbers: the float sums are exact either way)
     for start in range(0, len(times), EMISSIONS_CHUNK):
         chunk = slice(start, start + EMISSIONS_CHUNK)
-        more = _tokens_per_second(np.asarray(times[chunk], dtype=np.float64), counts[chunk], origin, stream_delay_s)
-        if len(more) > len(per_second):
-            more[: len(per_second)] += per_second
-            per_second = more
-        else:
-            per_second[: len(more)] += more
-    return float(per_second.max()) if len(per_second) else 0.0
+        _add_tokens(per_second, np.asarray(times[chunk], dtype=np.float64), counts[chunk], origin, stream_delay_s)
+    return float(per_second.max())
 
 
-def _tokens_per_second(times_s: np.ndarray, counts: np.ndarray, origin_s: float, stream_delay_s: float) -> np.ndarray:
-    """Tokens received in each whole second from ``origin_s`` (``np.bincount`` by second, as float)."""
+def _add_tokens(
+    per_second: np.ndarray, times_s: np.ndarray, counts: np.ndarray, origin_s: float, stream_delay_s: float
+) -> None:
+    """Add tokens received at ``times_s`` to ``per_second``, their count in each whole second from ``origin_s``."""
     buckets = np.floor(times_s + stream_delay_s - origin_s).astype(np.int64)
     keep = buckets >= 0  # a token before the origin (none in a run) is outside vLLM's buckets
     if not keep.all():
         buckets, counts = buckets[keep], counts[keep]
-    return np.bincount(buckets, weights=counts) if len(buckets) else np.zeros(0)
+    per_second += np.bincount(buckets, weights=counts, minlength=len(per_second))
 
 
 def summarize(

@@ -12,6 +12,7 @@ from benchmarks.inferencex import report_html, run_benchmark, summary_markdown
 from benchmarks.inferencex_points import (
     GAP_ANALYSIS,
     INFERENCEX,
+    MEASURED_DAY,
     RECIPES,
     PointRefused,
     check_not_mtp,
@@ -487,8 +488,6 @@ def test_a_swallowed_alarm_is_repeated(monkeypatch):
 def test_points_measured_in_an_image_only_mtp_configurations_ran_are_refused(points):
     """InferenceX ran TensorRT-LLM 1.2.0rc6.post3 only in its dsr1-fp{4,8}-b200-trt-mtp configurations: such a point
     is a multi-token-prediction run the file does not label (nor its acceptance rate), refused with the reason."""
-    from benchmarks.inferencex_points import check_not_mtp
-
     mtp = "source_file=2026-04-06.csv; image=nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post3"
     for source in (mtp, mtp.replace("#", "/"), mtp.replace("image=", 'image="') + '"'):
         with pytest.raises(PointRefused, match=r"MTP speculative decoding.*dsr1-fp8-b200-trt-mtp"):
@@ -508,7 +507,7 @@ def test_points_of_a_day_inferencex_also_ran_the_mtp_configuration_are_refused(p
     day is refused (the file cannot tell the two runs apart), a point of a day that fits the plain space is not."""
     from benchmarks.inferencex_points import MTP_SWEEP_DAYS, check_not_mtp_sweep
 
-    day = points["silicon_data_source"].str.extract(r"measured=(\d{4}-\d{2}-\d{2})")[0]
+    day = points["silicon_data_source"].str.extract(MEASURED_DAY.pattern)[0]
     h200 = (
         (points["model_path"] == "deepseek-ai/DeepSeek-R1")
         & (points["system"] == "h200_sxm")
@@ -578,7 +577,7 @@ def test_deepseek_points_whose_client_tokenized_under_transformers_5_are_refused
 
 
 def test_the_image_is_read_from_either_kind_of_source(points):
-    from benchmarks.inferencex_points import check_not_mtp, image_of
+    from benchmarks.inferencex_points import image_of
 
     assert image_of("db-dump/2026-04-27; config_id=717; workflow_run_id=748; lmsysorg/sglang:v0.5.10.post1-cu130") == (
         "lmsysorg/sglang:v0.5.10.post1-cu130"

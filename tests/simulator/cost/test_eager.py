@@ -4,6 +4,7 @@ import pytest
 
 from simulator.build import make_cost_model, resolve_cost_model
 from simulator.config.presets import resolve_hardware, resolve_model
+from simulator.config.scenario import validate_scenario
 from simulator.cost.dp_attention import EMPTY
 from simulator.cost.eager import (
     MLA_MOE_EAGER_HOST_S_PER_LAYER,
@@ -29,6 +30,20 @@ def r1_cost(policy: str, params=None, tp: int = 8, pp: int = 1):
     model = resolve_model(R1)
     resolved = resolve_cost_model(params or RooflineParams(), policy, model=model)
     return make_cost_model(resolved, model, resolve_hardware("h200"), tp, pp), model
+
+
+def r1_simulation(policy: dict, rate_per_s: float):
+    """DeepSeek-R1 on 8 x H200 under ``policy``, 20 Poisson requests at ``rate_per_s``, built (not run)."""
+    from simulator.build import build
+
+    scenario = {
+        "model": R1,
+        "hardware": "h200",
+        "parallelism": {"tp": 8},
+        "policy": policy,
+        "workload": {"num_requests": 20, "arrival": {"kind": "poisson", "rate_per_s": rate_per_s}},
+    }
+    return build(validate_scenario(scenario))
 
 
 def test_the_measured_figure_is_sglangs_eager_deepseek_forward_per_layer():
@@ -99,20 +114,8 @@ def test_vllm_v1_launches_a_prompt_step_above_its_largest_cudagraph_capture_from
 
 def test_a_vllm_scenarios_capture_size_reaches_its_cost_model():
     """With --max-num-seqs 4 a 1k-token prompt step runs without a graph; captured up to 2,048 tokens it does not."""
-    from simulator.build import build
-    from simulator.config.scenario import validate_scenario
-
-    def run(policy):
-        scenario = {
-            "model": R1,
-            "hardware": "h200",
-            "parallelism": {"tp": 8},
-            "policy": {"kind": "vllm", "max_num_seqs": 4, **policy},
-            "workload": {"num_requests": 20, "arrival": {"kind": "poisson", "rate_per_s": 1.0}},
-        }
-        return build(validate_scenario(scenario))
-
-    default, captured = run({}), run({"max_cudagraph_capture_size": 2048})
+    default = r1_simulation({"kind": "vllm", "max_num_seqs": 4}, rate_per_s=1.0)
+    captured = r1_simulation({"kind": "vllm", "max_num_seqs": 4, "max_cudagraph_capture_size": 2048}, rate_per_s=1.0)
     roof = [sim.resolved_config["resolved_groups"][0]["cost_model"]["roofline"] for sim in (default, captured)]
     assert [r["piecewise_graph_max_tokens"] for r in roof] == [8, 2048]
     assert roof[0]["eager_host_s_per_layer"] == MLA_MOE_EAGER_HOST_S_PER_LAYER
@@ -218,20 +221,9 @@ def test_trtllms_piecewise_graphs_take_a_context_step_of_at_most_their_largest_c
 
 
 def test_a_trtllm_scenarios_piecewise_graphs_reach_its_cost_model_and_shorten_short_prefills():
-    from simulator.build import build
-    from simulator.config.scenario import validate_scenario
-
-    def run(policy):
-        scenario = {
-            "model": R1,
-            "hardware": "h200",
-            "parallelism": {"tp": 8},
-            "policy": {"kind": "trtllm", "max_num_tokens": 4096, **policy},
-            "workload": {"num_requests": 20, "arrival": {"kind": "poisson", "rate_per_s": 2.0}},
-        }
-        return build(validate_scenario(scenario))
-
-    piecewise, eager = run({"piecewise_cuda_graph_max_tokens": 8192}), run({})
+    trtllm = {"kind": "trtllm", "max_num_tokens": 4096}
+    piecewise = r1_simulation(trtllm | {"piecewise_cuda_graph_max_tokens": 8192}, rate_per_s=2.0)
+    eager = r1_simulation(trtllm, rate_per_s=2.0)
     (group,) = piecewise.resolved_config["resolved_groups"]
     assert group["cost_model"]["roofline"]["piecewise_graph_max_tokens"] == 4096  # capped at max_num_tokens
     assert eager.resolved_config["resolved_groups"][0]["cost_model"]["roofline"]["piecewise_graph_max_tokens"] == 0
