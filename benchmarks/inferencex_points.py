@@ -40,7 +40,8 @@ written with InferenceX's client all the same).
   ``max_running_requests: CONC``; TensorRT-LLM ``max_batch_size: CONC``; an FP8 KV cache for FP8
   and FP4 runs. Prefix caching is off throughout;
 - a disaggregated point: a prefill group and a decode group of their worker counts, TPs, EPs and
-  attention-DP sizes, each served by the point's engine's policy.
+  attention-DP sizes, each served by the point's engine's policy; a TensorRT-LLM point's generation servers
+  take the ``max_batch_size`` of the recipe it ran (``DECODE_SEATS``, ``benchmarks/inferencex_seats.py``).
 
 A gap-analysis point's attention data parallelism (``attention_dp_size`` > 1; the file's ``tp_size`` is then the
 attention TP of one rank) is ``parallelism: {tp: tp_size x attention_dp_size, ep: moe_ep_size, dp_attention:
@@ -68,6 +69,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchmarks.inferencex_seats import DECODE_SEATS
 from simulator.config.presets import hardware_presets
 
 SAMPLE_FILE = ("aiconfigurator_core", "systems/silicon_sample.csv")
@@ -971,6 +973,12 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
         for group in scenario["groups"]:
             if group["role"] == "prefill":
                 group["policy"] = scenario["policy"] | {"enforce_eager": True}
+    seats = DECODE_SEATS.get(str(row["id"])) if row["mode"] == "disagg" and row["backend"] == "trtllm" else None
+    if seats is not None:
+        # the generation servers' max_batch_size of the recipe the point ran (benchmarks/inferencex_seats.py)
+        for group in scenario["groups"]:
+            if group["role"] == "decode":
+                group["policy"] = scenario["policy"] | {"max_batch_size": seats}
     scenario["kv_cache"] = kv_cache
     scenario["workload"] = workload_for(int(row["isl"]), int(row["osl"]), concurrency)
     return scenario

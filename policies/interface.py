@@ -156,3 +156,14 @@ class SteadyDecode(Protocol):
     """
 
     def steady_decode(self, view: ReplicaView) -> bool: ...
+
+
+class TransferSeats(Protocol):
+    """An optional capability of a batch policy whose engine seats a received request before its KV is sent.
+
+    ``decode_seats()`` is how many requests a decode engine holds at most: running, received and waiting for a
+    step, or with their KV on the way. A prefilled request is leased blocks, and its KV sent, only while a seat
+    is free; until then it waits on its prefill engine, and its first token has not reached the client.
+    """
+
+    def decode_seats(self) -> int: ...

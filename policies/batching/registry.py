@@ -43,6 +43,13 @@ class BatchTraits:
     ``_update_waiting_for_remote_kv`` leaves the last prompt token uncomputed when the whole prompt's KV was received,
     ``vllm/v1/core/sched/scheduler.py``; the prefill instance's own token is not sent). Otherwise the first token
     comes with the KV and reaches the client when it lands."""
+    seats_before_transfer: bool = False
+    """On a decode replica of a disaggregated cluster, a received request takes one of the engine's request seats
+    before its KV is sent (``TransferSeats.decode_seats``): TensorRT-LLM's capacity scheduler schedules a generation
+    server's ``DISAGG_GENERATION_INIT`` requests beside the running ones under ``max_num_requests`` (its
+    ``max_batch_size``), and only a scheduled one starts its transfer (``tensorrt_llm/_torch/pyexecutor/
+    scheduler.py``, ``_schedule_guaranteed_no_evict``). So the time a request waits for a seat on a full generation
+    server comes before its first token, which the client receives from that server."""
     hardware_defaults: bool = False
     """Its parameters leave some defaults to the GPU (the engine's own per-device defaults): its parameter model
     has ``resolve_for_hardware(device_memory_bytes, device_name)``, which ``build`` calls for each replica group."""
@@ -59,6 +66,12 @@ def _check_traits(name: str, factory: Any, traits: BatchTraits, params: Any = No
             f"batch policy {name!r}: its traits {'declare' if traits.hardware_defaults else 'leave out'} "
             f"hardware_defaults but its parameters {'lack' if traits.hardware_defaults else 'have'} "
             "resolve_for_hardware"
+        )
+    has_seats = callable(getattr(factory, "decode_seats", None))
+    if traits.seats_before_transfer != has_seats:
+        raise TypeError(
+            f"batch policy {name!r}: its traits {'declare' if traits.seats_before_transfer else 'leave out'} "
+            f"seats_before_transfer but it {'lacks' if traits.seats_before_transfer else 'has'} a decode_seats method"
         )
     has_steady = callable(getattr(factory, "steady_decode", None))
     if traits.steady_decode and not has_steady:

@@ -69,6 +69,12 @@ Disaggregated serving (context and generation servers behind ``trtllm-serve disa
   by a lease and be paused (recomputed on the generation server), where TensorRT-LLM never evicts; and a generation
   server with nothing running admits the first received request whose completion does not fit (else the leases,
   holding blocks TensorRT-LLM would have reserved, could keep every request waiting).
+- The capacity scheduler counts those ``DISAGG_GENERATION_INIT`` requests against ``max_batch_size`` with the
+  running ones, so a generation server holds at most ``max_batch_size`` requests running, received or receiving
+  (``decode_seats``): a prefilled request whose generation server is full keeps its KV on the context server and
+  waits for a seat, and its first token, which the client receives from the generation server, waits with it.
+  Recipes that give each generation server fewer seats than the clients it serves (InferenceX's disaggregated
+  DeepSeek runs: e.g. 3 servers of ``max_batch_size`` 1 for 6 users) measure that wait as TTFT.
 """
 
 from __future__ import annotations
@@ -186,7 +192,14 @@ def _context_only(req: RequestView) -> int:
 @BATCH_POLICIES.register(
     "trtllm",
     params=TrtllmParams,
-    traits=BatchTraits(engine="trtllm", overlaps_cpu=True, steady_decode=True, kv_transfer=True, eager_prefill=True),
+    traits=BatchTraits(
+        engine="trtllm",
+        overlaps_cpu=True,
+        steady_decode=True,
+        kv_transfer=True,
+        eager_prefill=True,
+        seats_before_transfer=True,
+    ),
 )
 class TrtllmPolicy:
     """In-flight batching: decodes and contexts under one token budget, admission by the capacity policy."""
@@ -199,6 +212,10 @@ class TrtllmPolicy:
         self.wait_iters = params.batch_wait_timeout_iters
         self.wait_tokens = params.batch_wait_max_tokens_ratio * params.max_num_tokens
         self._waited_iters = 0  # PyExecutor.batch_wait_iters_count: steps the contexts were held back in a row
+
+    def decode_seats(self) -> int:
+        # a generation server's DISAGG_GENERATION_INIT requests are scheduled under max_batch_size with the rest
+        return self.max_batch_size
 
     def steady_decode(self, view: ReplicaView) -> bool:
         # nothing queued: every running request is scheduled, decodes one token each while they fit the budget

@@ -187,17 +187,20 @@ class StepExecutor:
         req.replica_id = self.replica_id
         self.incoming.append(req)
 
-    def reserve_incoming(self, pending_blocks: int = 0) -> list[Request]:
+    def reserve_incoming(self, pending_blocks: int = 0, seats: int | None = None) -> list[Request]:
         """Lease blocks for queued transfers while they fit; returns the requests whose KV may now be sent.
 
         ``pending_blocks``: blocks the steps under way have taken but not yet handed out
         (mid fast-forward window). A lease covers the prompt's KV plus what admission will
         ask (the first decode token, or the whole output under a policy that reserves KV),
         so a received request can always be admitted: requests holding half of what they
-        need must not wait on each other.
+        need must not wait on each other. ``seats``: under a policy that seats a request before
+        its transfer (``BatchTraits.seats_before_transfer``), the most requests this engine holds
+        running, received or receiving; a transfer waits for a free seat as well as for blocks.
         """
         reserved = []
-        while self.incoming:
+        held = self.num_running + len(self.waiting) + len(self.receiving) if seats is not None else 0
+        while self.incoming and (seats is None or held < seats):
             req = self.incoming[0]
             if self.traits.reserves_kv:
                 kv_tokens = req.num_prompt_tokens + req.num_output_tokens
@@ -211,6 +214,7 @@ class StepExecutor:
             self.incoming.popleft()
             self.receiving[req] = lease
             reserved.append(req)
+            held += 1
         return reserved
 
     def accept_transferred(self, req: Request, now_s: float) -> None:

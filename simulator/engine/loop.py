@@ -19,7 +19,7 @@ from typing import Protocol, cast
 import simpy
 
 from policies.batching.registry import BatchTraits
-from policies.interface import BatchPolicy, SteadyDecode, StepPlan
+from policies.interface import BatchPolicy, SteadyDecode, StepPlan, TransferSeats
 from simulator.cost.link import Link
 from simulator.cost.shape import BatchShape, CostModel
 from simulator.engine.executor import Carried, Role, StepExecutor
@@ -112,6 +112,8 @@ class Engine:
             else None
         )
         self._steady = cast(SteadyDecode, policy).steady_decode if steady else None  # declared by its traits
+        # a decode engine whose policy seats a request before its KV is sent leases only while a seat is free
+        self._seats = cast(TransferSeats, policy).decode_seats() if traits.seats_before_transfer else None
         # ``windows`` False: no window of many steps (an engine that steps with others), but the decode batch is kept
         # for its plain steps, which then schedule and step the decoding requests at once
         self._windows = windows
@@ -443,7 +445,7 @@ class Engine:
             return
         # mid-window, the steps begun so far have taken blocks not yet handed out
         pending = self.num_used_blocks_now - ex.kv.num_used_blocks
-        for req in ex.reserve_incoming(pending):
+        for req in ex.reserve_incoming(pending, self._seats):
             self._hooks.reserved(req, self)
 
     def _sample_levels(self) -> None:

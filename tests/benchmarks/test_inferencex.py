@@ -594,3 +594,62 @@ def test_the_image_is_read_from_either_kind_of_source(points):
         except PointRefused:
             refused += 1
     assert refused == 88  # the database dump holds no run of the MTP-only images
+
+
+def test_trtllm_generation_servers_take_the_seats_of_the_recipe_the_point_ran(points):
+    """H100, 1k/1k at 6 users: InferenceX ran recipe ctx1_gen3_tep16_batch1_eplb0_mtp0 (3 generation servers of
+    max_batch_size 1), not the file's decode_batch_size of 2 (6 users over 3 servers)."""
+    from benchmarks.inferencex_seats import DECODE_SEATS
+
+    point = "dsr1_h100_trtllm_fp8_disagg_1024x1024_c6_cfg494"
+    row = points[points["id"] == point].iloc[0]
+    assert row["decode_batch_size"] == 2 and DECODE_SEATS[point] == 1
+    scenario = scenario_for(row)
+    prefill, decode = scenario["groups"]
+    assert decode["policy"] == {"kind": "trtllm", "max_batch_size": 1}
+    assert "policy" not in prefill and scenario["policy"] == {"kind": "trtllm", "max_batch_size": 6}
+    validate_scenario(scenario)
+    # every point of the table is a TensorRT-LLM disaggregated point of the file
+    table = points[points["id"].isin(DECODE_SEATS)]
+    assert len(table) == len(DECODE_SEATS)
+    assert set(table["engine"]) == {"trtllm"} and set(table["mode"]) == {"disagg"}
+
+
+def test_the_seats_are_read_from_the_recipe_nvidia_master_names():
+    """How benchmarks/inferencex_seats_derive.py finds a point's recipe and reads its seats (it needs checkouts of
+    InferenceX and srt-slurm, so only these parts run here)."""
+    from benchmarks.inferencex_seats_derive import config_file_for, decode_max_batch_size, recipe_name_batch
+
+    recipe = "recipes/trtllm/h100-fp8/1k1k/stp/ctx1_gen3_tep16_batch1_eplb0_mtp0.yaml"
+
+    def entry(conc, decode_workers, spec=None, config_file=recipe):
+        found = {
+            "conc-list": conc,
+            "prefill": {"num-worker": 1, "additional-settings": [f"CONFIG_FILE={config_file}"]},
+            "decode": {"num-worker": decode_workers},
+        }
+        return found | ({"spec-decoding": spec} if spec else {})
+
+    config = {
+        "seq-len-configs": [
+            {"isl": 8192, "osl": 1024, "search-space": [entry([6], 3, config_file="other.yaml")]},
+            {
+                "isl": 1024,
+                "osl": 1024,
+                "search-space": [
+                    entry([6], 3, "mtp", "mtp.yaml"),
+                    entry([6, 9], 2, config_file="two.yaml"),
+                    entry([6], 3),
+                ],
+            },
+        ]
+    }
+    source = "db-dump/x; silicon_concurrency=6"
+    row = pd.Series({"isl": 1024, "osl": 1024, "prefill_num_workers": 1, "decode_num_workers": 3}, dtype=object)
+    row["silicon_data_source"] = source
+    assert config_file_for(config, row) == recipe
+    assert config_file_for(None, row) is None
+    assert recipe_name_batch(recipe) == 1 and recipe_name_batch("ctx1_gen4_dep8.yaml") is None
+    text = "backend:\n  trtllm_config:\n    prefill:\n      max_batch_size: 16\n    decode:\n      max_batch_size: 2\n"
+    assert decode_max_batch_size(text) == 2
+    assert decode_max_batch_size("backend:\n  type: trtllm\n") is None

@@ -172,6 +172,32 @@ def test_trtllm_generation_server_reserves_what_a_received_request_still_needs()
     assert [r.request_id for r, _ in pol.plan_step(idle, 0.0).scheduled] == [0]
 
 
+def _seated_run(kind: str, seats: int):
+    # one context server, one generation server of ``seats`` requests; four requests at once, 5 output tokens each
+    policy = {"kind": kind, **({"max_batch_size": 8} if kind == "trtllm" else {"max_running_requests": 8})}
+    decode = {"max_batch_size": seats} if kind == "trtllm" else {"max_running_requests": seats}
+    groups = [{"role": "prefill", "count": 1}, {"role": "decode", "count": 1, "policy": policy | decode}]
+    cfg = make_config(policy=policy, groups=groups)
+    return run_checked(cfg, make_stream([0.0] * 4, [32] * 4, [5] * 4)).requests.sort_values("transfer_start_s")
+
+
+def test_trtllm_generation_server_seats_a_request_before_its_kv_is_sent():
+    # max_batch_size 1 on the generation server: each transfer waits for the request before it to finish there,
+    # with its KV held on the context server; its first token, sent by the generation server, waits with it
+    req = _seated_run("trtllm", 1)
+    starts, ends = req["transfer_start_s"].to_numpy(), req["finished_s"].to_numpy()
+    assert (starts[1:] >= ends[:-1]).all()
+    assert (req["first_token_s"] == req["transfer_end_s"]).all()
+    ttft = (req["first_token_s"] - req["arrival_s"]).to_numpy()
+    assert (np.diff(ttft) > 4.0).all()  # each waits out the 4 decode steps of the one before
+    # with seats for all four, every transfer starts once its prompt is computed
+    free = _seated_run("trtllm", 4)
+    assert (free["transfer_start_s"] < free["finished_s"].min()).all()
+    # SGLang's decode server is not seated before the transfer: the KV lands, the request waits in its queue
+    sglang = _seated_run("sglang", 1)
+    assert (sglang["transfer_start_s"] < sglang["finished_s"].min()).all()
+
+
 # -- mixed-role decisions pinned --------------------------------------------------------------------------------
 
 MIXED_PINS = {

@@ -43,3 +43,23 @@ def test_hardware_defaults_are_declared_and_present_together():
         _check_traits("p", Policy, BatchTraits(), PerGpu)
     _check_traits("p", Policy, BatchTraits(hardware_defaults=True), PerGpu)
     assert {n for n in BATCH_POLICIES.names() if BATCH_POLICIES.entry(n).traits.hardware_defaults} == {"vllm", "sglang"}
+
+
+def test_seats_before_transfer_are_declared_and_present_together():
+    from policies.batching.registry import BatchTraits, _check_traits
+
+    class Policy:
+        def plan_step(self, view, now_s): ...
+
+    class Seated(Policy):
+        def decode_seats(self):
+            return 1
+
+    with pytest.raises(TypeError, match="declare seats_before_transfer but it lacks a decode_seats method"):
+        _check_traits("p", Policy, BatchTraits(seats_before_transfer=True))
+    with pytest.raises(TypeError, match="leave out seats_before_transfer but it has a decode_seats method"):
+        _check_traits("p", Seated, BatchTraits())
+    _check_traits("p", Seated, BatchTraits(seats_before_transfer=True))
+    # TensorRT-LLM's generation server schedules DISAGG_GENERATION_INIT requests under max_batch_size
+    seated = {n for n in BATCH_POLICIES.names() if BATCH_POLICIES.entry(n).traits.seats_before_transfer}
+    assert seated == {"trtllm"}

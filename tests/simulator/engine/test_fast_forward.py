@@ -164,3 +164,33 @@ def test_kv_transfer_offered_mid_window_is_not_lost():
     plain = build(cfg, stream=stream, fast_forward=False).run()
     assert (fast.requests["status"] == "finished").all()
     pd.testing.assert_frame_equal(fast.requests, plain.requests)
+
+
+def test_fast_path_equals_plain_path_on_generation_servers_seated_before_the_transfer():
+    # TensorRT-LLM's generation servers of 2 seats behind 2 context servers, a closed loop of 9 users: transfers
+    # wait for seats (a finished request frees one at a window's end), results as the plain path's
+    trtllm = {"kind": "trtllm", "max_batch_size": 16}
+    cfg = validate_scenario(
+        {
+            "model": "llama-3.1-8b",
+            "hardware": "h100-sxm",
+            "policy": trtllm,
+            "groups": [
+                {"role": "prefill", "count": 2},
+                {"role": "decode", "count": 2, "policy": trtllm | {"max_batch_size": 2}},
+            ],
+            "workload": {
+                "kind": "closed_loop",
+                "concurrency": 9,
+                "num_requests": 60,
+                "lengths": {
+                    "kind": "independent",
+                    "prompt": {"kind": "uniform", "min_tokens": 50, "max_tokens": 400},
+                    "output": {"kind": "uniform", "min_tokens": 2, "max_tokens": 60},
+                },
+            },
+        }
+    )
+    plain, _ = assert_same_run(cfg)
+    ttft = plain.requests["first_token_s"] - plain.requests["arrival_s"]
+    assert ttft.max() > 10 * ttft.min()  # some waited for a seat

@@ -1,0 +1,155 @@
+"""How ``DECODE_SEATS`` of ``benchmarks/inferencex_seats.py`` was derived: the ``max_batch_size`` of each
+TensorRT-LLM disaggregated point's generation servers, from the recipe InferenceX launched it with.
+
+The file of measured points records a disaggregated point's worker counts and parallelism, and a
+``decode_batch_size`` that is the concurrency over the generation servers, not what they were launched with.
+InferenceX's ``.github/configs/nvidia-master.yaml`` names, for each load of a ``*-dynamo-trt`` configuration
+(ISL, OSL, concurrency list, prefill and decode worker counts), the srt-slurm recipe it ran
+(``CONFIG_FILE=recipes/...``, e.g. ``ctx1_gen3_tep16_batch1_eplb0_mtp0.yaml``). For every such point this reads
+nvidia-master.yaml at the last change on or before the day the point was measured, finds the entry without
+speculative decoding whose lengths, concurrency and worker counts are the point's, and reads the recipe's
+``backend.trtllm_config.decode.max_batch_size`` from NVIDIA/srt-slurm (the last version of that path on or before
+the day, else its first version); where srt-slurm does not hold the path, the recipe name's ``batchN``. Prints the
+table and each point's evidence; points with no recipe (the configurations of 2025, launched without a
+CONFIG_FILE) are listed and left out.
+
+Needs git checkouts of SemiAnalysisAI/InferenceX and NVIDIA/srt-slurm (not dependencies: run by hand):
+``python -m benchmarks.inferencex_seats_derive --inferencex PATH --srt-slurm PATH``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from benchmarks.inferencex_mtp_sweeps import CONFIGS, configs_on
+from benchmarks.inferencex_points import INFERENCEX, MEASURED_DAY, concurrency_of, read_points, source_of
+
+MODEL_PREFIX = {
+    "deepseek-ai/DeepSeek-R1": "dsr1",
+    "deepseek-ai/DeepSeek-V3": "dsr1",
+    "moonshotai/Kimi-K2.5": "kimik2.5",
+}
+GPU = {
+    "b200_sxm": "b200",
+    "h200_sxm": "h200",
+    "b300_sxm": "b300",
+    "h100_sxm": "h100",
+    "gb200": "gb200",
+    "gb300": "gb300",
+}
+BATCH_IN_NAME = re.compile(r"_batch(\d+)_")
+
+
+def recipe_name_batch(config_file: str) -> int | None:
+    """The ``batchN`` of a recipe's file name (the generation servers' max_batch_size it was named for)."""
+    found = BATCH_IN_NAME.search(Path(config_file).name)
+    return int(found.group(1)) if found else None
+
+
+def decode_max_batch_size(recipe_text: str) -> int | None:
+    """``backend.trtllm_config.decode.max_batch_size`` of an srt-slurm recipe, None where it sets none."""
+    recipe = yaml.safe_load(recipe_text) or {}
+    decode = (((recipe.get("backend") or {}).get("trtllm_config") or {}).get("decode")) or {}
+    value = decode.get("max_batch_size")
+    return int(value) if value is not None else None
+
+
+def config_file_for(config: dict[str, Any] | None, row: pd.Series) -> str | None:
+    """The CONFIG_FILE of the search-space entry without speculative decoding that ran point ``row``."""
+    conc = concurrency_of(row)
+    for lengths in (config or {}).get("seq-len-configs", []):
+        if (lengths["isl"], lengths["osl"]) != (int(row["isl"]), int(row["osl"])):
+            continue
+        for entry in lengths["search-space"]:
+            if entry.get("spec-decoding", "none") != "none" or conc not in (entry.get("conc-list") or []):
+                continue
+            workers = (entry["prefill"]["num-worker"], entry["decode"]["num-worker"])
+            if workers != (int(row["prefill_num_workers"]), int(row["decode_num_workers"])):
+                continue
+            for setting in entry["prefill"].get("additional-settings", []):
+                if setting.startswith("CONFIG_FILE="):
+                    return setting.removeprefix("CONFIG_FILE=")
+    return None
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False).stdout
+
+
+def recipe_text(srt_slurm: Path, path: str, day: str) -> tuple[str, str] | None:
+    """(commit, text) of ``path`` in srt-slurm: its last version on or before ``day``, else its first."""
+    commit = _git(srt_slurm, "log", "--all", "-1", f"--before={day}T23:59:59", "--format=%H", "--", path).strip()
+    if not commit:
+        versions = _git(srt_slurm, "log", "--all", "--reverse", "--format=%H", "--", path).split()
+        commit = versions[0] if versions else ""
+    if not commit:
+        return None
+    text = _git(srt_slurm, "show", f"{commit}:{path}")
+    return (commit, text) if text else None
+
+
+def derive(inferencex: Path, srt_slurm: Path) -> pd.DataFrame:
+    points = read_points()
+    trt = points[(points["engine"] == "trtllm") & (points["mode"] == "disagg")]
+    trt = trt[[source_of(str(s)) == INFERENCEX for s in trt["silicon_data_source"]]]
+    trt = trt[trt["decode_num_workers"].notna() & trt["model_path"].isin(list(MODEL_PREFIX))]
+    by_day: dict[str, tuple[str, dict[str, Any] | None]] = {}
+    rows = []
+    for _, row in trt.sort_values("id").iterrows():
+        day = MEASURED_DAY.search(str(row["silicon_data_source"]))
+        if day is None:
+            continue
+        day_s = day.group(1)
+        if day_s not in by_day:
+            by_day[day_s] = configs_on(inferencex, day_s)
+        commit, configs = by_day[day_s]
+        name = f"{MODEL_PREFIX[str(row['model_path'])]}-{row['precision']}-{GPU[str(row['system'])]}-dynamo-trt"
+        config_file = config_file_for((configs or {}).get(name), row)
+        named = recipe_name_batch(config_file) if config_file else None
+        found = recipe_text(srt_slurm, config_file, day_s) if config_file else None
+        recipe = decode_max_batch_size(found[1]) if found else None
+        rows.append(
+            {
+                "id": row["id"],
+                "day": day_s,
+                "configs": f"{name}@{commit[:9]}",
+                "config_file": config_file or "",
+                "srt_slurm": found[0][:8] if found else "",
+                "recipe_batch": recipe,
+                "name_batch": named,
+                "seats": recipe if recipe is not None else named,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--inferencex", required=True, type=Path, help="a git checkout of SemiAnalysisAI/InferenceX")
+    parser.add_argument("--srt-slurm", required=True, type=Path, help="a git checkout of NVIDIA/srt-slurm")
+    args = parser.parse_args()
+    if not _git(args.inferencex, "log", "-1", "--format=%H", "--", CONFIGS).strip():
+        parser.error(f"--inferencex {args.inferencex}: not a git checkout of InferenceX with {CONFIGS}")
+    if not _git(args.srt_slurm, "log", "-1", "--format=%H").strip():
+        parser.error(f"--srt-slurm {args.srt_slurm}: not a git checkout")
+    table = derive(args.inferencex, args.srt_slurm)
+    with pd.option_context("display.width", 250, "display.max_colwidth", 90, "display.max_rows", None):
+        print(table.to_string(index=False))
+    known = table[table["seats"].notna()]
+    print("\nDECODE_SEATS = {")
+    for r in known.itertuples():
+        print(f'    "{r.id}": {int(r.seats)},')
+    print("}")
+    unknown = ", ".join(table.loc[table["seats"].isna(), "id"])
+    print(f"# {len(known)} of {len(table)} points; without a recipe: {unknown}")
+
+
+if __name__ == "__main__":
+    main()
