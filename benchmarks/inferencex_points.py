@@ -41,7 +41,8 @@ written with InferenceX's client all the same).
   and FP4 runs. Prefix caching is off throughout;
 - a disaggregated point: a prefill group and a decode group of their worker counts, TPs, EPs and
   attention-DP sizes, each served by the point's engine's policy; a TensorRT-LLM point's generation servers
-  take the ``max_batch_size`` of the recipe it ran (``DECODE_SEATS``, ``benchmarks/inferencex_seats.py``).
+  take the ``max_batch_size`` of the recipe it ran, and each server the MoE kernel family of its
+  ``moe_config.backend`` (``DECODE_SEATS``, ``MOE_KERNELS``: ``benchmarks/inferencex_trt_disagg.py``).
 
 A gap-analysis point's attention data parallelism (``attention_dp_size`` > 1; the file's ``tp_size`` is then the
 attention TP of one rank) is ``parallelism: {tp: tp_size x attention_dp_size, ep: moe_ep_size, dp_attention:
@@ -69,7 +70,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmarks.inferencex_seats import DECODE_SEATS
+from benchmarks.inferencex_trt_disagg import DECODE_SEATS, MOE_KERNELS
 from simulator.config.presets import hardware_presets
 
 SAMPLE_FILE = ("aiconfigurator_core", "systems/silicon_sample.csv")
@@ -973,15 +974,25 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
         for group in scenario["groups"]:
             if group["role"] == "prefill":
                 group["policy"] = scenario["policy"] | {"enforce_eager": True}
-    seats = DECODE_SEATS.get(str(row["id"])) if row["mode"] == "disagg" and row["backend"] == "trtllm" else None
-    if seats is not None:
-        # the generation servers' max_batch_size of the recipe the point ran (benchmarks/inferencex_seats.py)
-        for group in scenario["groups"]:
-            if group["role"] == "decode":
-                group["policy"] = scenario["policy"] | {"max_batch_size": seats}
+    if row["mode"] == "disagg" and row["backend"] == "trtllm":
+        _trt_disaggregated_recipe(scenario, str(row["id"]))
     scenario["kv_cache"] = kv_cache
     scenario["workload"] = workload_for(int(row["isl"]), int(row["osl"]), concurrency)
     return scenario
+
+
+def _trt_disaggregated_recipe(scenario: dict[str, Any], point_id: str) -> None:
+    """The generation servers' max_batch_size and each server's MoE kernel family from the recipe the point ran
+    (benchmarks/inferencex_trt_disagg.py), where known."""
+    seats = DECODE_SEATS.get(point_id)
+    kernels = MOE_KERNELS.get(point_id, (None, None))
+    for group in scenario["groups"]:
+        decode = group["role"] == "decode"
+        if decode and seats is not None:
+            group["policy"] = scenario["policy"] | {"max_batch_size": seats}
+        kernel = kernels[1] if decode else kernels[0]
+        if kernel is not None:
+            group["cost_model"] = {"kind": "silicon", "moe_kernel": kernel}
 
 
 def one_line(exc: BaseException, limit: int = 240) -> str:

@@ -599,7 +599,7 @@ def test_the_image_is_read_from_either_kind_of_source(points):
 def test_trtllm_generation_servers_take_the_seats_of_the_recipe_the_point_ran(points):
     """H100, 1k/1k at 6 users: InferenceX ran recipe ctx1_gen3_tep16_batch1_eplb0_mtp0 (3 generation servers of
     max_batch_size 1), not the file's decode_batch_size of 2 (6 users over 3 servers)."""
-    from benchmarks.inferencex_seats import DECODE_SEATS
+    from benchmarks.inferencex_trt_disagg import DECODE_SEATS
 
     point = "dsr1_h100_trtllm_fp8_disagg_1024x1024_c6_cfg494"
     row = points[points["id"] == point].iloc[0]
@@ -608,6 +608,8 @@ def test_trtllm_generation_servers_take_the_seats_of_the_recipe_the_point_ran(po
     prefill, decode = scenario["groups"]
     assert decode["policy"] == {"kind": "trtllm", "max_batch_size": 1}
     assert "policy" not in prefill and scenario["policy"] == {"kind": "trtllm", "max_batch_size": 6}
+    # its context servers set no moe_config.backend (the fastest kernel measured), its generation servers CUTLASS
+    assert "cost_model" not in prefill and decode["cost_model"] == {"kind": "silicon", "moe_kernel": "cutlass"}
     validate_scenario(scenario)
     # every point of the table is a TensorRT-LLM disaggregated point of the file
     table = points[points["id"].isin(DECODE_SEATS)]
@@ -616,9 +618,14 @@ def test_trtllm_generation_servers_take_the_seats_of_the_recipe_the_point_ran(po
 
 
 def test_the_seats_are_read_from_the_recipe_nvidia_master_names():
-    """How benchmarks/inferencex_seats_derive.py finds a point's recipe and reads its seats (it needs checkouts of
+    """How benchmarks/inferencex_trt_disagg_derive.py finds a point's recipe and reads its seats (it needs checkouts of
     InferenceX and srt-slurm, so only these parts run here)."""
-    from benchmarks.inferencex_seats_derive import config_file_for, decode_max_batch_size, recipe_name_batch
+    from benchmarks.inferencex_trt_disagg_derive import (
+        config_file_for,
+        decode_max_batch_size,
+        moe_kernels,
+        recipe_name_batch,
+    )
 
     recipe = "recipes/trtllm/h100-fp8/1k1k/stp/ctx1_gen3_tep16_batch1_eplb0_mtp0.yaml"
 
@@ -653,3 +660,8 @@ def test_the_seats_are_read_from_the_recipe_nvidia_master_names():
     text = "backend:\n  trtllm_config:\n    prefill:\n      max_batch_size: 16\n    decode:\n      max_batch_size: 2\n"
     assert decode_max_batch_size(text) == 2
     assert decode_max_batch_size("backend:\n  type: trtllm\n") is None
+    moe = "backend:\n  trtllm_config:\n    prefill:\n      moe_config:\n        backend: {}\n"
+    moe += "    decode:\n      moe_config:\n"
+    assert moe_kernels(moe.format("DEEPGEMM") + "        backend: TRTLLM\n") == ("deepgemm", "trtllm_gen")
+    assert moe_kernels(moe.format("WIDEEP") + "        backend: CUTLASS\n") == (None, "cutlass")
+    assert moe_kernels("backend:\n  type: trtllm\n") == (None, None)

@@ -1,5 +1,6 @@
-"""How ``DECODE_SEATS`` of ``benchmarks/inferencex_seats.py`` was derived: the ``max_batch_size`` of each
-TensorRT-LLM disaggregated point's generation servers, from the recipe InferenceX launched it with.
+"""How ``DECODE_SEATS`` and ``MOE_KERNELS`` of ``benchmarks/inferencex_trt_disagg.py`` were derived: the
+``max_batch_size`` of each TensorRT-LLM disaggregated point's generation servers and the MoE backend of its
+context and generation servers, from the recipe InferenceX launched it with.
 
 The file of measured points records a disaggregated point's worker counts and parallelism, and a
 ``decode_batch_size`` that is the concurrency over the generation servers, not what they were launched with.
@@ -9,12 +10,15 @@ InferenceX's ``.github/configs/nvidia-master.yaml`` names, for each load of a ``
 nvidia-master.yaml at the last change on or before the day the point was measured, finds the entry without
 speculative decoding whose lengths, concurrency and worker counts are the point's, and reads the recipe's
 ``backend.trtllm_config.decode.max_batch_size`` from NVIDIA/srt-slurm (the last version of that path on or before
-the day, else its first version); where srt-slurm does not hold the path, the recipe name's ``batchN``. Prints the
+the day, else its first version); where srt-slurm does not hold the path, the recipe name's ``batchN``. It reads the
+``moe_config.backend`` of the recipe's ``prefill`` and ``decode`` servers too, as the kernel family servesim prices
+(``SiliconParams.moe_kernel``: TRTLLM trtllm_gen, CUTLASS cutlass, DEEPGEMM deepgemm; CUTEDSL and WIDEEP have no
+family of their own in the tables, and the fastest measured kernel is kept). Prints the
 table and each point's evidence; points with no recipe (the configurations of 2025, launched without a
 CONFIG_FILE) are listed and left out.
 
 Needs git checkouts of SemiAnalysisAI/InferenceX and NVIDIA/srt-slurm (not dependencies: run by hand):
-``python -m benchmarks.inferencex_seats_derive --inferencex PATH --srt-slurm PATH``.
+``python -m benchmarks.inferencex_trt_disagg_derive --inferencex PATH --srt-slurm PATH``.
 """
 
 from __future__ import annotations
@@ -59,6 +63,21 @@ def decode_max_batch_size(recipe_text: str) -> int | None:
     decode = (((recipe.get("backend") or {}).get("trtllm_config") or {}).get("decode")) or {}
     value = decode.get("max_batch_size")
     return int(value) if value is not None else None
+
+
+MOE_BACKENDS = {"TRTLLM": "trtllm_gen", "CUTLASS": "cutlass", "DEEPGEMM": "deepgemm"}
+"""TensorRT-LLM's ``moe_config.backend`` -> the kernel family of the measured tables (``SiliconParams.moe_kernel``)."""
+
+
+def moe_kernels(recipe_text: str) -> tuple[str | None, str | None]:
+    """The MoE kernel family of the recipe's (context, generation) servers, None where it is not a measured one."""
+    config = ((yaml.safe_load(recipe_text) or {}).get("backend") or {}).get("trtllm_config") or {}
+
+    def family(role: str) -> str | None:
+        backend = ((config.get(role) or {}).get("moe_config") or {}).get("backend")
+        return MOE_BACKENDS.get(str(backend).upper()) if backend else None
+
+    return family("prefill"), family("decode")
 
 
 def config_file_for(config: dict[str, Any] | None, row: pd.Series) -> str | None:
@@ -115,6 +134,7 @@ def derive(inferencex: Path, srt_slurm: Path) -> pd.DataFrame:
         named = recipe_name_batch(config_file) if config_file else None
         found = recipe_text(srt_slurm, config_file, day_s) if config_file else None
         recipe = decode_max_batch_size(found[1]) if found else None
+        prefill_moe, decode_moe = moe_kernels(found[1]) if found else (None, None)
         rows.append(
             {
                 "id": row["id"],
@@ -125,6 +145,8 @@ def derive(inferencex: Path, srt_slurm: Path) -> pd.DataFrame:
                 "recipe_batch": recipe,
                 "name_batch": named,
                 "seats": recipe if recipe is not None else named,
+                "prefill_moe": prefill_moe,
+                "decode_moe": decode_moe,
             }
         )
     return pd.DataFrame(rows)
@@ -146,6 +168,13 @@ def main() -> None:
     print("\nDECODE_SEATS = {")
     for r in known.itertuples():
         print(f'    "{r.id}": {int(r.seats)},')
+    print("}")
+    kernels = table[table["prefill_moe"].notna() | table["decode_moe"].notna()]
+    print("\nMOE_KERNELS = {")
+    for r in kernels.itertuples():
+        prefill = f'"{r.prefill_moe}"' if pd.notna(r.prefill_moe) else "None"
+        decode = f'"{r.decode_moe}"' if pd.notna(r.decode_moe) else "None"
+        print(f'    "{r.id}": ({prefill}, {decode}),')
     print("}")
     unknown = ", ".join(table.loc[table["seats"].isna(), "id"])
     print(f"# {len(known)} of {len(table)} points; without a recipe: {unknown}")
