@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import argparse
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import yaml
 
-from benchmarks.inferencex_points import MEASURED_DAY, concurrency_of, read_points
+from benchmarks.inferencex_points import INFERENCEX, MEASURED_DAY, concurrency_of, read_points, source_of
 
 CONFIGS = ".github/configs/nvidia-master.yaml"
 MODEL_PREFIX = {"deepseek-ai/DeepSeek-R1": "dsr1", "deepseek-ai/DeepSeek-V3": "dsr1"}
@@ -41,6 +42,27 @@ def configs_on(repo: Path, day: str) -> tuple[str, dict[str, Any] | None]:
         return "", None
     show = ["git", "-C", str(repo), "show", f"{commit}:{CONFIGS}"]
     return commit, yaml.safe_load(subprocess.run(show, capture_output=True, text=True, check=True).stdout)
+
+
+def disaggregated_points_with_configs(
+    repo: Path, engine: str, models: list[str]
+) -> Iterator[tuple[pd.Series, str, str, dict[str, Any]]]:
+    """Each InferenceX disaggregated point of ``engine`` on ``models`` with worker counts, by id, with the day it
+    was measured and the commit and configurations of nvidia-master.yaml on that day (read once a day)."""
+    points = read_points()
+    chosen = points[(points["engine"] == engine) & (points["mode"] == "disagg")]
+    chosen = chosen[[source_of(str(s)) == INFERENCEX for s in chosen["silicon_data_source"]]]
+    chosen = chosen[chosen["decode_num_workers"].notna() & chosen["model_path"].isin(models)]
+    by_day: dict[str, tuple[str, dict[str, Any] | None]] = {}
+    for _, row in chosen.sort_values("id").iterrows():
+        found = MEASURED_DAY.search(str(row["silicon_data_source"]))
+        if found is None:
+            continue
+        day = found.group(1)
+        if day not in by_day:
+            by_day[day] = configs_on(repo, day)
+        commit, configs = by_day[day]
+        yield row, day, commit, configs or {}
 
 
 def search_space(config: dict[str, Any] | None) -> set[Load] | None:

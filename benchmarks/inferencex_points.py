@@ -42,7 +42,9 @@ written with InferenceX's client all the same).
 - a disaggregated point: a prefill group and a decode group of their worker counts, TPs, EPs and
   attention-DP sizes, each served by the point's engine's policy; a TensorRT-LLM point's generation servers
   take the ``max_batch_size`` of the recipe it ran, and each server the MoE kernel family of its
-  ``moe_config.backend`` (``DECODE_SEATS``, ``MOE_KERNELS``: ``benchmarks/inferencex_trt_disagg.py``).
+  ``moe_config.backend`` (``DECODE_SEATS``, ``MOE_KERNELS``: ``benchmarks/inferencex_trt_disagg.py``); an SGLang
+  point's prefill and decode servers take their recipe's ``chunked-prefill-size``, ``max-prefill-tokens``,
+  ``max-running-requests`` and ``mem-fraction-static`` (``SGLANG_SERVERS``, ``benchmarks/inferencex_sglang_disagg.py``).
 
 A gap-analysis point's attention data parallelism (``attention_dp_size`` > 1; the file's ``tp_size`` is then the
 attention TP of one rank) is ``parallelism: {tp: tp_size x attention_dp_size, ep: moe_ep_size, dp_attention:
@@ -70,6 +72,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchmarks.inferencex_sglang_disagg import SGLANG_SERVERS
 from benchmarks.inferencex_trt_disagg import DECODE_SEATS, MOE_KERNELS
 from simulator.config.presets import hardware_presets
 
@@ -977,6 +980,8 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
     if row["mode"] == "disagg" and row["backend"] == "trtllm":
         _trt_disaggregated_recipe(scenario, str(row["id"]))
     scenario["kv_cache"] = kv_cache
+    if row["mode"] == "disagg" and row["backend"] == "sglang":
+        _sglang_disaggregated_recipe(scenario, str(row["id"]))
     scenario["workload"] = workload_for(int(row["isl"]), int(row["osl"]), concurrency)
     return scenario
 
@@ -993,6 +998,20 @@ def _trt_disaggregated_recipe(scenario: dict[str, Any], point_id: str) -> None:
         kernel = kernels[1] if decode else kernels[0]
         if kernel is not None:
             group["cost_model"] = {"kind": "silicon", "moe_kernel": kernel}
+
+
+def _sglang_disaggregated_recipe(scenario: dict[str, Any], point_id: str) -> None:
+    """Each server's scheduler limits and memory fraction from the recipe the point ran
+    (benchmarks/inferencex_sglang_disagg.py), where known; a group's kv_cache replaces the scenario's whole."""
+    servers = SGLANG_SERVERS.get(point_id)
+    if servers is None:
+        return
+    for group in scenario["groups"]:
+        settings = servers[group["role"]]
+        if settings["policy"]:
+            group["policy"] = group.get("policy", scenario["policy"]) | settings["policy"]
+        if settings["kv_cache"]:
+            group["kv_cache"] = scenario["kv_cache"] | settings["kv_cache"]
 
 
 def one_line(exc: BaseException, limit: int = 240) -> str:

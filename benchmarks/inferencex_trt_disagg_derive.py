@@ -32,8 +32,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from benchmarks.inferencex_mtp_sweeps import CONFIGS, configs_on
-from benchmarks.inferencex_points import INFERENCEX, MEASURED_DAY, concurrency_of, read_points, source_of
+from benchmarks.inferencex_mtp_sweeps import CONFIGS, disaggregated_points_with_configs
+from benchmarks.inferencex_points import concurrency_of
 
 MODEL_PREFIX = {
     "deepseek-ai/DeepSeek-R1": "dsr1",
@@ -80,9 +80,11 @@ def moe_kernels(recipe_text: str) -> tuple[str | None, str | None]:
     return family("prefill"), family("decode")
 
 
-def config_file_for(config: dict[str, Any] | None, row: pd.Series) -> str | None:
-    """The CONFIG_FILE of the search-space entry without speculative decoding that ran point ``row``."""
+def config_files_for(config: dict[str, Any] | None, row: pd.Series) -> list[str]:
+    """The CONFIG_FILEs of the search-space entries without speculative decoding whose lengths, concurrency and
+    worker counts are point ``row``'s."""
     conc = concurrency_of(row)
+    found = []
     for lengths in (config or {}).get("seq-len-configs", []):
         if (lengths["isl"], lengths["osl"]) != (int(row["isl"]), int(row["osl"])):
             continue
@@ -94,8 +96,14 @@ def config_file_for(config: dict[str, Any] | None, row: pd.Series) -> str | None
                 continue
             for setting in entry["prefill"].get("additional-settings", []):
                 if setting.startswith("CONFIG_FILE="):
-                    return setting.removeprefix("CONFIG_FILE=")
-    return None
+                    found.append(setting.removeprefix("CONFIG_FILE="))
+    return found
+
+
+def config_file_for(config: dict[str, Any] | None, row: pd.Series) -> str | None:
+    """The CONFIG_FILE of the first search-space entry without speculative decoding that ran point ``row``."""
+    files = config_files_for(config, row)
+    return files[0] if files else None
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -115,22 +123,10 @@ def recipe_text(srt_slurm: Path, path: str, day: str) -> tuple[str, str] | None:
 
 
 def derive(inferencex: Path, srt_slurm: Path) -> pd.DataFrame:
-    points = read_points()
-    trt = points[(points["engine"] == "trtllm") & (points["mode"] == "disagg")]
-    trt = trt[[source_of(str(s)) == INFERENCEX for s in trt["silicon_data_source"]]]
-    trt = trt[trt["decode_num_workers"].notna() & trt["model_path"].isin(list(MODEL_PREFIX))]
-    by_day: dict[str, tuple[str, dict[str, Any] | None]] = {}
     rows = []
-    for _, row in trt.sort_values("id").iterrows():
-        day = MEASURED_DAY.search(str(row["silicon_data_source"]))
-        if day is None:
-            continue
-        day_s = day.group(1)
-        if day_s not in by_day:
-            by_day[day_s] = configs_on(inferencex, day_s)
-        commit, configs = by_day[day_s]
+    for row, day_s, commit, configs in disaggregated_points_with_configs(inferencex, "trtllm", list(MODEL_PREFIX)):
         name = f"{MODEL_PREFIX[str(row['model_path'])]}-{row['precision']}-{GPU[str(row['system'])]}-dynamo-trt"
-        config_file = config_file_for((configs or {}).get(name), row)
+        config_file = config_file_for(configs.get(name), row)
         named = recipe_name_batch(config_file) if config_file else None
         found = recipe_text(srt_slurm, config_file, day_s) if config_file else None
         recipe = decode_max_batch_size(found[1]) if found else None

@@ -364,7 +364,7 @@ def test_vllm_disaggregated_prefill_workers_run_eagerly(points):
     cfg = validate_scenario(scenario)
     assert cfg.groups[0].policy.enforce_eager is True and cfg.policy.enforce_eager is False
     sglang = points[points["id"] == "dsr1_gb200_sglang_fp4_disagg_1024x1024_c4_cfg486"].iloc[0]
-    assert all("policy" not in g for g in scenario_for(sglang)["groups"])
+    assert all("enforce_eager" not in g.get("policy", {}) for g in scenario_for(sglang)["groups"])
 
 
 def _no_workers(points: pd.DataFrame) -> pd.Series:
@@ -665,3 +665,40 @@ def test_the_seats_are_read_from_the_recipe_nvidia_master_names():
     assert moe_kernels(moe.format("DEEPGEMM") + "        backend: TRTLLM\n") == ("deepgemm", "trtllm_gen")
     assert moe_kernels(moe.format("WIDEEP") + "        backend: CUTLASS\n") == (None, "cutlass")
     assert moe_kernels("backend:\n  type: trtllm\n") == (None, None)
+
+
+def test_sglang_disaggregated_servers_take_their_recipes_limits_and_memory(points):
+    """GB200 FP8 8k/1k at 1,024 users ran recipe gb200-fp8/8k1k/mid-curve.yaml: prefill servers of chunked-prefill-size
+    131072 and mem-fraction-static 0.8, a decode server of max-running-requests 8192 and 0.82."""
+    from benchmarks.inferencex_sglang_disagg import SGLANG_SERVERS
+
+    point = "dsr1_gb200_sglang_fp8_disagg_8192x1024_c1024_cfg533"
+    row = points[points["id"] == point].iloc[0]
+    scenario = scenario_for(row)
+    prefill, decode = scenario["groups"]
+    assert prefill["policy"]["chunked_prefill_size"] == 131072 and prefill["policy"]["kind"] == "sglang"
+    assert decode["policy"]["max_running_requests"] == 8192
+    # a group's kv_cache replaces the scenario's: the FP8 cache and prefix caching off carry over
+    assert prefill["kv_cache"] == scenario["kv_cache"] | {"mem_fraction_static": 0.8}
+    assert decode["kv_cache"] == scenario["kv_cache"] | {"mem_fraction_static": 0.82}
+    validate_scenario(scenario)
+    table = points[points["id"].isin(SGLANG_SERVERS)]
+    assert len(table) == len(SGLANG_SERVERS)
+    assert set(table["engine"]) == {"sglang"} and set(table["mode"]) == {"disagg"}
+
+
+def test_an_sglang_recipes_server_flags_are_read_by_role():
+    from benchmarks.inferencex_sglang_disagg_derive import server_settings
+
+    text = (
+        "backend:\n  sglang_config:\n    prefill:\n      chunked-prefill-size: 131072\n      mem-fraction-static: 0.8\n"
+        "      stream-interval: 50\n    decode:\n      max-running-requests: 8192\n      max-prefill-tokens: 4096\n"
+    )
+    assert server_settings(text) == {
+        "prefill": {"policy": {"chunked_prefill_size": 131072}, "kv_cache": {"mem_fraction_static": 0.8}},
+        "decode": {"policy": {"max_running_requests": 8192, "max_prefill_tokens": 4096}, "kv_cache": {}},
+    }
+    assert server_settings("backend:\n  type: sglang\n") == {
+        "prefill": {"policy": {}, "kv_cache": {}},
+        "decode": {"policy": {}, "kv_cache": {}},
+    }

@@ -1,0 +1,517 @@
+"""What the recipes of InferenceX's SGLang disaggregated points set on their servers that the file does not record.
+
+InferenceX launched its SGLang disaggregated DeepSeek points from srt-slurm recipes whose prefill and decode servers
+set their own scheduler limits and memory: a GB200 FP8 8k/1k ``mid-curve`` prefill server takes
+``chunked-prefill-size`` 131072 (16384 tokens a step on each of its 8 attention-DP ranks) where SGLang's default
+on GB200 is 16384 for the server (2048 a rank), and its decode server ``max-running-requests`` 8192. The file
+records none of them. ``SGLANG_SERVERS`` maps a point's id to ``{role: {"policy": ..., "kv_cache": ...}}``: the
+``chunked_prefill_size``, ``max_prefill_tokens`` and ``max_running_requests`` of the sglang policy and the
+``mem_fraction_static`` of the KV cache that the recipe gives each role's servers (the server's values: servesim
+divides the chunk and the requests by the attention-DP size as SGLang does).
+
+Derived by ``python -m benchmarks.inferencex_sglang_disagg_derive`` from the recipe nvidia-master.yaml names for the
+point's load on the day it was measured, as InferenceX keeps it under ``benchmarks/multi_node/srt-slurm-recipes/``
+(copies tracked from 2026-04-28, after the points of February and March were measured: the recipes may have
+changed in between, which InferenceX did not record): 56 points. Left out, their servers keep the generic
+settings: the points of 2025 (launched without a recipe file), and those two entries of the day share.
+"""
+
+SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
+    "dsr1_b200_sglang_fp8_disagg_8192x1024_c1024_cfg655": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 8192, "max_running_requests": 8},
+            "kv_cache": {"mem_fraction_static": 0.6},
+        },
+        "decode": {"policy": {"max_running_requests": 1024}, "kv_cache": {"mem_fraction_static": 0.75}},
+    },
+    "dsr1_b200_sglang_fp8_disagg_8192x1024_c128_cfg639": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 8192, "max_running_requests": 8},
+            "kv_cache": {"mem_fraction_static": 0.6},
+        },
+        "decode": {"policy": {"max_running_requests": 32}, "kv_cache": {"mem_fraction_static": 0.75}},
+    },
+    "dsr1_b200_sglang_fp8_disagg_8192x1024_c160_cfg641": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 8192, "max_running_requests": 8},
+            "kv_cache": {"mem_fraction_static": 0.6},
+        },
+        "decode": {"policy": {"max_running_requests": 256}, "kv_cache": {"mem_fraction_static": 0.75}},
+    },
+    "dsr1_b200_sglang_fp8_disagg_8192x1024_c288_cfg641": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 8192, "max_running_requests": 8},
+            "kv_cache": {"mem_fraction_static": 0.6},
+        },
+        "decode": {"policy": {"max_running_requests": 256}, "kv_cache": {"mem_fraction_static": 0.75}},
+    },
+    "dsr1_b200_sglang_fp8_disagg_8192x1024_c288_cfg649": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 8192, "max_running_requests": 8},
+            "kv_cache": {"mem_fraction_static": 0.6},
+        },
+        "decode": {"policy": {"max_running_requests": 128}, "kv_cache": {"mem_fraction_static": 0.75}},
+    },
+    "dsr1_b200_sglang_fp8_disagg_8192x1024_c512_cfg654": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 8192, "max_running_requests": 8},
+            "kv_cache": {"mem_fraction_static": 0.6},
+        },
+        "decode": {"policy": {"max_running_requests": 512}, "kv_cache": {"mem_fraction_static": 0.75}},
+    },
+    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c32_cfg486": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
+    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c4_cfg486": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
+    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c512_cfg483": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 32768, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.84},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 786432, "max_running_requests": 67584},
+            "kv_cache": {"mem_fraction_static": 0.83},
+        },
+    },
+    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c8192_cfg483": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 32768, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.84},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 786432, "max_running_requests": 67584},
+            "kv_cache": {"mem_fraction_static": 0.83},
+        },
+    },
+    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c8_cfg486": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
+    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c2048_cfg489": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_prefill_tokens": 524288, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 16384},
+            "kv_cache": {"mem_fraction_static": 0.83},
+        },
+    },
+    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c4_cfg481": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
+    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c8_cfg481": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
+    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c1024_cfg523": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.75},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c2048_cfg523": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.75},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c4096_cfg508": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 8192},
+            "kv_cache": {"mem_fraction_static": 0.75},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 5120},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c4096_cfg523": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.75},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c4_cfg502": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 128},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+    },
+    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c6144_cfg523": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.75},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c8_cfg502": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 128},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+    },
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c1024_cfg533": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.8},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 8192},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c16_cfg536": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.8},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.8},
+        },
+    },
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c2048_cfg533": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.8},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 8192},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c4_cfg536": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.8},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.8},
+        },
+    },
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c512_cfg533": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.8},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 8192},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c6144_cfg533": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.8},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 8192},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c8_cfg536": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.8},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.8},
+        },
+    },
+    "dsr1_gb300_sglang_fp4_disagg_1024x1024_c32_cfg571": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
+    "dsr1_gb300_sglang_fp4_disagg_1024x1024_c4_cfg571": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
+    "dsr1_gb300_sglang_fp4_disagg_1024x1024_c8_cfg571": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
+    "dsr1_gb300_sglang_fp4_disagg_8192x1024_c2048_cfg575": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_prefill_tokens": 524288, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 16384},
+            "kv_cache": {"mem_fraction_static": 0.83},
+        },
+    },
+    "dsr1_gb300_sglang_fp4_disagg_8192x1024_c32_cfg569": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
+    "dsr1_gb300_sglang_fp4_disagg_8192x1024_c4_cfg569": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
+    "dsr1_gb300_sglang_fp4_disagg_8192x1024_c64_cfg569": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
+    "dsr1_gb300_sglang_fp4_disagg_8192x1024_c8_cfg569": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c1024_cfg528": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.75},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c16_cfg517": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 8192, "max_prefill_tokens": 8192, "max_running_requests": 128},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": -1, "max_running_requests": 128},
+            "kv_cache": {"mem_fraction_static": 0.85},
+        },
+    },
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c2048_cfg528": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.75},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c32_cfg517": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 8192, "max_prefill_tokens": 8192, "max_running_requests": 128},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": -1, "max_running_requests": 128},
+            "kv_cache": {"mem_fraction_static": 0.85},
+        },
+    },
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c4096_cfg526": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.75},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c4096_cfg528": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.75},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c4_cfg517": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 8192, "max_prefill_tokens": 8192, "max_running_requests": 128},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": -1, "max_running_requests": 128},
+            "kv_cache": {"mem_fraction_static": 0.85},
+        },
+    },
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c6144_cfg528": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.75},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c7168_cfg526": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.75},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c7680_cfg526": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.75},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c8_cfg517": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 8192, "max_prefill_tokens": 8192, "max_running_requests": 128},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": -1, "max_running_requests": 128},
+            "kv_cache": {"mem_fraction_static": 0.85},
+        },
+    },
+    "dsr1_gb300_sglang_fp8_disagg_8192x1024_c1024_cfg505": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.75},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb300_sglang_fp8_disagg_8192x1024_c128_cfg505": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.75},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb300_sglang_fp8_disagg_8192x1024_c256_cfg505": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.75},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb300_sglang_fp8_disagg_8192x1024_c4_cfg519": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 32768, "max_prefill_tokens": 32768, "max_running_requests": 128},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": -1, "max_running_requests": 128},
+            "kv_cache": {"mem_fraction_static": 0.85},
+        },
+    },
+    "dsr1_gb300_sglang_fp8_disagg_8192x1024_c512_cfg505": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.75},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb300_sglang_fp8_disagg_8192x1024_c8_cfg519": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 32768, "max_prefill_tokens": 32768, "max_running_requests": 128},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": -1, "max_running_requests": 128},
+            "kv_cache": {"mem_fraction_static": 0.85},
+        },
+    },
+    "dsr1_h200_sglang_fp8_disagg_8192x1024_c128_cfg434": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 163840, "max_prefill_tokens": 163840, "max_running_requests": 16},
+            "kv_cache": {"mem_fraction_static": 0.75},
+        },
+        "decode": {"policy": {"max_running_requests": 256}, "kv_cache": {"mem_fraction_static": 0.88}},
+    },
+    "dsr1_h200_sglang_fp8_disagg_8192x1024_c256_cfg434": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 163840, "max_prefill_tokens": 163840, "max_running_requests": 16},
+            "kv_cache": {"mem_fraction_static": 0.75},
+        },
+        "decode": {"policy": {"max_running_requests": 256}, "kv_cache": {"mem_fraction_static": 0.88}},
+    },
+    "dsr1_h200_sglang_fp8_disagg_8192x1024_c64_cfg434": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 163840, "max_prefill_tokens": 163840, "max_running_requests": 16},
+            "kv_cache": {"mem_fraction_static": 0.75},
+        },
+        "decode": {"policy": {"max_running_requests": 256}, "kv_cache": {"mem_fraction_static": 0.88}},
+    },
+}
