@@ -20,8 +20,8 @@ TensorRT-LLM, which it measured with CUTLASS (40 us).
 
 Derived by ``python -m benchmarks.inferencex_trt_disagg_derive``: 116 points with seats, 116 with a kernel.
 Left out, their servers keep the generic ``max_batch_size`` of the concurrency and the fastest kernel: the GB200 FP4
-configurations of 2025 (launched without a recipe file) and the H200 ones whose worker counts no entry of the
-day's configuration gives.
+configurations of 2025 (launched without a recipe file) and the H200 ones whose loads (concurrency and worker
+counts) no entry of the day's dsr1-fp8-h200-dynamo-trt lists.
 """
 
 DECODE_SEATS: dict[str, int] = {
