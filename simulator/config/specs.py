@@ -479,6 +479,25 @@ class HardwareSpec(NoBoolNumbers):
         description="Intra-node GPU-to-GPU bandwidth per direction (NVLink, Infinity Fabric or PCIe)."
     )
     interconnect_latency_s: LatencyS = Field(description="Latency of one interconnect hop.")
+    gpus_per_node: int = Field(
+        8,
+        ge=1,
+        le=4096,
+        description="GPUs one interconnect domain joins (NVLink, Infinity Fabric or PCIe): 8 on an HGX/DGX board, 72 "
+        "on a GB200/GB300 NVL72 rack. A tensor-parallel group larger than this spans nodes, and its all-reduce "
+        "crosses the scale-out network.",
+    )
+    scale_out_bandwidth_bytes_per_s: LinkBandwidth = Field(
+        50.0e9,
+        description="Network bandwidth between nodes per GPU and direction: one ConnectX-7 400 Gb/s NIC per GPU "
+        "(DGX H100, H200 and B200 datasheets: 8 x 400 Gb/s for the compute fabric), 50 GB/s.",
+    )
+    scale_out_latency_s: LatencyS = Field(
+        10.0e-6,
+        description="Latency of one message between nodes: 10 us, aiconfigurator-core's p2p_latency of its systems "
+        "(systems/*.yaml); nccl-tests measured 19-20 us for an 8-byte all-reduce of two nodes, one message each "
+        "way (NVIDIA/nccl-tests#150: A100, HDR InfiniBand).",
+    )
     host_link_bandwidth_bytes_per_s: LinkBandwidth = Field(
         description="Device-to-host bandwidth per direction (PCIe), used for swapping."
     )

@@ -45,6 +45,16 @@ constants come from the datasheet: alpha_1 = one interconnect latency, alpha_2 =
 barrier rounds), bw = interconnect bandwidth x efficiency, at every size and number of GPUs.
 
 ``MeasuredAllReduce``: the tables themselves, interpolated in log-log.
+
+Across nodes (``ScaleOut``): a tensor-parallel group of more GPUs than one interconnect domain
+joins (``HardwareSpec.gpus_per_node``, 8 on an HGX board) reduces within each node over NVLink and
+between the nodes over the network, each GPU's NIC carrying its 1/g share of the message
+(NCCL's hierarchical algorithms: within the node, then a ring or tree over the nodes)::
+
+    across  intra-node all-reduce on g GPUs
+            + 2(m-1) x scale-out latency + 2(m-1)/m x (bytes / g) / scale-out bandwidth    (m nodes)
+
+The tables above stop at 8 GPUs, so a 16-GPU H100 group was priced as if one NVLink domain held it.
 """
 
 from __future__ import annotations
@@ -161,24 +171,57 @@ _FITTED: dict[str, dict[int, tuple[_Pair | None, _Pair | None, _Pair, float]]] =
 # FITTED-END
 
 
+@dataclass(frozen=True, slots=True)
+class ScaleOut:
+    """The network between nodes: GPUs per interconnect domain, bandwidth per GPU and direction, one message's
+    latency (``HardwareSpec.gpus_per_node``, ``scale_out_bandwidth_bytes_per_s``, ``scale_out_latency_s``)."""
+
+    gpus_per_node: int
+    bandwidth_bytes_per_s: float
+    latency_s: float
+
+    @classmethod
+    def of(cls, hardware: HardwareSpec) -> ScaleOut:
+        return cls(hardware.gpus_per_node, hardware.scale_out_bandwidth_bytes_per_s, hardware.scale_out_latency_s)
+
+    def spans(self, num_gpus: int) -> bool:
+        """Whether a group of ``num_gpus`` spans more than one node."""
+        return num_gpus > self.gpus_per_node
+
+    def between_nodes_s(self, message_bytes: float, num_gpus: int) -> float:
+        """The part of an all-reduce over ``num_gpus`` GPUs spent between the nodes: each GPU's NIC carries its
+        1/g share of the message around a ring of the nodes (0 within one node)."""
+        if not self.spans(num_gpus) or message_bytes <= 0:
+            return 0.0
+        nodes = math.ceil(num_gpus / self.gpus_per_node)
+        share = message_bytes / self.gpus_per_node
+        return 2 * (nodes - 1) * self.latency_s + 2 * (nodes - 1) / nodes * share / self.bandwidth_bytes_per_s
+
+
 class AllReduceLatencyModel:
     """Seconds of one all-reduce of ``message_bytes`` over ``num_gpus`` GPUs (alpha-beta, see the module doc).
 
     ``fits`` holds constants per number of GPUs; a number not among them uses the nearest one's
     constants (the larger on a tie) with its own ``n`` in the byte terms. Messages of
-    ``custom_max_bytes`` and up take the NCCL regime.
+    ``custom_max_bytes`` and up take the NCCL regime. With ``scale_out``, a group spanning nodes
+    reduces within a node's GPUs, then between the nodes (``ScaleOut.between_nodes_s``).
     """
 
-    __slots__ = ("_cache", "custom_max_bytes", "fits", "source")
+    __slots__ = ("_cache", "custom_max_bytes", "fits", "scale_out", "source")
 
     def __init__(
-        self, fits: Mapping[int, AllReduceFit], custom_max_bytes: float = CUSTOM_AR_MAX_BYTES, source: str = ""
+        self,
+        fits: Mapping[int, AllReduceFit],
+        custom_max_bytes: float = CUSTOM_AR_MAX_BYTES,
+        source: str = "",
+        scale_out: ScaleOut | None = None,
     ):
         if not fits:
             raise ValueError("AllReduceLatencyModel needs constants for at least one number of GPUs")
         self.fits = dict(fits)
         self.custom_max_bytes = custom_max_bytes
         self.source = source
+        self.scale_out = scale_out
         self._cache: dict[int, AllReduceFit] = {}
 
     @classmethod
@@ -214,9 +257,12 @@ class AllReduceLatencyModel:
         """The fitted model when ``hardware.silicon_tables`` has a fit, else one derived from its
         interconnect figures (``efficiency`` applies to the derived model only)."""
         model = cls.fitted(hardware.silicon_tables)
-        if model is not None:
-            return model
-        return cls.derived(hardware.interconnect_bandwidth_bytes_per_s, hardware.interconnect_latency_s, efficiency)
+        if model is None:
+            model = cls.derived(
+                hardware.interconnect_bandwidth_bytes_per_s, hardware.interconnect_latency_s, efficiency
+            )
+        model.scale_out = ScaleOut.of(hardware)
+        return model
 
     def _fit(self, n: int) -> AllReduceFit:
         fit = self._cache.get(n)
@@ -232,6 +278,9 @@ class AllReduceLatencyModel:
         """Seconds of one all-reduce; 0 on one GPU or for an empty message."""
         if num_gpus <= 1 or message_bytes <= 0:
             return 0.0
+        out = self.scale_out
+        if out is not None and out.spans(num_gpus):
+            return self.seconds(message_bytes, out.gpus_per_node) + out.between_nodes_s(message_bytes, num_gpus)
         fit = self._fit(num_gpus)
         if message_bytes < self.custom_max_bytes:
             return fit.custom_s(message_bytes, num_gpus)

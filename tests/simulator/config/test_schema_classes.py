@@ -65,7 +65,15 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "inline specs, vllm, everything optional set": {
         "seed": 3,
         "model": DEEPSEEK_LIKE,
-        "hardware": H100 | {"fp8_flops_per_s": 1.9e15, "fp4_flops_per_s": 3.8e15, "price_per_hour_usd": 2.5},
+        "hardware": H100
+        | {
+            "fp8_flops_per_s": 1.9e15,
+            "fp4_flops_per_s": 3.8e15,
+            "price_per_hour_usd": 2.5,
+            "gpus_per_node": 8,
+            "scale_out_bandwidth_bytes_per_s": 50e9,
+            "scale_out_latency_s": 10e-6,
+        },
         "max_model_len": 4096,
         "policy": {
             "kind": "vllm",
