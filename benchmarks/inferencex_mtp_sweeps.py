@@ -34,14 +34,35 @@ ENGINE = {"trtllm": "trt", "sglang": "sglang"}
 Load = tuple[int, int, int, bool]  # ISL, OSL, concurrency, attention DP
 
 
+def git_out(repo: Path, *args: str, check: bool = False) -> str:
+    """``git -C repo args``'s standard output ('' where it fails, unless ``check``)."""
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=check).stdout
+
+
+def require_checkout(parser: argparse.ArgumentParser, flag: str, repo: Path, path: str | None = None) -> None:
+    """Exit through ``parser.error`` (status 2, one line) unless ``repo`` is a git checkout (holding ``path``)."""
+    if not git_out(repo, "log", "-1", "--format=%H", *(("--", path) if path else ())).strip():
+        held = f" with {path}" if path else ""
+        parser.error(f"{flag} {repo}: not a git checkout{held}")
+
+
+def file_on(repo: Path, path: str, day: str) -> tuple[str, str] | None:
+    """(commit, text) of ``path`` in ``repo`` on any branch: its last version on or before ``day``, else its first;
+    None where no commit holds it."""
+    commit = git_out(repo, "log", "--all", "-1", f"--before={day}T23:59:59", "--format=%H", "--", path).strip()
+    if not commit:
+        versions = git_out(repo, "log", "--all", "--reverse", "--format=%H", "--", path).split()
+        commit = versions[0] if versions else ""
+    text = git_out(repo, "show", f"{commit}:{path}") if commit else ""
+    return (commit, text) if text else None
+
+
 def configs_on(repo: Path, day: str) -> tuple[str, dict[str, Any] | None]:
     """The commit of the last change to nvidia-master.yaml on or before ``day`` and its configurations."""
-    log = ["git", "-C", str(repo), "log", "-1", f"--before={day}T23:59:59", "--format=%H", "--", CONFIGS]
-    commit = subprocess.run(log, capture_output=True, text=True, check=True).stdout.strip()
+    commit = git_out(repo, "log", "-1", f"--before={day}T23:59:59", "--format=%H", "--", CONFIGS, check=True).strip()
     if not commit:
         return "", None
-    show = ["git", "-C", str(repo), "show", f"{commit}:{CONFIGS}"]
-    return commit, yaml.safe_load(subprocess.run(show, capture_output=True, text=True, check=True).stdout)
+    return commit, yaml.safe_load(git_out(repo, "show", f"{commit}:{CONFIGS}", check=True))
 
 
 def disaggregated_points_with_configs(
@@ -128,10 +149,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--inferencex", required=True, type=Path, help="a git checkout of SemiAnalysisAI/InferenceX")
     args = parser.parse_args()
-    probe = ["git", "-C", str(args.inferencex), "log", "-1", "--format=%H", "--", CONFIGS]
-    found = subprocess.run(probe, capture_output=True, text=True)
-    if found.returncode != 0 or not found.stdout.strip():
-        parser.error(f"--inferencex {args.inferencex}: not a git checkout of InferenceX with {CONFIGS}")
+    require_checkout(parser, "--inferencex", args.inferencex, CONFIGS)
     with pd.option_context("display.width", 250, "display.max_colwidth", 120, "display.max_rows", None):
         print(verdicts(args.inferencex).to_string(index=False))
 

@@ -19,14 +19,13 @@ Needs a git checkout of SemiAnalysisAI/InferenceX (not a dependency: run by hand
 from __future__ import annotations
 
 import argparse
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import yaml
 
-from benchmarks.inferencex_mtp_sweeps import CONFIGS, disaggregated_points_with_configs
+from benchmarks.inferencex_mtp_sweeps import CONFIGS, disaggregated_points_with_configs, file_on, require_checkout
 from benchmarks.inferencex_trt_disagg_derive import GPU, config_files_for
 
 RECIPES = "benchmarks/multi_node/srt-slurm-recipes/"
@@ -52,27 +51,14 @@ def server_settings(recipe_text: str) -> dict[str, dict[str, dict[str, Any]]]:
     return out
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False).stdout
-
-
-def recipe_copy(inferencex: Path, config_file: str, day: str) -> tuple[str, str] | None:
-    """(commit, text) of InferenceX's copy of ``config_file``: the last on or before ``day``, else the first."""
-    path = RECIPES + config_file.removeprefix("recipes/")
-    commit = _git(inferencex, "log", "--all", "-1", f"--before={day}T23:59:59", "--format=%H", "--", path).strip()
-    if not commit:
-        versions = _git(inferencex, "log", "--all", "--reverse", "--format=%H", "--", path).split()
-        commit = versions[0] if versions else ""
-    text = _git(inferencex, "show", f"{commit}:{path}") if commit else ""
-    return (commit, text) if text else None
-
-
 def derive(inferencex: Path) -> pd.DataFrame:
     rows = []
     for row, day_s, commit, configs in disaggregated_points_with_configs(inferencex, "sglang", DEEPSEEK):
         name = f"dsr1-{row['precision']}-{GPU[str(row['system'])]}-dynamo-sglang"
         files = config_files_for(configs.get(name), row)
-        found = recipe_copy(inferencex, files[0], day_s) if len(files) == 1 else None
+        # InferenceX's copy of the recipe (its CONFIG_FILE is a path in srt-slurm)
+        copy = RECIPES + files[0].removeprefix("recipes/") if len(files) == 1 else None
+        found = file_on(inferencex, copy, day_s) if copy else None
         rows.append(
             {
                 "id": row["id"],
@@ -90,8 +76,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--inferencex", required=True, type=Path, help="a git checkout of SemiAnalysisAI/InferenceX")
     args = parser.parse_args()
-    if not _git(args.inferencex, "log", "-1", "--format=%H", "--", CONFIGS).strip():
-        parser.error(f"--inferencex {args.inferencex}: not a git checkout of InferenceX with {CONFIGS}")
+    require_checkout(parser, "--inferencex", args.inferencex, CONFIGS)
     table = derive(args.inferencex)
     with pd.option_context("display.width", 250, "display.max_colwidth", 90, "display.max_rows", None):
         print(table.drop(columns="servers").to_string(index=False))

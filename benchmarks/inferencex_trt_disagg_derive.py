@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import yaml
 
-from benchmarks.inferencex_mtp_sweeps import CONFIGS, disaggregated_points_with_configs
+from benchmarks.inferencex_mtp_sweeps import CONFIGS, disaggregated_points_with_configs, file_on, require_checkout
 from benchmarks.inferencex_points import concurrency_of
 
 MODEL_PREFIX = {
@@ -106,29 +105,13 @@ def config_file_for(config: dict[str, Any] | None, row: pd.Series) -> str | None
     return files[0] if files else None
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False).stdout
-
-
-def recipe_text(srt_slurm: Path, path: str, day: str) -> tuple[str, str] | None:
-    """(commit, text) of ``path`` in srt-slurm: its last version on or before ``day``, else its first."""
-    commit = _git(srt_slurm, "log", "--all", "-1", f"--before={day}T23:59:59", "--format=%H", "--", path).strip()
-    if not commit:
-        versions = _git(srt_slurm, "log", "--all", "--reverse", "--format=%H", "--", path).split()
-        commit = versions[0] if versions else ""
-    if not commit:
-        return None
-    text = _git(srt_slurm, "show", f"{commit}:{path}")
-    return (commit, text) if text else None
-
-
 def derive(inferencex: Path, srt_slurm: Path) -> pd.DataFrame:
     rows = []
     for row, day_s, commit, configs in disaggregated_points_with_configs(inferencex, "trtllm", list(MODEL_PREFIX)):
         name = f"{MODEL_PREFIX[str(row['model_path'])]}-{row['precision']}-{GPU[str(row['system'])]}-dynamo-trt"
         config_file = config_file_for(configs.get(name), row)
         named = recipe_name_batch(config_file) if config_file else None
-        found = recipe_text(srt_slurm, config_file, day_s) if config_file else None
+        found = file_on(srt_slurm, config_file, day_s) if config_file else None
         recipe = decode_max_batch_size(found[1]) if found else None
         prefill_moe, decode_moe = moe_kernels(found[1]) if found else (None, None)
         rows.append(
@@ -153,10 +136,8 @@ def main() -> None:
     parser.add_argument("--inferencex", required=True, type=Path, help="a git checkout of SemiAnalysisAI/InferenceX")
     parser.add_argument("--srt-slurm", required=True, type=Path, help="a git checkout of NVIDIA/srt-slurm")
     args = parser.parse_args()
-    if not _git(args.inferencex, "log", "-1", "--format=%H", "--", CONFIGS).strip():
-        parser.error(f"--inferencex {args.inferencex}: not a git checkout of InferenceX with {CONFIGS}")
-    if not _git(args.srt_slurm, "log", "-1", "--format=%H").strip():
-        parser.error(f"--srt-slurm {args.srt_slurm}: not a git checkout")
+    require_checkout(parser, "--inferencex", args.inferencex, CONFIGS)
+    require_checkout(parser, "--srt-slurm", args.srt_slurm)
     table = derive(args.inferencex, args.srt_slurm)
     with pd.option_context("display.width", 250, "display.max_colwidth", 90, "display.max_rows", None):
         print(table.to_string(index=False))
