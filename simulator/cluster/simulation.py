@@ -25,6 +25,8 @@ AdmitFn = Callable[[Request], None]
 
 
 RANKED = -(2**62)  # SimPy event priorities below URGENT (0): ranked arrivals, before every other event at an instant
+LATE = simpy.core.NORMAL + 1  # after every ordinary event at an instant: prefilled requests offered to decode replicas
+TRANSFERS = LATE + 2**62  # after the offers: KV transfers leased at the instant start, ranked by request id
 
 
 class Arrival(simpy.Timeout):
@@ -111,6 +113,7 @@ class Simulation:
         # the most KV tokens any one decode engine can hold: longer requests can never decode
         self._decode_capacity_tokens = max((r.max_request_tokens for r in self.decode), default=0)
         self._sources: dict[int, Engine] = {}  # request id -> prefill engine holding its KV
+        self.offering = False  # EngineHooks.offering: prefilled requests are being offered (_offer)
         self._progress: ProgressFn | None = None
         self._observers: list[AdmitFn] = []  # see observe()
         self._progress_every = max(1, len(stream) // 200)
@@ -197,17 +200,45 @@ class Simulation:
     # -- disaggregation -------------------------------------------------------------------
 
     def prefilled(self, req: Request, engine: Engine, step_s: float) -> None:
-        """A prefill engine finished ``req``'s prompt: pick a decode replica, which reserves memory for the KV."""
+        """A prefill engine finished ``req``'s prompt: it is offered to a decode replica at this instant, after every
+        engine step that ends at it (``_offer``)."""
         req.prefill_replica_id = engine.replica_id
         self._sources[req.request_id] = engine
         req.transfer_step_s = step_s
+        offer = simpy.Event(self.env)
+        offer.callbacks.append(partial(self._offer, req))
+        offer._ok, offer._value = True, None
+        self.env.schedule(offer, LATE)
+
+    def _offer(self, req: Request, _event: simpy.Event) -> None:
+        """Pick a decode replica for prefilled ``req``, which reserves memory for the KV.
+
+        The tie rule: a decode engine's step ending at the instant a prompt is done is recorded, and its next step
+        planned, before the request is offered (the offer leases blocks and wakes the engine). Engines' step ends at
+        one instant are ordered by when they were scheduled, which differs between the plain path (an event a step)
+        and the fast-forward path (an event a window, and a wake-up at its end): at the lowest priority the offer
+        comes after all of them on both."""
         total = req.num_prompt_tokens + req.num_output_tokens
         fits = [r for r in self.decode if r.max_request_tokens >= total]
         assert self.decode_router is not None
-        fits[self.decode_router.route(req, fits, self.env.now)].offer_transfer(req)
+        self.offering = True
+        try:
+            fits[self.decode_router.route(req, fits, self.env.now)].offer_transfer(req)
+        finally:
+            self.offering = False
 
     def reserved(self, req: Request, destination: Engine) -> None:
-        """A decode engine leased blocks for ``req``'s KV: send it."""
+        """A decode engine leased blocks for ``req``'s KV: send it, last at this instant.
+
+        The tie rule: transfers leased at one instant queue for their prefill replica's link in request order, after
+        every step ending at the instant and every offer made at it. Decode engines lease at their step ends, whose
+        order at one instant differs between the plain and the fast-forward path."""
+        start = simpy.Event(self.env)
+        start.callbacks.append(partial(self._start_transfer, req, destination))
+        start._ok, start._value = True, None
+        self.env.schedule(start, TRANSFERS + req.request_id)
+
+    def _start_transfer(self, req: Request, destination: Engine, _event: simpy.Event) -> None:
         self.env.process(self._transfer(req, self._sources.pop(req.request_id), destination))
 
     def _transfer(self, req: Request, source: Engine, destination: Engine) -> Generator[simpy.Event, None, None]:

@@ -22,6 +22,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from itertools import accumulate, pairwise
 from operator import itemgetter
+from typing import TYPE_CHECKING
 
 import simpy
 
@@ -33,7 +34,11 @@ from simulator.metrics.monitor import LevelMonitor
 from simulator.metrics.recorder import MetricsRecorder
 from simulator.request import Request, State
 
+if TYPE_CHECKING:
+    from simulator.engine.loop import EngineHooks
+
 _WINDOW_END = object()  # the value of a window's wake-up event when no arrival cut it short
+OFFERED = object()  # its value when a prefilled request offered for its KV cut it (``EngineHooks.offering``)
 MAX_WINDOW_STEPS = 4096
 
 
@@ -78,6 +83,7 @@ class FastForward:
         # the durations of a window's steps that did not run (an arrival cut it), with the batch size and computed
         # tokens they were priced at: step times are a pure function of those, so the next window may take them
         self._tail: tuple[int, int, list[float]] | None = None
+        self.hooks: EngineHooks | None = None  # the simulation's (its ``offering`` phase), given when the engine starts
         executor.lazy = self
 
     # -- LazyRunning ---------------------------------------------------------------------
@@ -289,9 +295,19 @@ class FastForward:
         if window is None or window.used is None:  # no step of the window takes a block
             return kv.num_used_blocks
         reserved_since = kv.num_used_blocks - window.used0
-        # the step under way: at a step's end the arrival comes first (the tie rule), so that step still is
-        step = bisect_left(window.clock, self.env.now, 0, len(window.used)) - 1
+        # the step under way: at a step's end the arrival comes first (the tie rule), so that step still is; while
+        # prefilled requests are offered (last at an instant) the step that begins now has begun
+        step = self._boundary(window.clock, 0, len(window.used)) - 1
         return window.used[max(step, window.split)] + reserved_since  # ``wait_next``'s step has begun at its start
+
+    def _boundary(self, clock: list[float], lo: int, hi: int) -> int:
+        """Where the clock stands among a window's step boundaries (``bisect_left``), or, while prefilled requests
+        are offered, past a boundary it stands on (``bisect_right``): the plain path has ended that step and planned
+        the next by then (the tie rule of ``EngineHooks.offering``)."""
+        hooks = self.hooks
+        if hooks is not None and hooks.offering:
+            return bisect_right(clock, self.env.now, lo, hi)
+        return bisect_left(clock, self.env.now, lo, hi)
 
     def wait(self, window: Window, wake: simpy.Event) -> Generator[simpy.Event, None, int]:
         """Wait through the window's steps, cut short by ``wake`` (an arrival); returns the steps that ran."""
@@ -303,8 +319,9 @@ class FastForward:
         yield wake
         if wake.value is not _WINDOW_END and env.now < clock[-1]:
             # Something arrived mid-step: that step still completes, then the policy plans again. One that
-            # arrived exactly as a step ended is seen by the plan made then (the tie rule: simulation.Arrival).
-            k = bisect_left(clock, env.now, 1)  # the first step ending at or after now
+            # arrived exactly as a step ended is seen by the plan made then (the tie rule: simulation.Arrival); a
+            # request offered for its KV as a step ended, after the next step was planned (EngineHooks.offering)
+            k = bisect_left(clock, env.now, 1) if wake.value is not OFFERED else bisect_right(clock, env.now, 1)
             if clock[k] > env.now:
                 yield env.timeout(clock[k] - env.now)
         self.window = None  # from here on the executor's own counts are current again

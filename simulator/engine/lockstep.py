@@ -195,7 +195,7 @@ class LockstepEngine(Engine):
         if end is not None:  # the others are mid-step: plan with them at its end
             yield end
 
-    def _wakeup(self) -> None:
+    def _wakeup(self, value: object = None) -> None:
         if self._wake is not None and not self._wake.triggered:
             self.group.wake(self.rank)  # before another rank's plan at this instant can start a step without it
-        super()._wakeup()
+        super()._wakeup(value)

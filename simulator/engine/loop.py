@@ -23,7 +23,7 @@ from policies.interface import BatchPolicy, SteadyDecode, StepPlan, TransferSeat
 from simulator.cost.link import Link
 from simulator.cost.shape import BatchShape, CostModel
 from simulator.engine.executor import Carried, Role, StepExecutor
-from simulator.engine.fast_forward import FastForward
+from simulator.engine.fast_forward import OFFERED, FastForward
 from simulator.engine.speculation import Speculation
 from simulator.kv.pool import KvPool
 from simulator.metrics.monitor import LevelMonitor
@@ -50,6 +50,13 @@ class EngineHooks(Protocol):
 
     def reserved(self, req: Request, engine: Engine) -> None:
         """A decode engine leased blocks for ``req``'s KV: the transfer may start."""
+        ...
+
+    @property
+    def offering(self) -> bool:
+        """Whether requests prefilled at this instant are being offered to decode engines: the last thing done at an
+        instant, after every engine step that ends at it has been recorded and the engine's next step planned (so a
+        fast-forward window counts the step that begins now as begun)."""
         ...
 
 
@@ -149,6 +156,8 @@ class Engine:
         """Start the engine's process, telling ``hooks`` what leaves it."""
         assert self.process is None, "an engine starts once"
         self.hooks = hooks
+        if self.fast_forward is not None:
+            self.fast_forward.hooks = hooks
         self.process = self.env.process(self._loop())
 
     # -- what routers, replicas and the simulation read ---------------------------------
@@ -249,7 +258,7 @@ class Engine:
         """A prefilled request wants to send its KV here: lease blocks now, or queue until there are."""
         self.executor.offer_transfer(req)
         self._reserve_incoming()
-        self._wakeup()  # a lease takes free blocks: a fast-forward window must replan
+        self._wakeup(OFFERED)  # a lease takes free blocks: a fast-forward window must replan
 
     def accept_transferred(self, req: Request) -> None:
         """The KV has arrived: the request queues for decoding."""
@@ -427,9 +436,9 @@ class Engine:
         assert self.hooks is not None, "the engine was not started"
         return self.hooks
 
-    def _wakeup(self) -> None:
+    def _wakeup(self, value: object = None) -> None:
         if self._wake is not None and not self._wake.triggered:
-            self._wake.succeed()
+            self._wake.succeed(value)
 
     def _dispatch(self, left: list[Request], step_s: float) -> None:
         hooks = self._hooks

@@ -294,3 +294,41 @@ def test_users_answered_at_one_instant_are_routed_in_request_order_on_both_paths
     plain, fast = build(cfg, fast_forward=False).run().requests, build(cfg).run().requests
     assert plain["replica_id"].tolist() == fast["replica_id"].tolist()
     assert check_scenario(data).refused is None
+
+
+def test_a_prompt_done_as_a_decode_step_ends_is_offered_after_that_step_on_both_paths():
+    # a prefill step and a decode step end at one instant: the plain path recorded the decode step's row (and planned
+    # its next step) before the prefilled request leased its blocks there, the fast path's window after (66 blocks
+    # in use and one transfer queued where the plain row said 18 and none); offers now come last at an instant
+    data = {"policy": {"kind": "continuous"},
+            "cost_model": {"kind": "constant", "step_time_s": 0.001, "per_token_s": 0},
+            "kv_cache": {"block_size": 1, "num_blocks": 109, "swap_space_bytes": 1 << 30, "prefix_caching": True,
+                         "host_cache_bytes": 1 << 20},
+            "groups": [{"role": "prefill", "count": 1}, {"role": "decode", "count": 1}],
+            "workload": {"kind": "closed_loop", "concurrency": 2, "think_s": {"kind": "fixed", "seconds": 0.003125},
+                         "lengths": FIXED | {"prompt": {"kind": "fixed", "tokens": 10}, "output": {
+                             "kind": "lognormal", "median_tokens": 22.0, "sigma": 0.5}}}}  # fmt: skip
+    cfg = validate_scenario(data)
+    plain, fast = build(cfg, fast_forward=False).run().steps, build(cfg).run().steps
+    for column in ("num_kv_blocks_used", "num_transfer_queue", "num_running", "num_waiting"):
+        assert plain[column].tolist() == fast[column].tolist(), column
+    assert check_scenario(data).refused is None
+
+
+def test_kv_transfers_leased_at_one_instant_start_in_request_order_on_both_paths():
+    # two decode replicas lease at their step ends at one instant, in an order that differed between the paths, and
+    # the prefill replica's one link sent the two requests' KV in that order
+    data = {"policy": {"kind": "dynamic", "max_wait_s": 0.0}, "router": {"kind": "prefix_aware"},
+            "cost_model": {"kind": "constant", "step_time_s": 0.001, "per_token_s": 0},
+            "kv_cache": {"block_size": 16, "num_blocks": 69, "prefix_caching": True, "host_cache_bytes": 1 << 28},
+            "groups": [{"role": "prefill", "count": 2}, {"role": "decode", "count": 2}],
+            "workload": {"num_requests": 114, "arrival": {"kind": "offline"},
+                         "lengths": FIXED | {"prompt": {"kind": "fixed", "tokens": 72},
+                                             "output": {"kind": "lognormal", "median_tokens": 55.0, "sigma": 0.5,
+                                                        "max_tokens": 60}}}}  # fmt: skip
+    cfg = validate_scenario(data)
+    plain, fast = build(cfg, fast_forward=False).run().requests, build(cfg).run().requests
+    for column in ("transfer_start_s", "first_token_s", "replica_id"):
+        assert plain[column].tolist() == fast[column].tolist(), column
+    assert plain["transfer_start_s"].notna().all()  # every request's KV was sent
+    assert check_scenario(data).refused is None
