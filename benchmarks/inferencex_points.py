@@ -73,7 +73,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.inferencex_sglang_disagg import SGLANG_SERVERS
-from benchmarks.inferencex_trt_disagg import DECODE_SEATS, MOE_KERNELS
+from benchmarks.inferencex_trt_disagg import DECODE_SEATS, MOE_KERNELS, TRT_SERVERS
 from simulator.config.presets import hardware_presets
 
 SAMPLE_FILE = ("aiconfigurator_core", "systems/silicon_sample.csv")
@@ -977,9 +977,9 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
         for group in scenario["groups"]:
             if group["role"] == "prefill":
                 group["policy"] = scenario["policy"] | {"enforce_eager": True}
+    scenario["kv_cache"] = kv_cache
     if row["mode"] == "disagg" and row["backend"] == "trtllm":
         _trt_disaggregated_recipe(scenario, str(row["id"]))
-    scenario["kv_cache"] = kv_cache
     if row["mode"] == "disagg" and row["backend"] == "sglang":
         _sglang_disaggregated_recipe(scenario, str(row["id"]))
     scenario["workload"] = workload_for(int(row["isl"]), int(row["osl"]), concurrency)
@@ -987,17 +987,33 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
 
 
 def _trt_disaggregated_recipe(scenario: dict[str, Any], point_id: str) -> None:
-    """The generation servers' max_batch_size and each server's MoE kernel family from the recipe the point ran
-    (benchmarks/inferencex_trt_disagg.py), where known."""
+    """Each server's settings from the recipe the point ran (benchmarks/inferencex_trt_disagg.py), where known: the
+    generation servers' max_batch_size (their seats), each server's MoE kernel family, scheduler limits and KV
+    memory fraction, and the context servers' overlap scheduler, off (``disable_overlap_scheduler: true``): a server
+    without it runs its CPU work between its steps and plans each step after the last (``cpu_overlap`` false)."""
     seats = DECODE_SEATS.get(point_id)
     kernels = MOE_KERNELS.get(point_id, (None, None))
+    servers = TRT_SERVERS.get(point_id)
     for group in scenario["groups"]:
         decode = group["role"] == "decode"
+        policy = dict(group.get("policy", scenario["policy"]))
+        cost_model: dict[str, Any] = {}
         if decode and seats is not None:
-            group["policy"] = scenario["policy"] | {"max_batch_size": seats}
+            policy["max_batch_size"] = seats
         kernel = kernels[1] if decode else kernels[0]
         if kernel is not None:
-            group["cost_model"] = {"kind": "silicon", "moe_kernel": kernel}
+            cost_model["moe_kernel"] = kernel
+        if servers is not None:
+            fields, kv_cache, overlap = servers.role(group["role"])
+            policy |= fields
+            if kv_cache:
+                group["kv_cache"] = scenario["kv_cache"] | kv_cache
+            if not overlap:
+                cost_model["roofline"] = {"cpu_overlap": False}
+        if policy != scenario["policy"]:
+            group["policy"] = policy
+        if cost_model:
+            group["cost_model"] = {"kind": "silicon"} | cost_model
 
 
 def _sglang_disaggregated_recipe(scenario: dict[str, Any], point_id: str) -> None:

@@ -13,7 +13,8 @@ speculative decoding whose lengths, concurrency and worker counts are the point'
 the day, else its first version); where srt-slurm does not hold the path, the recipe name's ``batchN``. It reads the
 ``moe_config.backend`` of the recipe's ``prefill`` and ``decode`` servers too, as the kernel family servesim prices
 (``SiliconParams.moe_kernel``: TRTLLM trtllm_gen, CUTLASS cutlass, DEEPGEMM deepgemm; CUTEDSL and WIDEEP have no
-family of their own in the tables, and the fastest measured kernel is kept). Prints the
+family of their own in the tables, and the fastest measured kernel is kept), and each server's scheduler limits, KV
+memory fraction and overlap scheduler (``server_flags``, ``TRT_SERVERS``). Prints the
 table and each point's evidence; points with no recipe (the configurations of 2025, launched without a
 CONFIG_FILE) are listed and left out.
 
@@ -33,6 +34,7 @@ import yaml
 
 from benchmarks.inferencex_mtp_sweeps import CONFIGS, disaggregated_points_with_configs, file_on, require_checkout
 from benchmarks.inferencex_points import concurrency_of
+from benchmarks.inferencex_trt_disagg import TrtServers
 
 MODEL_PREFIX = {
     "deepseek-ai/DeepSeek-R1": "dsr1",
@@ -79,6 +81,33 @@ def moe_kernels(recipe_text: str) -> tuple[str | None, str | None]:
     return family("prefill"), family("decode")
 
 
+def server_flags(recipe_text: str) -> TrtServers:
+    """The context (prefill) and generation (decode) servers' settings of an srt-slurm TensorRT-LLM recipe
+    (``backend.trtllm_config.{prefill,decode}``): ``max_batch_size`` (the context servers'; the generation servers'
+    is ``DECODE_SEATS``), ``max_num_tokens``, ``enable_chunked_prefill``, ``kv_cache_config.free_gpu_memory_fraction``
+    and whether the overlap scheduler runs (``disable_overlap_scheduler`` unset or false)."""
+    config = ((yaml.safe_load(recipe_text) or {}).get("backend") or {}).get("trtllm_config") or {}
+    prefill, decode = config.get("prefill") or {}, config.get("decode") or {}
+
+    def number(server: dict[str, Any], key: str, kind: type) -> Any:
+        value = server.get(key)
+        return kind(value) if value is not None else None
+
+    def fraction(server: dict[str, Any]) -> float | None:
+        return number(server.get("kv_cache_config") or {}, "free_gpu_memory_fraction", float)
+
+    return TrtServers(
+        number(prefill, "max_batch_size", int),
+        number(prefill, "max_num_tokens", int),
+        number(prefill, "enable_chunked_prefill", bool),
+        fraction(prefill),
+        not prefill.get("disable_overlap_scheduler"),
+        number(decode, "max_num_tokens", int),
+        fraction(decode),
+        not decode.get("disable_overlap_scheduler"),
+    )
+
+
 def config_files_for(config: dict[str, Any] | None, row: pd.Series) -> list[str]:
     """The CONFIG_FILEs of the search-space entries without speculative decoding whose lengths, concurrency and
     worker counts are point ``row``'s."""
@@ -114,6 +143,7 @@ def derive(inferencex: Path, srt_slurm: Path) -> pd.DataFrame:
         found = file_on(srt_slurm, config_file, day_s) if config_file else None
         recipe = decode_max_batch_size(found[1]) if found else None
         prefill_moe, decode_moe = moe_kernels(found[1]) if found else (None, None)
+        servers = server_flags(found[1]) if found else None
         rows.append(
             {
                 "id": row["id"],
@@ -126,6 +156,7 @@ def derive(inferencex: Path, srt_slurm: Path) -> pd.DataFrame:
                 "seats": recipe if recipe is not None else named,
                 "prefill_moe": prefill_moe,
                 "decode_moe": decode_moe,
+                "servers": servers,
             }
         )
     return pd.DataFrame(rows)
@@ -140,7 +171,7 @@ def main() -> None:
     require_checkout(parser, "--srt-slurm", args.srt_slurm)
     table = derive(args.inferencex, args.srt_slurm)
     with pd.option_context("display.width", 250, "display.max_colwidth", 90, "display.max_rows", None):
-        print(table.to_string(index=False))
+        print(table.drop(columns="servers").to_string(index=False))
     known = table[table["seats"].notna()]
     print("\nDECODE_SEATS = {")
     for r in known.itertuples():
@@ -152,6 +183,11 @@ def main() -> None:
         prefill = f'"{r.prefill_moe}"' if pd.notna(r.prefill_moe) else "None"
         decode = f'"{r.decode_moe}"' if pd.notna(r.decode_moe) else "None"
         print(f'    "{r.id}": ({prefill}, {decode}),')
+    print("}")
+    servers = table[table["servers"].notna()]
+    print("\nTRT_SERVERS = {")
+    for r in servers.itertuples():
+        print(f'    "{r.id}": TrtServers({", ".join(map(repr, r.servers))}),')
     print("}")
     unknown = ", ".join(table.loc[table["seats"].isna(), "id"])
     print(f"# {len(known)} of {len(table)} points; without a recipe: {unknown}")

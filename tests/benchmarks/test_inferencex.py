@@ -606,10 +606,21 @@ def test_trtllm_generation_servers_take_the_seats_of_the_recipe_the_point_ran(po
     assert row["decode_batch_size"] == 2 and DECODE_SEATS[point] == 1
     scenario = scenario_for(row)
     prefill, decode = scenario["groups"]
-    assert decode["policy"] == {"kind": "trtllm", "max_batch_size": 1}
-    assert "policy" not in prefill and scenario["policy"] == {"kind": "trtllm", "max_batch_size": 6}
+    assert scenario["policy"] == {"kind": "trtllm", "max_batch_size": 6}
+    assert decode["policy"] == {"kind": "trtllm", "max_batch_size": 1, "max_num_tokens": 256}
+    # its context servers: 2 requests of 2,048 tokens a step, chunked, 60 % of the free memory for KV, no overlap
+    # scheduler (disable_overlap_scheduler: true); its generation servers 90 %
+    assert prefill["policy"] == {
+        "kind": "trtllm",
+        "max_batch_size": 2,
+        "max_num_tokens": 2048,
+        "enable_chunked_prefill": True,
+    }
+    assert prefill["kv_cache"] == scenario["kv_cache"] | {"free_gpu_memory_fraction": 0.6}
+    assert decode["kv_cache"] == scenario["kv_cache"] | {"free_gpu_memory_fraction": 0.9}
     # its context servers set no moe_config.backend (the fastest kernel measured), its generation servers CUTLASS
-    assert "cost_model" not in prefill and decode["cost_model"] == {"kind": "silicon", "moe_kernel": "cutlass"}
+    assert prefill["cost_model"] == {"kind": "silicon", "roofline": {"cpu_overlap": False}}
+    assert decode["cost_model"] == {"kind": "silicon", "moe_kernel": "cutlass"}
     validate_scenario(scenario)
     # every point of the table is a TensorRT-LLM disaggregated point of the file
     table = points[points["id"].isin(DECODE_SEATS)]
@@ -665,6 +676,28 @@ def test_the_seats_are_read_from_the_recipe_nvidia_master_names():
     assert moe_kernels(moe.format("DEEPGEMM") + "        backend: TRTLLM\n") == ("deepgemm", "trtllm_gen")
     assert moe_kernels(moe.format("WIDEEP") + "        backend: CUTLASS\n") == (None, "cutlass")
     assert moe_kernels("backend:\n  type: trtllm\n") == (None, None)
+
+
+def test_a_trtllm_recipes_server_settings_are_read_by_role():
+    from benchmarks.inferencex_trt_disagg import TRT_SERVERS, TrtServers
+    from benchmarks.inferencex_trt_disagg_derive import server_flags
+
+    text = (
+        "backend:\n  trtllm_config:\n    prefill:\n      max_batch_size: 2\n      max_num_tokens: 16640\n"
+        "      disable_overlap_scheduler: true\n      kv_cache_config:\n        free_gpu_memory_fraction: 0.6\n"
+        "    decode:\n      max_batch_size: 16\n      max_num_tokens: 16\n      stream_interval: 100\n"
+    )
+    servers = server_flags(text)
+    assert servers == TrtServers(2, 16640, None, 0.6, False, 16, None, True)
+    assert servers.role("prefill") == (
+        {"max_batch_size": 2, "max_num_tokens": 16640},
+        {"free_gpu_memory_fraction": 0.6},
+        False,
+    )
+    assert servers.role("decode") == ({"max_num_tokens": 16}, {}, True)  # its max_batch_size is DECODE_SEATS
+    assert server_flags("backend:\n  type: trtllm\n") == TrtServers(None, None, None, None, True, None, None, True)
+    # every context server of the recipes the points ran turned its overlap scheduler off
+    assert not any(s.prefill_overlap for s in TRT_SERVERS.values())
 
 
 def test_sglang_disaggregated_servers_take_their_recipes_limits_and_memory(points):
