@@ -42,7 +42,14 @@ class BatchTraits:
     again to sample the first output token, which reaches the client at that step's end (vLLM V1: the scheduler's
     ``_update_waiting_for_remote_kv`` leaves the last prompt token uncomputed when the whole prompt's KV was received,
     ``vllm/v1/core/sched/scheduler.py``; the prefill instance's own token is not sent). Otherwise the first token
-    comes with the KV and reaches the client when it lands."""
+    comes with the KV and reaches the client when it lands, or when it is admitted (``first_token_at_admission``)."""
+    first_token_at_admission: bool = False
+    """On a decode replica of a disaggregated cluster, its engine streams the first token that came with a received
+    request's KV when it admits the request into its running batch, at the start of that step, not when the KV
+    lands: SGLang's decode server moves a transferred request to its waiting queue, and ``get_new_prebuilt_batch``
+    takes waiting requests into a "prebuilt" batch only while its running requests are fewer than
+    ``max_running_requests``; ``process_batch_result_prebuilt`` then streams their first token
+    (``python/sglang/srt/disaggregation/decode.py``). A request waiting for room waits for its first token."""
     seats_before_transfer: bool = False
     """On a decode replica of a disaggregated cluster, a received request takes one of the engine's request seats
     before its KV is sent (``TransferSeats.decode_seats``): TensorRT-LLM's capacity scheduler schedules a generation
@@ -66,6 +73,11 @@ def _check_traits(name: str, factory: Any, traits: BatchTraits, params: Any = No
             f"batch policy {name!r}: its traits {'declare' if traits.hardware_defaults else 'leave out'} "
             f"hardware_defaults but its parameters {'lack' if traits.hardware_defaults else 'have'} "
             "resolve_for_hardware"
+        )
+    if traits.first_token_at_admission and traits.recomputes_first_token:
+        raise TypeError(
+            f"batch policy {name!r}: its traits declare both recomputes_first_token and first_token_at_admission; "
+            "a received request's first token is either sampled again or streamed when admitted"
         )
     has_seats = callable(getattr(factory, "decode_seats", None))
     if traits.seats_before_transfer != has_seats:

@@ -52,7 +52,8 @@ Disaggregated prefill/decode (``--disaggregation-mode prefill|decode``; ``python
   request leaves when its prompt is computed and its KV is sent on (the engine hands it off).
 - A decode server takes the requests whose KV has arrived from its waiting queue, as many as
   ``max_running_requests`` leaves room for, in queue order, into the running batch without a forward pass
-  (``get_new_prebuilt_batch``, ``process_batch_result_prebuilt``), and runs one decode batch of all of them
+  (``get_new_prebuilt_batch``, ``process_batch_result_prebuilt``, which streams their first token: servesim's
+  ``BatchTraits.first_token_at_admission``), and runs one decode batch of all of them
   (``get_next_disagg_decode_batch_to_run``): retraction and the ``new_token_ratio`` update as above, the received
   requests counted in the ratio but never retracted (they need no block: the lease that received their KV holds
   the first decode token). Which transfers may land is the engine's KV lease (prompt plus one token, first come
@@ -185,6 +186,7 @@ def _retract_key(req: RequestView) -> tuple[int, int]:
         kv_transfer=True,
         hardware_defaults=True,
         eager_prefill=True,
+        first_token_at_admission=True,
     ),
 )
 class SglangPolicy:

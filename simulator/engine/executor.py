@@ -220,14 +220,15 @@ class StepExecutor:
     def accept_transferred(self, req: Request, now_s: float) -> None:
         """The KV has arrived: the request queues for decoding, its first token reaches the client now, or, where
         the engine samples it again (``BatchTraits.recomputes_first_token``), at the end of the step that computes
-        the last prompt token once more."""
+        the last prompt token once more, or where it streams it on admission (``first_token_at_admission``), when
+        a plan admits the request (``carry_out``)."""
         lease = self.receiving.pop(req)
         self.kv.adopt(req, lease)
         transition(req, State.WAITING, now_s)
         if self.traits.recomputes_first_token:
             req.num_computed_tokens -= 1
             req.num_generated_tokens -= 1
-        else:
+        elif not self.traits.first_token_at_admission:
             req.first_token_s = req.last_token_s = now_s
         # Front of the queue: it holds its blocks and needs none to start, so nothing that waits
         # for free blocks may stand before it (that would be a deadlock).
@@ -288,6 +289,9 @@ class StepExecutor:
             first = req.first_scheduled_s is None
             transition(req, State.RUNNING, now_s)
             self._running.append(req)
+            if req.first_token_s is None and req.num_generated_tokens and not req.is_prefill:
+                # a received request's first token, streamed as it joins the running batch (first_token_at_admission)
+                req.first_token_s = req.last_token_s = now_s
             if (swapped := kv.swap_in(req)) > 0:
                 carried.swap_bytes += swapped * self.block_bytes
                 carried.num_swaps += 1
@@ -476,7 +480,9 @@ class StepExecutor:
                 kv_tokens = kv.num_kv_tokens(r)
                 assert blocks == -(-kv_tokens // bs) and kv_tokens > r.num_computed_tokens
                 # its first token came with the KV, or comes from the step computing the last prompt token again
-                assert (r.first_token_s is None) == (self.traits.recomputes_first_token and r.is_prefill)
+                assert (r.first_token_s is None) == (
+                    (self.traits.recomputes_first_token and r.is_prefill) or self.traits.first_token_at_admission
+                )
             elif kv.is_swapped(r):
                 assert kv.num_swapped_blocks(r) == -(-r.num_computed_tokens // bs), "swapped KV does not match tokens"
             else:

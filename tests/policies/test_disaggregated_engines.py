@@ -10,6 +10,7 @@ import hashlib
 import numpy as np
 import pytest
 
+import policies
 from policies.batching.sglang import SglangParams, SglangPolicy
 from policies.batching.trtllm import TrtllmParams, TrtllmPolicy
 from simulator.build import build
@@ -49,9 +50,15 @@ def test_split_runs_conserve_requests_and_cross_over_once(policy, cost_model):
     # prefilled on a prefill replica, decoded on a decode replica
     assert (multi["prefill_replica_id"].map(roles) == "prefill").all()
     assert (multi["replica_id"].map(roles) == "decode").all()
-    # TTFT includes the KV transfer: the first token reaches the client when the KV lands
+    # TTFT includes the KV transfer: the first token reaches the client when the KV lands, or (SGLang) when the
+    # decode engine admits the request into a step, at that step's start
     assert (multi["transfer_end_s"] > multi["transfer_start_s"]).all()
-    assert (multi["first_token_s"] == multi["transfer_end_s"]).all()
+    if policies.batching.traits_of(policy).first_token_at_admission:
+        assert (multi["first_token_s"] >= multi["transfer_end_s"]).all()
+        decode_starts = set(result.steps.loc[result.steps["replica_id"].map(roles) == "decode", "start_s"])
+        assert set(multi["first_token_s"]) <= decode_starts
+    else:
+        assert (multi["first_token_s"] == multi["transfer_end_s"]).all()
     # a one-token request ends where it was prefilled, with no transfer
     single = req[req["num_output_tokens"] == 1]
     assert (single["replica_id"].map(roles) == "prefill").all() and single["transfer_end_s"].isna().all()
@@ -60,6 +67,22 @@ def test_split_runs_conserve_requests_and_cross_over_once(policy, cost_model):
     assert (steps.loc[steps["role"] == "prefill", "num_decode_tokens"] == 0).all()
     assert (steps.loc[steps["role"] == "decode", "num_prefill_tokens"] == 0).all()
     assert result.summary["preemptions"] == 0
+
+
+def test_sglang_streams_a_received_requests_first_token_when_a_decode_step_admits_it():
+    """SGLang's decode server takes transferred requests into its running batch only while fewer than
+    max_running_requests run (get_new_prebuilt_batch), and streams their first token then: with room for one, the
+    second request's first token waits for the first request to finish."""
+    groups = [
+        {"role": "prefill", "policy": {"kind": "sglang"}},
+        {"role": "decode", "policy": {"kind": "sglang", "max_running_requests": 1}},
+    ]
+    cfg = make_config(policy={"kind": "sglang"}, groups=groups)
+    req = run_checked(cfg, make_stream([0.0, 0.0], [32, 32], [10, 10])).requests.set_index("request_id")
+    first, second = req.sort_values("first_token_s").index
+    assert req.loc[second, "transfer_end_s"] < req.loc[first, "finished_s"]  # its KV landed early
+    assert req.loc[second, "first_token_s"] >= req.loc[first, "finished_s"]  # its first token waited for room
+    assert req.loc[first, "first_token_s"] >= req.loc[first, "transfer_end_s"]
 
 
 @pytest.mark.parametrize("policy", sorted(POLICIES))
