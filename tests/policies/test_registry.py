@@ -63,3 +63,17 @@ def test_seats_before_transfer_are_declared_and_present_together():
     # TensorRT-LLM's generation server schedules DISAGG_GENERATION_INIT requests under max_batch_size
     seated = {n for n in BATCH_POLICIES.names() if BATCH_POLICIES.entry(n).traits.seats_before_transfer}
     assert seated == {"trtllm"}
+
+
+def test_a_received_first_token_is_either_sampled_again_or_streamed_on_admission():
+    from policies.batching.registry import BatchTraits, _check_traits
+
+    class Policy:
+        def plan_step(self, view, now_s): ...
+
+    with pytest.raises(TypeError, match="both recomputes_first_token and first_token_at_admission"):
+        _check_traits("p", Policy, BatchTraits(recomputes_first_token=True, first_token_at_admission=True))
+    # vLLM samples it again on the decode replica; SGLang's decode server streams it from its prebuilt batch
+    traits = {n: BATCH_POLICIES.entry(n).traits for n in BATCH_POLICIES.names()}
+    assert {n for n, t in traits.items() if t.first_token_at_admission} == {"sglang"}
+    assert {n for n, t in traits.items() if t.recomputes_first_token} == {"vllm"}
