@@ -17,6 +17,7 @@ touches a member gives the batch up.
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_left, bisect_right
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -40,6 +41,18 @@ if TYPE_CHECKING:
 _WINDOW_END = object()  # the value of a window's wake-up event when no arrival cut it short
 OFFERED = object()  # its value when a prefilled request offered for its KV cut it (``EngineHooks.offering``)
 MAX_WINDOW_STEPS = 4096
+
+
+def timeout_at(env: simpy.Environment, at_s: float) -> simpy.Event:
+    """A timeout that fires at ``at_s`` exactly, a window's step boundary (the sum the plain path's clock forms step
+    by step). SimPy's ``Timeout`` fires at ``now + delay``, and no delay need give ``at_s``: ``at_s - now`` rounds
+    where ``at_s`` is more than twice ``now`` (a window planned early in a run), and where ``now`` lies half an ulp
+    off the sums' grid, round-half-even skips every other sum. A clock an ulp off the plain path's changes which of
+    two events at one instant comes first. Scheduled as ``Environment.schedule`` schedules, at the given time."""
+    event = simpy.Event(env)
+    event._ok, event._value = True, None
+    heapq.heappush(env._queue, (at_s, simpy.core.NORMAL, next(env._eid), event))
+    return event
 
 
 @dataclass(slots=True)
@@ -315,7 +328,7 @@ class FastForward:
         clock = window.clock
         k = len(window.durations)
         self.window = window
-        env.timeout(clock[-1] - env.now).callbacks.append(lambda _: wake.triggered or wake.succeed(_WINDOW_END))
+        timeout_at(env, clock[-1]).callbacks.append(lambda _: wake.triggered or wake.succeed(_WINDOW_END))
         yield wake
         if wake.value is not _WINDOW_END and env.now < clock[-1]:
             # Something arrived mid-step: that step still completes, then the policy plans again. One that
@@ -323,7 +336,7 @@ class FastForward:
             # request offered for its KV as a step ended, after the next step was planned (EngineHooks.offering)
             k = bisect_left(clock, env.now, 1) if wake.value is not OFFERED else bisect_right(clock, env.now, 1)
             if clock[k] > env.now:
-                yield env.timeout(clock[k] - env.now)
+                yield timeout_at(env, clock[k])
         self.window = None  # from here on the executor's own counts are current again
         return k
 
@@ -351,10 +364,10 @@ class FastForward:
         window.split = k
         self.window = window
         self.num_extended += 1
-        env.timeout(end - env.now).callbacks.append(lambda _: wake.triggered or wake.succeed(_WINDOW_END))
+        timeout_at(env, end).callbacks.append(lambda _: wake.triggered or wake.succeed(_WINDOW_END))
         yield wake
         if wake.value is not _WINDOW_END and env.now < end:
-            yield env.timeout(end - env.now)
+            yield timeout_at(env, end)
         self.window = None
         return k + 1
 

@@ -332,3 +332,33 @@ def test_kv_transfers_leased_at_one_instant_start_in_request_order_on_both_paths
         assert plain[column].tolist() == fast[column].tolist(), column
     assert plain["transfer_start_s"].notna().all()  # every request's KV was sent
     assert check_scenario(data).refused is None
+
+
+def test_a_window_planned_early_lands_on_its_last_step_end_exactly():
+    # the first window (0.0033 s to 0.0453 s) was timed as now + (end - now), which rounds when the end is more than
+    # twice now: SimPy's clock landed an ulp past the steps' sums, the closed loop carried the ulp into a KV transfer,
+    # and a transfer landing exactly as a decode step ended (a tie on the plain path) came after it on the fast path:
+    # the request's first token came a step later (0.502048 s against 0.501048 s)
+    data = {"policy": {"kind": "vllm"}, "cost_model": {"kind": "constant", "step_time_s": 0.001},
+            "client": {"ingest_delay_s": 0.0}, "groups": [{"role": "prefill"}, {"role": "decode"}],
+            "workload": {"kind": "closed_loop", "concurrency": 2,
+                         "lengths": FIXED | {"prompt": {"kind": "fixed", "tokens": 179},
+                                             "output": {"kind": "fixed", "tokens": 44}}}}  # fmt: skip
+    cfg = validate_scenario(data)
+    plain, fast = build(cfg, fast_forward=False).run().requests, build(cfg).run().requests
+    assert plain["first_token_s"].round(9).tolist() == fast["first_token_s"].round(9).tolist()
+    assert check_scenario(data).refused is None
+
+
+def test_timeout_at_fires_at_the_time_asked():
+    import simpy
+
+    from simulator.engine.fast_forward import timeout_at
+
+    now, at = 0.003254037528888889, 0.04525403752888892
+    assert now + (at - now) != at  # a timeout of the difference fires an ulp off
+    env = simpy.Environment(initial_time=now)
+    fired = []
+    timeout_at(env, at).callbacks.append(lambda _: fired.append(env.now))
+    env.run()
+    assert fired == [at]
