@@ -57,6 +57,21 @@ def file_on(repo: Path, path: str, day: str) -> tuple[str, str] | None:
     return (commit, text) if text else None
 
 
+def print_table(table: pd.DataFrame, max_colwidth: int = 90) -> None:
+    """Print a derivation's evidence, every row and column."""
+    with pd.option_context("display.width", 250, "display.max_colwidth", max_colwidth, "display.max_rows", None):
+        print(table.to_string(index=False))
+
+
+def print_mapping(name: str, entries: Iterator[tuple[str, str]]) -> None:
+    """Print ``name = {...}`` with one ``"key": value,`` line an entry (``value`` as written), to paste into a
+    benchmark's table module."""
+    print(f"\n{name} = {{")
+    for key, value in entries:
+        print(f'    "{key}": {value},')
+    print("}")
+
+
 def configs_on(repo: Path, day: str) -> tuple[str, dict[str, Any] | None]:
     """The commit of the last change to nvidia-master.yaml on or before ``day`` and its configurations."""
     commit = git_out(repo, "log", "-1", f"--before={day}T23:59:59", "--format=%H", "--", CONFIGS, check=True).strip()
@@ -150,8 +165,7 @@ def main() -> None:
     parser.add_argument("--inferencex", required=True, type=Path, help="a git checkout of SemiAnalysisAI/InferenceX")
     args = parser.parse_args()
     require_checkout(parser, "--inferencex", args.inferencex, CONFIGS)
-    with pd.option_context("display.width", 250, "display.max_colwidth", 120, "display.max_rows", None):
-        print(verdicts(args.inferencex).to_string(index=False))
+    print_table(verdicts(args.inferencex), max_colwidth=120)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,14 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from benchmarks.inferencex_mtp_sweeps import CONFIGS, disaggregated_points_with_configs, file_on, require_checkout
+from benchmarks.inferencex_mtp_sweeps import (
+    CONFIGS,
+    disaggregated_points_with_configs,
+    file_on,
+    print_mapping,
+    print_table,
+    require_checkout,
+)
 from benchmarks.inferencex_trt_disagg_derive import GPU, config_files_for
 
 RECIPES = "benchmarks/multi_node/srt-slurm-recipes/"
@@ -78,13 +85,9 @@ def main() -> None:
     args = parser.parse_args()
     require_checkout(parser, "--inferencex", args.inferencex, CONFIGS)
     table = derive(args.inferencex)
-    with pd.option_context("display.width", 250, "display.max_colwidth", 90, "display.max_rows", None):
-        print(table.drop(columns="servers").to_string(index=False))
+    print_table(table.drop(columns="servers"))
     known = table[table["servers"].notna()]
-    print("\nSGLANG_SERVERS = {")
-    for r in known.itertuples():
-        print(f'    "{r.id}": {r.servers!r},')
-    print("}")
+    print_mapping("SGLANG_SERVERS", ((r.id, repr(r.servers)) for r in known.itertuples()))
     print(f"# {len(known)} of {len(table)} points")
 
 

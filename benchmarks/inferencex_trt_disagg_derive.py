@@ -32,7 +32,14 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from benchmarks.inferencex_mtp_sweeps import CONFIGS, disaggregated_points_with_configs, file_on, require_checkout
+from benchmarks.inferencex_mtp_sweeps import (
+    CONFIGS,
+    disaggregated_points_with_configs,
+    file_on,
+    print_mapping,
+    print_table,
+    require_checkout,
+)
 from benchmarks.inferencex_points import concurrency_of
 from benchmarks.inferencex_trt_disagg import TrtServers
 
@@ -170,25 +177,21 @@ def main() -> None:
     require_checkout(parser, "--inferencex", args.inferencex, CONFIGS)
     require_checkout(parser, "--srt-slurm", args.srt_slurm)
     table = derive(args.inferencex, args.srt_slurm)
-    with pd.option_context("display.width", 250, "display.max_colwidth", 90, "display.max_rows", None):
-        print(table.drop(columns="servers").to_string(index=False))
+    print_table(table.drop(columns="servers"))
     known = table[table["seats"].notna()]
-    print("\nDECODE_SEATS = {")
-    for r in known.itertuples():
-        print(f'    "{r.id}": {int(r.seats)},')
-    print("}")
+    print_mapping("DECODE_SEATS", ((r.id, str(int(r.seats))) for r in known.itertuples()))
+
+    def family(kernel: Any) -> str:
+        return f'"{kernel}"' if pd.notna(kernel) else "None"
+
     kernels = table[table["prefill_moe"].notna() | table["decode_moe"].notna()]
-    print("\nMOE_KERNELS = {")
-    for r in kernels.itertuples():
-        prefill = f'"{r.prefill_moe}"' if pd.notna(r.prefill_moe) else "None"
-        decode = f'"{r.decode_moe}"' if pd.notna(r.decode_moe) else "None"
-        print(f'    "{r.id}": ({prefill}, {decode}),')
-    print("}")
+    print_mapping(
+        "MOE_KERNELS", ((r.id, f"({family(r.prefill_moe)}, {family(r.decode_moe)})") for r in kernels.itertuples())
+    )
     servers = table[table["servers"].notna()]
-    print("\nTRT_SERVERS = {")
-    for r in servers.itertuples():
-        print(f'    "{r.id}": TrtServers({", ".join(map(repr, r.servers))}),')
-    print("}")
+    print_mapping(
+        "TRT_SERVERS", ((r.id, f"TrtServers({', '.join(map(repr, r.servers))})") for r in servers.itertuples())
+    )
     unknown = ", ".join(table.loc[table["seats"].isna(), "id"])
     print(f"# {len(known)} of {len(table)} points; without a recipe: {unknown}")
 

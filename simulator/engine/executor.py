@@ -289,8 +289,8 @@ class StepExecutor:
             first = req.first_scheduled_s is None
             transition(req, State.RUNNING, now_s)
             self._running.append(req)
-            if req.first_token_s is None and req.num_generated_tokens and not req.is_prefill:
-                # a received request's first token, streamed as it joins the running batch (first_token_at_admission)
+            if self.traits.first_token_at_admission and req.first_token_s is None and req.num_generated_tokens:
+                # a received request's first token, streamed as it joins the running batch
                 req.first_token_s = req.last_token_s = now_s
             if (swapped := kv.swap_in(req)) > 0:
                 carried.swap_bytes += swapped * self.block_bytes
