@@ -18,7 +18,7 @@ from policies.batching.sglang import sglang_chunked_prefill_size
 from simulator.cluster.dp_attention import check_dp_attention, context_balance, rank_chooser, rank_policy
 from simulator.cluster.replica import Replica
 from simulator.cluster.simulation import KvTransfer, Simulation
-from simulator.config.precision import KV_CACHE_DTYPE_BYTES, QUANTIZATIONS
+from simulator.config.precision import KV_CACHE_DTYPE_BYTES, QUANTIZATIONS, STATE_DTYPE_BYTES
 from simulator.config.presets import resolve_hardware, resolve_model
 from simulator.config.schema import MAX_KV_BLOCKS, KvCacheConfig, ReplicaGroupConfig, ScenarioConfig
 from simulator.config.specs import HardwareSpec, ModelSpec
@@ -62,12 +62,14 @@ class GroupSetup:
     dp_attention: int = 1  # attention data-parallel ranks, each with its own scheduler and KV pool
 
 
-def deployed_model(model: ModelSpec, quantization: str | None, kv_cache_dtype: str = "auto") -> ModelSpec:
-    """``model`` as served with the scenario's quantization and KV-cache dtype (vLLM's flags).
+def deployed_model(
+    model: ModelSpec, quantization: str | None, kv_cache_dtype: str = "auto", state_dtype: str = "auto"
+) -> ModelSpec:
+    """``model`` as served with the scenario's quantization, KV-cache and recurrent-state dtypes (vLLM's flags).
 
     ``quantization`` (``fp8``, ``fp8_block``, ``nvfp4``, ``mxfp4``) sets the weight format and its bytes per weight
-    (simulator/config/precision.py); ``kv_cache_dtype`` other than ``auto`` sets the bytes per cached element.
-    None / ``auto`` keep the spec's.
+    (simulator/config/precision.py); ``kv_cache_dtype`` other than ``auto`` sets the bytes per cached element,
+    ``state_dtype`` (``--mamba-ssm-dtype``) a hybrid model's recurrent-state bytes. None / ``auto`` keep the spec's.
     """
     update: dict[str, Any] = {}
     if quantization is not None:
@@ -79,6 +81,8 @@ def deployed_model(model: ModelSpec, quantization: str | None, kv_cache_dtype: s
         update |= {"quantization": quantization, "weight_bytes": QUANTIZATIONS[quantization].weight_bytes}
     if kv_cache_dtype != "auto":
         update["kv_cache_bytes"] = KV_CACHE_DTYPE_BYTES[kv_cache_dtype]
+    if state_dtype != "auto" and model.num_linear_layers:
+        update["linear_state_bytes"] = STATE_DTYPE_BYTES[state_dtype]
     return ModelSpec.model_validate(model.model_dump() | update) if update else model
 
 
@@ -113,6 +117,7 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
         resolve_model(g.model if g.model is not None else cfg.model, base_dir),
         g.quantization if g.quantization is not None else cfg.quantization,
         kv.dtype,
+        kv.mamba_ssm_dtype,
     )
     hardware = resolve_hardware(g.hardware if g.hardware is not None else cfg.hardware, base_dir)
     par = g.parallelism or cfg.parallelism
@@ -159,6 +164,14 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
             extra_weight_bytes=_proposer_weight_bytes(cfg, proposer),
             extra_kv_bytes_per_token=proposer.kv_bytes_per_token_per_gpu(par.tp) if proposer is not None else 0.0,
             dp_attention=dp,
+        )
+        if memory.state_slots is not None and "max_mamba_cache_size" in type(policy).model_fields:
+            # SGLang's state pool caps its running requests (a hybrid linear-attention model)
+            policy = policy.model_copy(update={"max_mamba_cache_size": memory.state_slots})
+    if model.num_linear_layers and kv.prefix_caching:
+        raise ValueError(
+            f"group {name}: kv_cache.prefix_caching with {model.name}, a hybrid linear-attention model, is not "
+            "modelled (its recurrent state would be cached per prefix); turn it off"
         )
     # each attention-DP rank has a pool of the per-GPU plan's blocks
     num_blocks = kv.num_blocks if memory is None else memory.num_blocks * dp
@@ -234,7 +247,7 @@ def _plan_memory(
             pp,
             chunked_prefill_size=sglang_chunked_prefill_size(hardware.memory_bytes) if chunk is None else chunk,
             mem_fraction_static=kv.mem_fraction_static,
-            **present("max_prefill_tokens", "max_running_requests"),
+            **present("max_prefill_tokens", "max_running_requests", "max_mamba_cache_size"),
             **measured,
         )
     if engine == "trtllm":
@@ -246,10 +259,13 @@ def _plan_memory(
             kv.free_gpu_memory_fraction,
             reserve_bytes,
             pp,
-            **present("max_num_tokens"),
+            **present("max_num_tokens", "max_batch_size"),
             **measured,
         )
-    return plan_memory(model, hardware, tp, kv.block_size, kv.gpu_memory_utilization, reserve_bytes, pp, **measured)
+    max_seqs = getattr(policy, "max_num_seqs", None) or getattr(policy, "max_batch_size", None)
+    return plan_memory(
+        model, hardware, tp, kv.block_size, kv.gpu_memory_utilization, reserve_bytes, pp, **measured, max_seqs=max_seqs
+    )
 
 
 def _cpu_overlap(params: Any) -> bool:

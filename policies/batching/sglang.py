@@ -112,6 +112,14 @@ class SglangParams(BaseModel):
     max_running_requests: int | None = Field(
         None, ge=1, description="Most requests running at once; None: SGLang's rule from the KV pool size."
     )
+    max_mamba_cache_size: int | None = Field(
+        None,
+        ge=1,
+        description="A hybrid linear-attention model's recurrent-state slots (SGLang's MambaPool), which cap the "
+        "running requests; None: sized from memory (max_running_requests where given, else SGLang's "
+        "mamba_full_memory_ratio 0.9 share of the static pool the weights leave: simulator/kv/memory.py). Read "
+        "only for a model with linear-attention layers.",
+    )
     chunked_prefill_size: int | None = Field(
         None,
         ge=-1,
@@ -200,6 +208,7 @@ class SglangPolicy:
         self.chunked_prefill_size: int | None = size if size > 0 else None
         self.max_prefill_tokens = params.max_prefill_tokens
         self.max_running_requests = params.max_running_requests
+        self.max_mamba_cache_size = params.max_mamba_cache_size
         self.lpm = params.schedule_policy == "lpm"
         self.mixed = params.enable_mixed_chunk
         self.init_new_token_ratio = min(params.init_new_token_ratio * params.schedule_conservativeness, 1.0)
@@ -240,10 +249,17 @@ class SglangPolicy:
 
     def max_running(self, view: ReplicaView) -> int:
         if self.max_running_requests is not None:
-            return self.max_running_requests
-        pool = view.num_total_blocks * view.block_size
-        req_pool = min(max(int(pool / max(view.max_model_len, 1) * 512), 2048), 4096)
-        return max(1, min(pool // 2, req_pool))
+            limit = self.max_running_requests
+        else:
+            pool = view.num_total_blocks * view.block_size
+            req_pool = min(max(int(pool / max(view.max_model_len, 1) * 512), 2048), 4096)
+            limit = max(1, min(pool // 2, req_pool))
+        # a hybrid model's running requests each hold a state slot (ModelRunner's max_running_requests takes
+        # min(..., max_mamba_cache_size // ratio), the ratio 1 with the radix cache off; the build sets the slots
+        # only for such a model)
+        if self.max_mamba_cache_size is not None:
+            limit = min(limit, self.max_mamba_cache_size)
+        return limit
 
     def queue_order(self, view: ReplicaView) -> Sequence[RequestView]:
         waiting = view.waiting

@@ -53,7 +53,7 @@ def _hf_models(as_json: bool) -> int:
         )
     display.stdout.print(table)
     display.stdout.print(
-        f"{len(refused)} more ship but are not read (multimodal, hybrid or NVFP4/MXFP4 checkpoints; "
+        f"{len(refused)} more ship but are not read (multimodal, hybrid Mamba or NVFP4/MXFP4 checkpoints; "
         f"servesim run --model ID says why): {', '.join(refused)}"
     )
     return 0

@@ -112,14 +112,10 @@ def model_spec_from_hf_config(
         # a vision-language checkpoint (Kimi-K2.5, Llama-4...): its language model serves text prompts; the
         # vision tower's weights (under 1 % of Kimi-K2.5's) are left out
         cfg = {**{k: v for k, v in cfg.items() if k in _TOP_LEVEL_FIELDS}, **text}
-    layer_types = cfg.get("layer_types")
-    if cfg.get("linear_attn_config") is not None or (
-        isinstance(layer_types, list) and "linear_attention" in layer_types
-    ):  # Qwen3.5/3.6 (Gated DeltaNet), Kimi-K3 (KDA): a fixed recurrent state, not a KV cache, in most layers
-        field = "linear_attn_config" if cfg.get("linear_attn_config") is not None else "layer_types"
+    if cfg.get("linear_attn_config") is not None:  # Kimi-K3 (Kimi Delta Attention): not the Gated DeltaNet
         raise ValueError(
-            f"{path}: field {field!r} makes this a hybrid linear-attention model, not modelled by servesim "
-            "(its layers are full attention plus MLP)"
+            f"{path}: field 'linear_attn_config' makes this a Kimi Delta Attention model, not modelled by servesim "
+            "(it models full, sliding-window and Gated DeltaNet attention)"
         )
     if cfg.get("hybrid_override_pattern") is not None:  # Nemotron-H: Mamba, attention and MLP layers interleaved
         raise ValueError(
@@ -180,6 +176,7 @@ def model_spec_from_hf_config(
             # qk_norm_type "per_layer"; vLLM's MiniMaxText01RMSNormTP all-reduces the variance under tp)
             qk_norm_across_heads=bool(cfg.get("use_qk_norm")) and cfg.get("qk_norm_type") == "per_layer",
             **_sliding_fields(cfg, path, num_layers, need),
+            **_linear_fields(cfg, path, num_layers, need),
             **moe,
             **mla,
         )
@@ -284,6 +281,42 @@ def _sliding_fields(cfg: dict, path: Path, num_layers: int, need) -> dict:
         raise ValueError(f"{path}: field 'layer_types' must list one attention type per layer ({num_layers})")
     sliding = sum(t == "sliding_attention" for t in types)
     return {"sliding_window": need("sliding_window"), "num_sliding_layers": sliding} if sliding else {}
+
+
+def _linear_fields(cfg: dict, path: Path, num_layers: int, need) -> dict:
+    """Gated DeltaNet layers where ``layer_types`` names them "linear_attention" (Qwen3.5, Qwen3-Next): their heads,
+    the convolution's width, the recurrent state's dtype (``mamba_ssm_dtype``, float32 unless given), and the full
+    layers' output gate (``attn_output_gate``). Any other layer type besides full and sliding attention is refused."""
+    types = cfg.get("layer_types")
+    if not isinstance(types, list):
+        return {}
+    unknown = sorted({t for t in types if t not in _LAYER_TYPES})
+    if unknown:
+        raise ValueError(
+            f"{path}: field 'layer_types' names {', '.join(map(repr, unknown))}, not modelled by servesim (it models "
+            f"{', '.join(map(repr, _LAYER_TYPES))})"
+        )
+    linear = sum(t == "linear_attention" for t in types)
+    if not linear:
+        return {}
+    state = str(cfg.get("mamba_ssm_dtype") or "float32")
+    if state not in _DTYPE_BYTES:
+        raise ValueError(f"{path}: field 'mamba_ssm_dtype' {state!r} not one of {', '.join(_DTYPE_BYTES)}")
+    return {
+        "num_linear_layers": linear,
+        "linear_num_key_heads": need("linear_num_key_heads"),
+        "linear_num_value_heads": need("linear_num_value_heads"),
+        "linear_key_head_dim": need("linear_key_head_dim"),
+        "linear_value_head_dim": need("linear_value_head_dim"),
+        "linear_conv_kernel_dim": need("linear_conv_kernel_dim"),
+        "linear_state_bytes": _DTYPE_BYTES[state],
+        "attn_output_gate": bool(cfg.get("attn_output_gate", False)),
+    }
+
+
+# the layer types config.json's layer_types may name: DeepSeek-V3.2's and GLM-5's sparse layers are read from their
+# indexer's fields (_dsa_fields)
+_LAYER_TYPES = ("full_attention", "sliding_attention", "linear_attention", "deepseek_sparse_attention")
 
 
 def _dsa_fields(cfg: dict, path: Path, need) -> dict:

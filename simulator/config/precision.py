@@ -5,6 +5,7 @@ from typing import Literal
 
 # Bytes per cached K or V element of each kv_cache.dtype ("auto" keeps the model's).
 KV_CACHE_DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0}
+STATE_DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "float32": 4.0}  # a recurrent state's (--mamba-ssm-dtype)
 
 
 class Quantization:

@@ -120,6 +120,12 @@ class KvCacheConfig(_Frozen):
         description="Cached K/V dtype (vLLM's --kv-cache-dtype): auto keeps the model's kv_cache_bytes; "
         "bfloat16/float16 store 2 bytes, fp8 1 byte (twice the tokens in the same memory).",
     )
+    mamba_ssm_dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
+        "auto",
+        description="A hybrid linear-attention model's recurrent-state dtype (SGLang's and vLLM's "
+        "--mamba-ssm-dtype): auto keeps the model's linear_state_bytes (its config's mamba_ssm_dtype, float32 by "
+        "default). Read only for a model with linear-attention layers.",
+    )
     gpu_memory_utilization: float = Field(
         0.9,
         gt=0,

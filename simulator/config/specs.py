@@ -146,6 +146,35 @@ class ModelSpec(NoBoolNumbers):
         description="Of num_layers, the layers with sliding-window attention (config.json's layer_types). Both "
         "left out of the spec's dump when unset.",
     )
+    num_linear_layers: int = Field(
+        0,
+        ge=0,
+        le=MAX_DIM,
+        description="Of num_layers, the Gated DeltaNet linear-attention layers (config.json's layer_types "
+        "'linear_attention': Qwen3.5, Qwen3-Next): a fixed recurrent state per sequence instead of a KV cache, "
+        "the others full attention. 0: every layer full attention. Needs the linear_* fields below. The linear "
+        "fields are left out of the spec's dump when 0.",
+    )
+    linear_num_key_heads: PositiveInt | None = Field(None, description="Gated DeltaNet: query/key heads.")
+    linear_num_value_heads: PositiveInt | None = Field(None, description="Gated DeltaNet: value heads.")
+    linear_key_head_dim: PositiveInt | None = Field(None, description="Gated DeltaNet: width of a query/key head.")
+    linear_value_head_dim: PositiveInt | None = Field(None, description="Gated DeltaNet: width of a value head.")
+    linear_conv_kernel_dim: PositiveInt | None = Field(
+        None, description="Gated DeltaNet: width of the causal convolution over q, k and v."
+    )
+    linear_state_bytes: float = Field(
+        4.0,
+        gt=0,
+        le=8,
+        description="Gated DeltaNet: bytes per element of the recurrent state, heads x key x value a layer and "
+        "sequence (config.json's mamba_ssm_dtype, float32 by default; SGLang's and vLLM's --mamba-ssm-dtype "
+        "bfloat16 makes it 2).",
+    )
+    attn_output_gate: bool = Field(
+        False,
+        description="The full-attention layers gate their output by a sigmoid of a second query-wide projection "
+        "(Qwen3.5, Qwen3-Next's attn_output_gate: q_proj twice as wide). Left out of the spec's dump when False.",
+    )
     qk_norm_across_heads: bool = Field(
         False,
         description="Q and K are RMS-normalised over all heads at once, not per head (MiniMax-M2's qk_norm_type "
@@ -163,6 +192,11 @@ class ModelSpec(NoBoolNumbers):
             # as before these fields, so that stored points keep their keys
             if not self.qk_norm_across_heads:
                 data.pop("qk_norm_across_heads", None)
+            if not self.num_linear_layers:
+                for key in _LINEAR_FIELDS:
+                    data.pop(key, None)
+            if not self.attn_output_gate:
+                data.pop("attn_output_gate", None)
             if self.sliding_window is None and not self.num_sliding_layers:
                 data.pop("sliding_window", None)
                 data.pop("num_sliding_layers", None)
@@ -221,6 +255,25 @@ class ModelSpec(NoBoolNumbers):
             raise ValueError(f"num_sliding_layers ({self.num_sliding_layers}) exceeds num_layers ({self.num_layers})")
         if self.num_sliding_layers and self.kv_lora_rank is not None:
             raise ValueError("sliding-window layers with MLA are not modelled")
+        linear = {k: getattr(self, k) for k in _LINEAR_FIELDS if k != "linear_state_bytes"}
+        if self.num_linear_layers:
+            missing = [k for k, v in linear.items() if v is None and k != "num_linear_layers"]
+            if missing:
+                raise ValueError(f"num_linear_layers (Gated DeltaNet) needs {', '.join(missing)}")
+            if self.num_linear_layers >= self.num_layers:
+                raise ValueError(
+                    f"num_linear_layers ({self.num_linear_layers}) must be fewer than num_layers ({self.num_layers}): "
+                    "a hybrid model keeps some full-attention layers"
+                )
+            if self.kv_lora_rank is not None or self.num_sliding_layers:
+                raise ValueError("linear-attention layers beside MLA or sliding-window layers are not modelled")
+            if self.linear_num_value_heads % self.linear_num_key_heads:  # type: ignore[operator]
+                raise ValueError(
+                    f"linear_num_value_heads ({self.linear_num_value_heads}) must be a multiple of "
+                    f"linear_num_key_heads ({self.linear_num_key_heads})"
+                )
+        elif any(v is not None for k, v in linear.items() if k != "num_linear_layers"):
+            raise ValueError("the linear_* head fields describe Gated DeltaNet layers: num_linear_layers must be > 0")
         return self
 
     @property
@@ -236,6 +289,57 @@ class ModelSpec(NoBoolNumbers):
     def num_moe_layers(self) -> int:
         """Layers whose MLP is the routed one (every layer for a dense model: its one MLP)."""
         return self.num_layers - self.num_dense_layers
+
+    @property
+    def num_full_attention_layers(self) -> int:
+        """Layers with (full or sliding-window) softmax attention and a KV cache: all but the linear-attention ones."""
+        return self.num_layers - self.num_linear_layers
+
+    @property
+    def linear_key_size(self) -> int:
+        """Gated DeltaNet: width of the query (or key) projection output."""
+        assert self.linear_num_key_heads is not None and self.linear_key_head_dim is not None
+        return self.linear_num_key_heads * self.linear_key_head_dim
+
+    @property
+    def linear_value_size(self) -> int:
+        """Gated DeltaNet: width of the value projection output (and of the gate z, and of o_proj's input)."""
+        assert self.linear_num_value_heads is not None and self.linear_value_head_dim is not None
+        return self.linear_num_value_heads * self.linear_value_head_dim
+
+    def linear_in_proj_width(self) -> int:
+        """Gated DeltaNet's input projections' output width: q, k, v and the output gate z (in_proj_qkvz), and the
+        per-head beta and decay a (in_proj_ba), as Qwen3-Next's and Qwen3.5's modeling code builds them."""
+        assert self.linear_num_value_heads is not None
+        return 2 * self.linear_key_size + 2 * self.linear_value_size + 2 * self.linear_num_value_heads
+
+    def linear_attention_params_per_layer(self) -> int:
+        """Weights of one Gated DeltaNet layer: the input projections, the depthwise causal convolution over q, k
+        and v, the per-head decay (A_log, dt_bias), the gated RMSNorm over a value head, and out_proj."""
+        assert self.linear_conv_kernel_dim is not None and self.linear_num_value_heads is not None
+        assert self.linear_value_head_dim is not None
+        conv_channels = 2 * self.linear_key_size + self.linear_value_size
+        return (
+            self.hidden_size * self.linear_in_proj_width()
+            + conv_channels * self.linear_conv_kernel_dim
+            + 2 * self.linear_num_value_heads
+            + self.linear_value_head_dim
+            + self.linear_value_size * self.hidden_size
+        )
+
+    def linear_state_bytes_per_seq_per_gpu(self, tp: int) -> float:
+        """Bytes of one sequence's Gated DeltaNet state on each of ``tp`` GPUs, over all linear layers: the
+        convolution's last ``conv_kernel - 1`` inputs over q, k and v in the model dtype, and the recurrent state,
+        value heads x key dim x value dim at ``linear_state_bytes`` (SGLang's MambaPool and vLLM's MambaSpec hold
+        both, split over tp by heads). 0 without linear layers."""
+        if not self.num_linear_layers:
+            return 0.0
+        assert self.linear_conv_kernel_dim is not None and self.linear_num_value_heads is not None
+        assert self.linear_key_head_dim is not None and self.linear_value_head_dim is not None
+        conv = (self.linear_conv_kernel_dim - 1) * (2 * self.linear_key_size + self.linear_value_size) / tp
+        heads = self.linear_num_value_heads / tp
+        state = heads * self.linear_key_head_dim * self.linear_value_head_dim * self.linear_state_bytes
+        return self.num_linear_layers * (conv * UNQUANTIZED_WEIGHT_BYTES + state)
 
     @property
     def q_size(self) -> int:
@@ -298,12 +402,22 @@ class ModelSpec(NoBoolNumbers):
         return out
 
     def attention_params_per_layer(self) -> int:
+        """Weights of one full-attention layer's attention (a hybrid model's linear layers: see
+        ``linear_attention_params_per_layer``)."""
         if self.is_mla:
             return sum(self.mla_params_per_layer().values())
         h = self.hidden_size
-        params = h * (self.q_size + 2 * self.kv_size) + self.q_size * h
+        q_out = self.q_size * (2 if self.attn_output_gate else 1)
+        params = h * (q_out + 2 * self.kv_size) + self.q_size * h
         if self.qkv_bias:
-            params += self.q_size + 2 * self.kv_size
+            params += q_out + 2 * self.kv_size
+        return params
+
+    def attention_params_all_layers(self) -> int:
+        """Weights of every layer's attention: the full-attention layers' and the linear-attention layers'."""
+        params = self.num_full_attention_layers * self.attention_params_per_layer()
+        if self.num_linear_layers:
+            params += self.num_linear_layers * self.linear_attention_params_per_layer()
         return params
 
     def expert_params(self) -> int:
@@ -340,9 +454,9 @@ class ModelSpec(NoBoolNumbers):
     def num_params(self) -> int:
         """Total parameters: embeddings, decoder layers (with 2 norms each), final norm, LM head."""
         h, v = self.hidden_size, self.vocab_size
-        per_layer = self.attention_params_per_layer() + self.mlp_params_per_layer() + 2 * h
+        per_layer = self.mlp_params_per_layer() + 2 * h
         lm_head = 0 if self.tie_word_embeddings else v * h
-        total = v * h + self.num_layers * per_layer + h + lm_head
+        total = v * h + self.num_layers * per_layer + self.attention_params_all_layers() + h + lm_head
         if self.num_dense_layers:  # those layers hold a dense MLP instead of the MoE one
             total += self.num_dense_layers * (self.dense_mlp_params() - self.mlp_params_per_layer())
         return total
@@ -389,7 +503,7 @@ class ModelSpec(NoBoolNumbers):
         layers, ``VocabParallelEmbedding(use_attn_tp_group=is_dp_attention_enabled())``). The MLPs, shared and
         routed experts and the LM head stay split over the tp GPUs (SGLang's defaults ``moe_dense_tp_size`` None,
         ``enable_dp_lm_head`` False)."""
-        attention = self.num_layers * self.attention_params_per_layer() * self.dense_weight_bytes
+        attention = self.attention_params_all_layers() * self.dense_weight_bytes
         return attention + self.vocab_size * self.hidden_size * self.embedding_weight_bytes
 
     def weight_bytes_per_gpu(self, tp: int, pp: int = 1, dp_attention: int = 1) -> float:
@@ -444,6 +558,8 @@ class ModelSpec(NoBoolNumbers):
         data parallelism a token lives on one rank's tp/dp_attention GPUs, its heads split that many ways.
         """
         layers = self.layers_per_stage(pp)[0]
+        if self.num_linear_layers:  # the full-attention layers cache keys (a stage's share, rounded up)
+            layers = -(-self.num_full_attention_layers // pp)
         if self.is_mla:
             return layers * (self.mla_latent_size * self.kv_cache_bytes + self.indexer_key_bytes)
         return 2 * layers * self.kv_heads_per_gpu(tp // dp_attention) * self.head_dim * self.kv_cache_bytes
@@ -453,7 +569,19 @@ class ModelSpec(NoBoolNumbers):
         (MLA: layers x (kv_lora_rank + qk_rope_head_dim) x bytes, plus DSA's indexer key)."""
         if self.is_mla:
             return self.num_layers * (self.mla_latent_size * self.kv_cache_bytes + self.indexer_key_bytes)
-        return 2 * self.num_layers * self.kv_size * self.kv_cache_bytes
+        return 2 * self.num_full_attention_layers * self.kv_size * self.kv_cache_bytes
+
+
+# The Gated DeltaNet fields, left out of a spec's dump without linear layers (so that stored points keep their keys)
+_LINEAR_FIELDS = (
+    "num_linear_layers",
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_conv_kernel_dim",
+    "linear_state_bytes",
+)
 
 
 class HardwareSpec(NoBoolNumbers):

@@ -52,6 +52,7 @@ tensor cores only the weight bytes shrink.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from functools import partial
 from typing import Literal
@@ -60,7 +61,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from simulator.config.precision import QUANTIZATIONS
-from simulator.config.specs import HardwareSpec, ModelSpec
+from simulator.config.specs import UNQUANTIZED_WEIGHT_BYTES, HardwareSpec, ModelSpec
 from simulator.cost.collectives import AllReduceLatencyModel
 from simulator.cost.eager import eager_step_s, launched_eagerly
 from simulator.cost.moe_load import DISTRIBUTIONS, busiest_group_share, default_distribution
@@ -159,6 +160,9 @@ QK_NORM_VARIANCE_BYTES = 8
 (``ModelSpec.qk_norm_across_heads``: vLLM's ``MiniMaxText01RMSNormTP.forward_qk`` concatenates the two and
 all-reduces them once a layer)."""
 _NOT_SUMMED = frozenset(("attn_decode", "eager_host"))
+# Tokens a chunk of the chunked Gated DeltaNet kernel (FLA's chunk_gated_delta_rule, which vLLM, SGLang and
+# TensorRT-LLM run: its forward kernels' BT = 64, fla/ops/gated_delta_rule/chunk.py)
+GDN_CHUNK = 64
 # OpCost(*fields) without the named tuple's Python __new__: the same tuple, one call fewer
 _new_op = partial(tuple.__new__, OpCost)
 
@@ -276,7 +280,7 @@ class RooflineCostModel:
         # as _op(4 q ctx, kvb ctx 2 kv + 2 a n q + kvb n 2 kv, 2, attn, L), elementwise
         flops_per_ctx, rate, bw = 4 * q, self._attn_rate, self._bw
         queries, keys = 2 * a * n * q, kvb * n * 2 * kv
-        launch, layers = 2 * p.kernel_launch_s, m.num_layers
+        launch, layers = 2 * p.kernel_launch_s, m.num_full_attention_layers
         if len(context_tokens) <= 32:  # numpy pays off beyond about 30 steps
             gpu = [
                 (max(flops_per_ctx * c / rate, (kvb * c * 2 * kv + queries + keys) / bw) + launch) * layers + fixed
@@ -332,6 +336,7 @@ class RooflineCostModel:
         m, p = self.model, self.params
         a, w = p.activation_bytes, m.dense_weight_bytes  # attention's linears
         h, q, kv, L = m.hidden_size, self._q, self._kv, m.num_layers
+        Lf = m.num_full_attention_layers  # the layers with softmax attention (all but Gated DeltaNet's)
         T = self.linear_rows(shape)
         S = shape.num_sampled_tokens
         gemm = self._gemm_rate
@@ -341,14 +346,16 @@ class RooflineCostModel:
             if self._is_mla:
                 ops["qkv_proj"] = self._mla_qkv(T)
             else:
-                qkv_out = q + 2 * kv
+                qkv_out = q * (2 if m.attn_output_gate else 1) + 2 * kv  # the output gate: a second query's width
                 ops["qkv_proj"] = self._op(
                     2 * T * h * qkv_out,
                     w * h * qkv_out + a * T * (h + qkv_out) + 2 * a * T * (q + kv),  # + rotary
                     2,
                     gemm,
-                    L,
+                    Lf,
                 )
+            if m.num_linear_layers:
+                ops.update(self._linear_proj_ops(T))
         if self._is_mla:
             if shape.prefill_new_tokens:
                 ops["attn_prefill"] = self._mla_prefill(shape.prefill_new_tokens, shape.prefill_cached_tokens)
@@ -359,16 +366,18 @@ class RooflineCostModel:
             if m.num_sliding_layers:
                 ops["attn_prefill"] = self._windowed_prefill(new, cached)
             else:
-                ops["attn_prefill"] = self._gqa_prefill(new, cached, None, L)
+                ops["attn_prefill"] = self._gqa_prefill(new, cached, None, Lf)
         if shape.num_decode_seqs and not self._is_mla:
             n, ctx = shape.num_decode_seqs, shape.decode_context_tokens
             if m.num_sliding_layers:
                 ops["attn_decode"] = self._windowed_decode(n, ctx)
             else:
-                ops["attn_decode"] = self._gqa_decode(n, ctx, L)
+                ops["attn_decode"] = self._gqa_decode(n, ctx, Lf)
+        if m.num_linear_layers and (shape.prefill_new_tokens or shape.num_decode_seqs):
+            ops["attn_linear"] = self.linear_attention(shape.prefill_new_tokens, shape.num_decode_seqs)
         if T:
             o = self._o
-            ops["o_proj"] = self._op(2 * T * o * h, w * o * h + a * T * (o + h), 1, gemm, L)
+            ops["o_proj"] = self._op(2 * T * o * h, w * o * h + a * T * (o + h), 1, gemm, Lf)
             self._mlp_ops(T, ops)
             ops["norm"] = self._op(10 * T * h, 8 * a * T * h, 2, gemm, L)
             if self.tp > 1:
@@ -560,6 +569,73 @@ class RooflineCostModel:
             + m.indexer_key_bytes * (keys + queries)  # DSA: the indexer's keys read and the new ones written
         )
         return self._op(flops, nbytes, 3 + 2 * m.is_dsa, self._attn_rate, m.num_layers)
+
+    def _linear_proj_ops(self, T: int) -> dict[str, OpCost]:
+        """The Gated DeltaNet layers' projections at ``T`` rows: in_proj (q, k, v, the gate z, beta and the decay;
+        ``ModelSpec.linear_in_proj_width``) and out_proj, each split over tp by heads."""
+        m, p = self.model, self.params
+        a, w, h, tp = p.activation_bytes, m.dense_weight_bytes, m.hidden_size, self.tp
+        n_in, n_out = m.linear_in_proj_width() / tp, m.linear_value_size / tp
+        layers = m.num_linear_layers
+        return {
+            "linear_in_proj": self._op(2 * T * h * n_in, w * h * n_in + a * T * (h + n_in), 1, self._gemm_rate, layers),
+            "linear_out_proj": self._op(
+                2 * T * n_out * h, w * n_out * h + a * T * (n_out + h), 1, self._gemm_rate, layers
+            ),
+        }
+
+    def linear_attention(self, new: Sequence[int], num_decode_seqs: int) -> OpCost:
+        """The Gated DeltaNet kernels of a step over its linear layers: each prompt chunk's convolution and chunked
+        delta rule, and each decoding sequence's convolution update and recurrent step."""
+        m = self.model
+        out = None
+        if new:
+            out = self._op(*self.gdn_prefill_work(len(new), sum(new) / len(new)), self._attn_rate, m.num_linear_layers)
+        if num_decode_seqs:
+            decode = self._op(*self.gdn_decode_work(num_decode_seqs), self._attn_rate, m.num_linear_layers)
+            out = decode if out is None else _sum_ops(out, decode)
+        assert out is not None
+        return out
+
+    def _gdn_sizes(self) -> tuple[float, float, float, float]:
+        """Per GPU: value heads, the recurrent state's elements a sequence, the convolution's channels (q, k, v),
+        and each key and value head's width product (the state of one head)."""
+        m, tp = self.model, self.tp
+        assert m.linear_num_value_heads is not None and m.linear_key_head_dim is not None
+        assert m.linear_value_head_dim is not None
+        heads = m.linear_num_value_heads / tp
+        per_head = m.linear_key_head_dim * m.linear_value_head_dim
+        channels = (2 * m.linear_key_size + m.linear_value_size) / tp
+        return heads, heads * per_head, channels, per_head
+
+    def gdn_decode_work(self, num_seqs: float) -> tuple[float, float, float]:
+        """One linear layer's decode step of ``num_seqs`` sequences: (FLOPs, bytes, kernels). Each sequence's
+        state is read and written once (the recurrent step: decay, the delta rule's rank-one update, the output
+        read, about 6 FLOPs a state element), its convolution window read and shifted, q, k, v read and the output
+        written."""
+        m, a = self.model, self.params.activation_bytes
+        assert m.linear_conv_kernel_dim is not None
+        heads, state, channels, _ = self._gdn_sizes()
+        conv = (m.linear_conv_kernel_dim - 1) * channels * UNQUANTIZED_WEIGHT_BYTES
+        per_seq = 2 * state * m.linear_state_bytes + 2 * conv + a * (channels + heads * m.linear_value_head_dim)
+        return 6 * state * num_seqs, per_seq * num_seqs, 2
+
+    def gdn_prefill_work(self, num_seqs: float, tokens_per_seq: float) -> tuple[float, float, float]:
+        """One linear layer's prefill of ``num_seqs`` prompts of ``tokens_per_seq`` tokens: (FLOPs, bytes,
+        kernels). The chunked delta rule (FLA's chunk_gated_delta_rule, chunks of ``GDN_CHUNK`` tokens) per value
+        head and chunk of C tokens: K K^T, the WY transform of keys and values and Q K^T (about 3 C^2 dk + 2 C^2
+        dv multiply-adds), then the state's update and read (2 C dk dv); the state kept at every chunk's start;
+        q, k, v read and the output written once. Convolution: the channels' K taps a token."""
+        m, a = self.model, self.params.activation_bytes
+        assert m.linear_key_head_dim is not None and m.linear_value_head_dim is not None
+        assert m.linear_conv_kernel_dim is not None
+        heads, state, channels, per_head = self._gdn_sizes()
+        C, dk, dv = GDN_CHUNK, m.linear_key_head_dim, m.linear_value_head_dim
+        tokens = num_seqs * tokens_per_seq
+        per_token = heads * 2 * (3 * C * dk + 2 * C * dv + 2 * per_head) + 2 * m.linear_conv_kernel_dim * channels
+        chunks = num_seqs * math.ceil(tokens_per_seq / C)
+        nbytes = tokens * a * (2 * channels + heads * dv) + chunks * state * 4 + 2 * num_seqs * state * 4
+        return per_token * tokens, nbytes, 7
 
     def _gqa_decode(self, num_seqs: int, context_tokens: int, layers: int) -> OpCost:
         """Decode attention (GQA/MHA) over ``layers`` layers: every key of ``context_tokens`` read once."""

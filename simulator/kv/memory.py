@@ -44,6 +44,11 @@ DP rank."""
 SGLANG_DP_LARGE_BS = 300
 SGLANG_DP_LARGE_GRAPH_MIB_PER_BS = 1.5
 """``if max_bs > 300: += max_bs * dp_size * 1.5``: more again for large decode graphs under DP attention."""
+SGLANG_MAMBA_FULL_MEMORY_RATIO = 0.9
+"""SGLang's ``--mamba-full-memory-ratio`` default (``ServerArgs.mamba_full_memory_ratio``, sglang 0.5.9 and 0.5.10):
+a hybrid linear-attention model's state pool takes ``ratio / (1 + ratio)`` of the memory the weights leave in the
+static pool, the full-attention KV cache the rest (``handle_max_mamba_cache``,
+``model_runner_kv_cache_mixin.py``)."""
 SGLANG_FLOOR_ABOVE_MIB = 60 * 1024
 SGLANG_RESERVE_FLOOR_MIB = 10 * 1024
 """``if gpu_mem > 60 * 1024: reserved_mem = max(reserved_mem, 10 * 1024)``: at least 10 GiB on large GPUs."""
@@ -63,6 +68,11 @@ class MemoryPlan:
     kv_bytes: float
     block_bytes: float
     num_blocks: int
+    # a hybrid linear-attention model's recurrent states: the sequences the engine holds them for (SGLang's
+    # MambaPool slots, sized apart from the KV blocks; vLLM and TensorRT-LLM: its most running sequences) and the
+    # bytes they take per GPU (in reserve_bytes); None and 0 for a model without linear layers
+    state_slots: int | None = None
+    state_bytes: float = 0.0
 
 
 def default_reserve_bytes(model: ModelSpec, tp: int, max_batched_tokens: int = 8192, max_seqs: int = 256) -> float:
@@ -151,6 +161,7 @@ def plan_memory(
     extra_weight_bytes: float = 0.0,
     extra_kv_bytes_per_token: float = 0.0,
     dp_attention: int = 1,
+    max_seqs: int | None = None,
 ) -> MemoryPlan:
     """vLLM's KV blocks per replica: (memory x gpu_memory_utilization - weights/(tp pp) - reserve) / bytes per block.
 
@@ -171,6 +182,11 @@ def plan_memory(
     parallelism): each GPU holds the attention group's weights split tp/dp_attention ways and only its
     rank's KV, so the blocks are one rank's pool (each of the dp_attention ranks has its own). Raises
     ValueError with the figures when the weights do not leave room for one block.
+
+    A hybrid linear-attention model's recurrent states (``ModelSpec.linear_state_bytes_per_seq_per_gpu``) come
+    from the same pool in vLLM (a ``MambaSpec`` KV-cache group, one block a sequence, its page padded to the
+    attention layers'; ``vllm/v1/core/kv_cache_utils.py``): they are set aside for ``max_seqs`` sequences (the
+    policy's max_num_seqs), the most that run at once.
     """
     g = _per_gpu(
         model,
@@ -186,11 +202,49 @@ def plan_memory(
     )
     usable = g.device_bytes * gpu_memory_utilization
     reserve = default_reserve_bytes(model, tp) if reserve_bytes is None else reserve_bytes
+    slots, state = _states(model, tp, dp_attention, max_seqs, "max_num_seqs")
     budget = (
-        f"weights take {g.weight_bytes / GIB:,.1f} GiB per GPU and the reserve {reserve / GIB:,.1f} GiB, of "
-        f"{usable / GIB:,.1f} GiB usable (memory x gpu_memory_utilization)"
+        f"weights take {g.weight_bytes / GIB:,.1f} GiB per GPU and the reserve {reserve / GIB:,.1f} GiB"
+        f"{_states_note(slots, state)}, of {usable / GIB:,.1f} GiB usable (memory x gpu_memory_utilization)"
     )
-    return _plan(g, usable, reserve, usable - g.weight_bytes - reserve, budget, " (vLLM's default is 16)")
+    plan = _plan(
+        g, usable, reserve + state, usable - g.weight_bytes - reserve - state, budget, " (vLLM's default is 16)"
+    )
+    return _with_states(plan, slots, state)
+
+
+def _states(
+    model: ModelSpec, tp: int, dp_attention: int, max_seqs: int | None, setting: str
+) -> tuple[int | None, float]:
+    """A hybrid model's state slots and their bytes per GPU when set aside for ``max_seqs`` sequences (vLLM,
+    TensorRT-LLM); (None, 0) without linear layers. ValueError where the engine's cap is unknown."""
+    per_seq = model.linear_state_bytes_per_seq_per_gpu(tp // dp_attention)
+    if not per_seq:
+        return None, 0.0
+    if max_seqs is None:
+        raise ValueError(
+            f"{model.name} keeps a recurrent state per sequence: the policy's {setting} must be known to size them"
+        )
+    return max_seqs, max_seqs * per_seq
+
+
+def _states_note(slots: int | None, state: float) -> str:
+    return "" if slots is None else f", the recurrent states of {slots:,} sequences {state / GIB:,.1f} GiB"
+
+
+def _with_states(plan: MemoryPlan, slots: int | None, state: float) -> MemoryPlan:
+    if slots is None:
+        return plan
+    return MemoryPlan(
+        plan.usable_bytes,
+        plan.weight_bytes,
+        plan.reserve_bytes,
+        plan.kv_bytes,
+        plan.block_bytes,
+        plan.num_blocks,
+        slots,
+        state,
+    )
 
 
 def sglang_decode_graph_max_bs(gpu_memory_mib: float, tp: int) -> int:
@@ -280,6 +334,7 @@ def plan_sglang_memory(
     extra_weight_bytes: float = 0.0,
     extra_kv_bytes_per_token: float = 0.0,
     dp_attention: int = 1,
+    max_mamba_cache_size: int | None = None,
 ) -> MemoryPlan:
     """SGLang's KV blocks per replica: (memory x mem_fraction_static - weights/(tp pp)) / bytes per block.
 
@@ -291,6 +346,12 @@ def plan_sglang_memory(
     graphs live in the rest, so no reserve is subtracted. ``mem_fraction_static`` None: SGLang's default
     (``sglang_mem_fraction_static``; ``max_prefill_tokens`` defaults to SGLang's 16384, ``ServerArgs``).
     Arguments otherwise as ``plan_memory``'s; ValueError with the figures when not one block fits.
+
+    A hybrid linear-attention model's recurrent states live in a pool of their own, carved out first
+    (``handle_max_mamba_cache``, ``model_runner_kv_cache_mixin.py``, sglang 0.5.9 and 0.5.10): its slots are
+    ``max_mamba_cache_size`` when given, else ``max_running_requests`` when given (the radix cache off, as
+    servesim's SGLang runs it), else ``SGLANG_MAMBA_FULL_MEMORY_RATIO / (1 + ratio)`` of what the weights leave,
+    divided by one sequence's state; the KV cache takes the rest. ``state_slots`` caps the running requests.
     """
     g = _per_gpu(
         model,
@@ -317,11 +378,26 @@ def plan_sglang_memory(
             dp_attention=dp_attention,
         )
     usable = g.device_bytes * fraction
+    rest = usable - g.weight_bytes
+    per_seq = model.linear_state_bytes_per_seq_per_gpu(tp // dp_attention)
+    slots: int | None = None
+    state = 0.0
+    if per_seq:
+        slots = max_mamba_cache_size or max_running_requests
+        if slots is None:
+            share = rest * SGLANG_MAMBA_FULL_MEMORY_RATIO / (1 + SGLANG_MAMBA_FULL_MEMORY_RATIO)
+            slots = max(int(share // per_seq), 0)
+        state = slots * per_seq
     budget = (
-        f"weights take {g.weight_bytes / GIB:,.1f} GiB per GPU of the {usable / GIB:,.1f} GiB static pool "
-        f"(memory x mem_fraction_static {fraction:g})"
+        f"weights take {g.weight_bytes / GIB:,.1f} GiB per GPU{_states_note(slots, state)} of the "
+        f"{usable / GIB:,.1f} GiB static pool (memory x mem_fraction_static {fraction:g})"
     )
-    return _plan(g, usable, 0.0, usable - g.weight_bytes, budget, "")
+    if slots == 0:
+        raise ValueError(
+            f"{model.name} does not fit {g.layout}: {budget}, which leaves no room for one sequence's recurrent "
+            f"state ({per_seq / GIB:,.3g} GiB)"
+        )
+    return _with_states(_plan(g, usable, state, rest - state, budget, ""), slots, state)
 
 
 def plan_trtllm_memory(
@@ -339,6 +415,7 @@ def plan_trtllm_memory(
     extra_weight_bytes: float = 0.0,
     extra_kv_bytes_per_token: float = 0.0,
     dp_attention: int = 1,
+    max_batch_size: int | None = None,
 ) -> MemoryPlan:
     """TensorRT-LLM's KV blocks per replica: free_gpu_memory_fraction x (memory - weights/(tp pp) - reserve).
 
@@ -348,7 +425,9 @@ def plan_trtllm_memory(
     NCCL, CUDA graphs). The reserve is servesim's estimate of the activations and runtime for a
     ``max_num_tokens`` step (``default_reserve_bytes``; 8192 is TensorRT-LLM's default, ``BaseLlmArgs``) unless
     given. ``free_gpu_memory_fraction`` None: TensorRT-LLM's 0.9. Arguments otherwise as ``plan_memory``'s;
-    ValueError with the figures when not one block fits.
+    ValueError with the figures when not one block fits. A hybrid linear-attention model's recurrent states are
+    set aside for ``max_batch_size`` sequences first (TensorRT-LLM's ``MambaHybridCacheManager`` holds one state
+    per request of the batch, ``tensorrt_llm/_torch/pyexecutor/mamba_cache_manager.py``).
     """
     g = _per_gpu(
         model,
@@ -364,13 +443,16 @@ def plan_trtllm_memory(
     )
     fraction = TRTLLM_FREE_GPU_MEMORY_FRACTION if free_gpu_memory_fraction is None else free_gpu_memory_fraction
     reserve = default_reserve_bytes(model, tp, max_num_tokens) if reserve_bytes is None else reserve_bytes
+    slots, state = _states(model, tp, dp_attention, max_batch_size, "max_batch_size")
+    reserve += state
     free = g.device_bytes - g.weight_bytes - reserve
     kv_bytes = free * fraction
     budget = (
-        f"weights take {g.weight_bytes / GIB:,.1f} GiB per GPU and the reserve {reserve / GIB:,.1f} GiB of "
-        f"{g.device_bytes / GIB:,.1f} GiB, leaving {free / GIB:,.1f} GiB free (KV: free_gpu_memory_fraction "
-        f"{fraction:g} of it)"
+        f"weights take {g.weight_bytes / GIB:,.1f} GiB per GPU and the reserve {reserve / GIB:,.1f} GiB"
+        f"{_states_note(slots, state)} of {g.device_bytes / GIB:,.1f} GiB, leaving {free / GIB:,.1f} GiB free "
+        f"(KV: free_gpu_memory_fraction {fraction:g} of it)"
     )
-    return _plan(
+    plan = _plan(
         g, g.weight_bytes + reserve + kv_bytes, reserve, kv_bytes, budget, " (TensorRT-LLM's tokens_per_block is 32)"
     )
+    return _with_states(plan, slots, state)

@@ -262,6 +262,17 @@ REQUIRED_COLUMNS = {
         "num_tokens",
     ),
     "moe_a2a_perf.parquet": ("latency", "phase", "hidden_size", "topk", "num_experts", "ep_size", "num_tokens"),
+    "gdn_perf.parquet": (
+        *_COMMON,
+        "phase",
+        "batch_size",
+        "seq_len",
+        "d_model",
+        "num_k_heads",
+        "head_k_dim",
+        "num_v_heads",
+        "head_v_dim",
+    ),
 }
 for _phase in ("context", "generation"):  # SGLang's DeepEP MoE layer: the fused MoE table's columns
     REQUIRED_COLUMNS[f"wideep_{_phase}_moe_perf.parquet"] = REQUIRED_COLUMNS["moe_perf.parquet"]
@@ -668,10 +679,62 @@ def _all_to_all(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]
         out[key] = np.stack([part.index.to_numpy(np.float64), part.to_numpy(np.float64) * 1e-3]).astype(np.float32)
 
 
+# The Gated DeltaNet kernels a layer runs, by phase: the causal convolution over q, k and v, then the delta rule
+# (chunked over a prompt; one recurrent step a token in decode). aiconfigurator's collector times each apart
+# (collector/*/collect_gdn.py), per GPU's heads.
+GDN_KERNELS = {
+    "context": (("causal_conv1d_fn",), ("chunk_gated_delta_rule", "chunk_gated_delta_rule_flashinfer")),
+    "generation": (
+        ("causal_conv1d_update",),
+        ("fused_recurrent_gated_delta_rule_packed_decode", "fused_recurrent_gated_delta_rule"),
+    ),
+}
+
+
+def _gdn(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:
+    """One Gated DeltaNet layer's kernels (convolution plus delta rule) per head layout: prefill on the batch x
+    prompt-length grid (``gdn_prefill/<nk>/<dk>/<nv>/<dv>``), decode against the batch (a [batch, ms] curve,
+    ``gdn_decode/...``). Where the engine measured a kernel more than one way the first named in ``GDN_KERNELS``
+    is read; the layouts of several models (their ``d_model``) are averaged, the kernels not reading it."""
+    table = sel.table("linear_attention", "gdn_perf.parquet")
+    frame = _read(table)
+    if frame is None:
+        return
+    assert table is not None
+    frame = frame[frame.latency > 0]
+    layout = ["num_k_heads", "head_k_dim", "num_v_heads", "head_v_dim"]
+    kernels: set[str] = set()
+    for keys, shape in frame.groupby(layout):
+        name = "/".join(map(str, keys))
+        for phase, stages in GDN_KERNELS.items():
+            part = shape[shape.phase == phase]
+            total = None
+            for names in stages:
+                kernel = next((k for k in names if (part.kernel_source == k).any()), None)
+                if kernel is None:
+                    total = None
+                    break
+                kernels.add(kernel)
+                axes = ["batch_size", "seq_len"] if phase == "context" else ["batch_size"]
+                times = part[part.kernel_source == kernel].groupby(axes).latency.mean()
+                total = times if total is None else total + times  # NaN where one kernel was not run at a cell
+            if total is None or total.dropna().empty:
+                continue
+            total = total.dropna()
+            if phase == "context":
+                _batch_length_grid(out, f"gdn_prefill/{name}", total.reset_index(), "seq_len")
+            elif len(total) >= 2:
+                out[f"gdn_decode/{name}"] = np.stack(
+                    [total.index.to_numpy(np.float64), total.to_numpy(np.float64)]
+                ).astype(np.float32)
+    if kernels:
+        meta["gdn"] = f"{table.describe()}, {', '.join(sorted(kernels))}"
+
+
 def convert(sel: Selection) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Every array the silicon model reads from ``sel``, and where each group of them came from."""
     out: dict[str, np.ndarray] = {}
     meta: dict[str, str] = {}
-    for part in (_gemm, _attention, _mla, _dsa, _all_reduce, _moe, _wide_ep_moe, _all_to_all):
+    for part in (_gemm, _attention, _mla, _dsa, _all_reduce, _moe, _wide_ep_moe, _all_to_all, _gdn):
         part(sel, out, meta)
     return out, meta

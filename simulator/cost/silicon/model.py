@@ -301,6 +301,16 @@ class SiliconCostModel:
         self._module_family = f"dsa@{dsa_architecture(m)}_" if m.is_dsa else "mla_"
         self._decode_roof, self._prefill_roof = self._decode_roofline, self._prefill_roofline
         self._mlp_extra = bool(m.num_shared_experts or m.num_dense_layers)  # MLP parts besides the routed one
+        self._gdn: tuple[AttentionTable, Curve] | None = None  # a hybrid model's Gated DeltaNet kernels, measured
+        # the layers each per-layer GEMM runs on (the rest: every layer)
+        self._op_layers = {
+            "lm_head": 1,
+            "moe_router": m.num_moe_layers,
+            "qkv_proj": m.num_full_attention_layers,
+            "o_proj": m.num_full_attention_layers,
+            "linear_in_proj": m.num_linear_layers,
+            "linear_out_proj": m.num_linear_layers,
+        }
         self._is_mla = m.is_mla
         if self.tables is not None:
             self._load()
@@ -308,7 +318,9 @@ class SiliconCostModel:
         self._memo: dict[BatchShape, StepTime] = {}
         # step_time's parts (_step_parts): by (rows, has a prefill) the linear ops, by sampled rows the LM head, by
         # chunks prefill attention; with the lookups each counts
-        self._fast = pp == 1 and self._prefill is not None and self._decode is not None
+        # (a hybrid model's Gated DeltaNet kernels depend on the step's chunks and decode count, which the parts do
+        # not key: its steps are priced whole, memoized by shape)
+        self._fast = pp == 1 and self._prefill is not None and self._decode is not None and not m.num_linear_layers
         self._rows_memo: dict[tuple[int, bool], tuple[float, tuple[float, ...], int, tuple[str, ...], tuple[str, ...]]]
         self._rows_memo = {}
         self._lm_memo: dict[int, tuple[float, int, tuple[str, ...]]] = {}
@@ -336,7 +348,11 @@ class SiliconCostModel:
         up = 2 if m.gated_mlp else 1
         shapes = {"o_proj": (m.hidden_size, m.attn_out_size // tp)}
         if not m.is_mla:  # MLA's several projections before attention: the roofline (no table lookup)
-            shapes = {"qkv_proj": (self._q + 2 * self._kv, m.hidden_size)} | shapes
+            q_out = self._q * (2 if m.attn_output_gate else 1)  # the output gate's second query width
+            shapes = {"qkv_proj": (q_out + 2 * self._kv, m.hidden_size)} | shapes
+        if m.num_linear_layers:  # Gated DeltaNet's projections, split over tp by heads
+            shapes["linear_in_proj"] = (m.linear_in_proj_width() / tp, m.hidden_size)
+            shapes["linear_out_proj"] = (m.hidden_size, m.linear_value_size / tp)
         if not m.is_moe:
             shapes["mlp_gate_up"] = (up * m.intermediate_size / tp, m.hidden_size)
             shapes["mlp_down"] = (m.hidden_size, m.intermediate_size / tp)
@@ -369,6 +385,16 @@ class SiliconCostModel:
                 self._decode, self._prefill, self._mla_module = decode, prefill, True
                 self._decode_roof, self._prefill_roof = self._mla_decode_roofline, self._mla_prefill_roofline
                 self._gemm.pop("o_proj", None)
+        if m.num_linear_layers:
+            assert m.linear_num_key_heads is not None and m.linear_num_value_heads is not None
+            assert m.linear_key_head_dim is not None and m.linear_value_head_dim is not None
+            if not (m.linear_num_key_heads % tp or m.linear_num_value_heads % tp):
+                self._gdn = t.gdn(
+                    m.linear_num_key_heads // tp,
+                    m.linear_key_head_dim,
+                    m.linear_num_value_heads // tp,
+                    m.linear_value_head_dim,
+                )
         if m.is_moe:
             dist = self.params.roofline.distribution_for(m)
             # the table's moe_tp x moe_ep layout: the routed experts over ep groups of tp/ep GPUs
@@ -580,7 +606,7 @@ class SiliconCostModel:
             cpu = ops.pop("cpu_overhead").seconds if self.roofline.cpu_overlap else None
             memo = self._decode_fixed[n] = (_total(ops), cpu)
         fixed, cpu = memo
-        layers = m.num_layers
+        layers = m.num_full_attention_layers
         per_layer, anchored_steps = self._decode_attention_steps(n, context_tokens)
         if window is not None:  # _windowed_decode's sum: the full layers, then the sliding ones (none anchored)
             sliding = m.num_sliding_layers
@@ -602,7 +628,11 @@ class SiliconCostModel:
             return {}
         src = self.tables.sources
         gemm_group = f"gemm/{self._gemm_dtype}"
-        groups = dict.fromkeys(("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down"), gemm_group)
+        groups = dict.fromkeys(
+            ("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down", "linear_in_proj", "linear_out_proj"), gemm_group
+        )
+        if self._gdn is not None:
+            groups["attn_linear"] = "gdn"
         groups |= {
             "lm_head": "gemm/bf16",
             "moe_router": "gemm/bf16",
@@ -668,7 +698,7 @@ class SiliconCostModel:
                 if name == "qkv_proj":  # the rotary embedding of q and k: memory-bound, by the roofline
                     per += self._rope_s(rows)
                     source += " GEMM + roofline rotary"
-                seconds = per * (1 if name == "lm_head" else self.model.num_moe_layers if name == "moe_router" else L)
+                seconds = per * self._op_layers.get(name, L)
             elif name in MLP_OPS and (self._moe is not None or self._moe_deepep or self._mlp_extra):
                 if moe is None:
                     moe = self._mlp_split(rows, bool(shape.prefill_new_tokens))
@@ -680,6 +710,8 @@ class SiliconCostModel:
                 )
             elif name == "attn_prefill" and self._prefill is not None:
                 seconds, source = self._prefill_total(shape.prefill_new_tokens, shape.prefill_cached_tokens)
+            elif name == "attn_linear" and self._gdn is not None:
+                seconds, source = self._linear_attention(shape.prefill_new_tokens, shape.num_decode_seqs)
             elif name == "all_to_all" and self._all_to_all is not None:
                 seconds, source = self._all_to_all_lookup(rows)
             elif name == "all_reduce" and self._all_reduce is not None:
@@ -875,14 +907,14 @@ class SiliconCostModel:
         if self.model.num_sliding_layers:
             return self._windowed_decode(num_seqs, context_tokens)
         per, anchored = self._decode_attention(num_seqs, context_tokens)
-        return per * self.model.num_layers, anchored
+        return per * self.model.num_full_attention_layers, anchored
 
     def _prefill_total(self, new: Sequence[int], cached: Sequence[int]) -> tuple[float, str]:
         """Prefill attention over all layers (a sliding-window layer's at its window), and the full layers' source."""
         m = self.model
         per, source = self._prefill_attention(new, cached)
         if not m.num_sliding_layers:
-            return per * m.num_layers, source
+            return per * m.num_full_attention_layers, source
         window = self._prefill_attention(new, cached, m.sliding_window)[0]
         sliding = m.num_sliding_layers
         return per * (m.num_layers - sliding) + window * sliding, source
@@ -929,6 +961,44 @@ class SiliconCostModel:
         if how != "measured" and not source.startswith("roofline"):
             source = f"{source}, {how}"
         return t, source
+
+    def _linear_attention(self, new: Sequence[int], num_decode_seqs: int) -> tuple[float, str]:
+        """The Gated DeltaNet kernels of a step over the linear layers, from the measured tables: the prompt chunks
+        as one varlen call at (chunks, mean chunk length) (the chunked kernel's work grows with the tokens, not
+        their pairs), the decoding sequences at their count; the roofline anchored outside the grid."""
+        assert self._gdn is not None
+        prefill, decode = self._gdn
+        r = self.roofline
+        seconds, sources = 0.0, []
+        if new:
+
+            def roof(b: float, length: float) -> float:
+                flops, nbytes, kernels = r.gdn_prefill_work(b, length)
+                return max(flops / self._attn_rate, nbytes / self._bw) + kernels * self.params.roofline.kernel_launch_s
+
+            t, source = self._table_lookup(prefill, len(new), sum(new) / len(new), roof)
+            seconds += t
+            sources.append(f"prefill {source}")
+        if num_decode_seqs:
+            n = float(num_decode_seqs)
+            nc = decode.clamp(n)
+            t = decode(nc)
+            assert t is not None
+            if nc != n:
+                flops, nbytes, kernels = r.gdn_decode_work(n)
+                lo_flops, lo_bytes, _ = r.gdn_decode_work(nc)
+                launch = kernels * self.params.roofline.kernel_launch_s
+                t *= (max(flops / self._attn_rate, nbytes / self._bw) + launch) / (
+                    max(lo_flops / self._attn_rate, lo_bytes / self._bw) + launch
+                )
+                sources.append(f"decode roofline anchored at batch {nc:g}")
+            else:
+                sources.append("decode measured" if n in decode.xs else "decode interpolated")
+            seconds += t
+        source = ", ".join(sources)
+        if "roofline" in source:  # a fallback (the op's source starts so)
+            source = "roofline anchored: " + source
+        return seconds * self.model.num_linear_layers, source
 
     def _mla_o_proj_s(self, T: int) -> float:
         r, m, p = self.roofline, self.model, self.params.roofline

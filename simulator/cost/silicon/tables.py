@@ -327,6 +327,20 @@ class SiliconTables:
         logs = [(lo.log_at(x), hi.log_at(x)) for x in xs]  # measured points of both: never None
         return Curve(xs, [math.exp((1 - w) * a + w * b) for a, b in logs])  # type: ignore[operator]
 
+    def gdn(
+        self, key_heads: int, key_dim: int, value_heads: int, value_dim: int
+    ) -> tuple[AttentionTable, Curve] | None:
+        """One Gated DeltaNet layer's kernels at a head layout per GPU (``convert._gdn``): prefill on the batch x
+        prompt-length grid, decode against the batch; None where the layout was not measured."""
+        key = f"{key_heads}/{key_dim}/{value_heads}/{value_dim}"
+        decode = self.moe(f"gdn_decode/{key}")
+        if decode is None or f"gdn_prefill/{key}/ms" not in self.keys:
+            return None
+        a = self._npz
+        prefill = AttentionTable(a[f"gdn_prefill/{key}/batch"], a[f"gdn_prefill/{key}/len"], a[f"gdn_prefill/{key}/ms"])
+        prefill.key = f"gdn_prefill/{key}"
+        return prefill, decode
+
     def all_to_all(self, phase: str, hidden: int, topk: int, experts: int, ep: int) -> Curve | None:
         """DeepEP's ``phase`` ("dispatch"/"combine") seconds against tokens per GPU, for one MoE layer, or None."""
         return self.moe(f"a2a/{phase}/{hidden}/{topk}/{experts}/{ep}")

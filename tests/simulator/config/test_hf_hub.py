@@ -155,11 +155,11 @@ def test_a_hybrid_mamba_model_is_refused_not_misread():
         resolve_model("nvidia/Nemotron-H-56B-Base-8K")
 
 
-def test_a_hybrid_linear_attention_model_is_refused_not_misread():
+def test_a_gated_deltanet_model_is_read_and_kimi_delta_attention_refused():
     # Qwen3.5's config nests its language model under text_config; three layers in four are Gated DeltaNet
-    with pytest.raises(ValueError, match="'layer_types' makes this a hybrid linear-attention model, not modelled"):
-        resolve_model("Qwen/Qwen3.5-397B-A17B")
-    with pytest.raises(ValueError, match="'linear_attn_config' makes this a hybrid linear-attention model"):
+    qwen = resolve_model("Qwen/Qwen3.5-397B-A17B")
+    assert (qwen.num_linear_layers, qwen.num_full_attention_layers) == (45, 15)
+    with pytest.raises(ValueError, match="'linear_attn_config' makes this a Kimi Delta Attention model, not modelled"):
         resolve_model("moonshotai/Kimi-K3")
 
 

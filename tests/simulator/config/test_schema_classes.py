@@ -200,6 +200,19 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         | {"sliding_window": 64, "num_sliding_layers": 2},
         "policy": {"kind": "continuous", "max_num_seqs": 8, "max_num_batched_tokens": 4096},
     },
+    "sglang, a Gated DeltaNet hybrid": {
+        "model": {k: v for k, v in DEEPSEEK_LIKE.items() if not k.startswith(("kv_", "q_", "qk_", "v_", "index_"))}
+        | {
+            "num_linear_layers": 3,
+            "linear_num_key_heads": 4,
+            "linear_num_value_heads": 8,
+            "linear_key_head_dim": 64,
+            "linear_value_head_dim": 64,
+            "linear_conv_kernel_dim": 4,
+            "linear_state_bytes": 2.0,
+        },
+        "policy": {"kind": "sglang", "max_mamba_cache_size": 6},
+    },
     "no_kv_cache": {"policy": {"kind": "no_kv_cache", "max_num_seqs": 8, "max_num_batched_tokens": 4096}},
     "hf_fifo": {"policy": {"kind": "hf_fifo", "max_num_seqs": 8, "max_num_batched_tokens": 4096}},
 }

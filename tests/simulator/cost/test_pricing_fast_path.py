@@ -1,7 +1,8 @@
 """The step-time fast paths equal the plain computation, float for float: ``step_time`` (memoized parts, no op
 objects) against ``breakdown`` (every op priced and summed by ``_total``) and against a fresh model pricing each
 shape alone, and ``decode_step_times`` (the windows' steps at once) against ``step_time``; with the same lookups and
-fallbacks counted, in the same order. Roofline and silicon models; dense, MoE, MLA and DSA; tp, ep, pp, eager."""
+fallbacks counted, in the same order. Roofline and silicon models; dense, MoE, MLA, DSA and Gated DeltaNet; tp, ep,
+pp, eager."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ LLAMA_70B = resolve_model("llama-3.1-70b")
 QWEN_MOE = resolve_model("Qwen/Qwen3-30B-A3B")
 DSV3 = resolve_model("deepseek-ai/DeepSeek-V3")
 GLM5 = resolve_model("zai-org/GLM-5")
+QWEN35 = resolve_model("Qwen/Qwen3.5-397B-A17B")  # Gated DeltaNet layers beside full attention
 H100, H200, B200 = (resolve_hardware(name) for name in ("h100-sxm", "h200", "b200"))
 OVERLAP = RooflineParams(cpu_overlap=True)
 EAGER = RooflineParams(cpu_overlap=True, eager_host_s_per_layer=1e-4)
@@ -32,10 +34,13 @@ CASES = [
     ("qwen-moe h200 tp4 ep4", "silicon", QWEN_MOE, H200, 4, 1, 4, OVERLAP),
     ("dsv3 h200 tp8 eager", "silicon", DSV3, H200, 8, 1, 1, EAGER),
     ("glm5 b200 tp8", "silicon", GLM5, B200, 8, 1, 1, OVERLAP),
+    ("qwen3.5 b200 tp8", "silicon", QWEN35, B200, 8, 1, 1, OVERLAP),
+    ("qwen3.5 h100 tp8 ep8 serial", "silicon", QWEN35, H100, 8, 1, 8, RooflineParams()),
     ("llama-8b roofline", "roofline", LLAMA_8B, H100, 1, 1, 1, OVERLAP),
     ("qwen-moe roofline ep4", "roofline", QWEN_MOE, H200, 4, 1, 4, RooflineParams()),
     ("dsv3 roofline eager", "roofline", DSV3, H200, 8, 1, 1, EAGER),
     ("glm5 roofline", "roofline", GLM5, B200, 8, 1, 1, OVERLAP),
+    ("qwen3.5 roofline tp4", "roofline", QWEN35, H200, 4, 1, 1, OVERLAP),
 ]
 
 

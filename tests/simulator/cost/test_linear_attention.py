@@ -1,0 +1,207 @@
+"""Hybrid linear-attention models (Qwen3.5's Gated DeltaNet layers beside full attention): the shapes read from
+config.json, the recurrent state each sequence keeps, how each engine sizes it beside the KV cache, and the
+kernels' times from the measured tables (aiconfigurator-core's ``linear_attention/<engine>/gdn_perf.parquet``)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from simulator.build import build, setup_group
+from simulator.config.presets import resolve_hardware, resolve_model
+from simulator.config.scenario import validate_scenario
+from simulator.cost.roofline import RooflineCostModel, RooflineParams
+from simulator.cost.shape import BatchShape
+from simulator.cost.silicon import SiliconCostModel, SiliconParams
+from simulator.cost.silicon.database import dependency_root
+from simulator.kv.memory import SGLANG_MAMBA_FULL_MEMORY_RATIO, plan_memory, plan_sglang_memory
+
+QWEN35 = resolve_model("Qwen/Qwen3.5-397B-A17B")
+LLAMA = resolve_model("llama-3.1-70b")
+B200, H200 = resolve_hardware("b200"), resolve_hardware("h200")
+BF16_STATE = QWEN35.model_copy(update={"linear_state_bytes": 2.0})
+
+
+def test_qwen35_is_read_as_gated_deltanet_and_full_attention_layers():
+    m = QWEN35
+    assert (m.num_layers, m.num_linear_layers, m.num_full_attention_layers) == (60, 45, 15)
+    assert (m.linear_num_key_heads, m.linear_num_value_heads) == (16, 64)
+    assert (m.linear_key_head_dim, m.linear_value_head_dim, m.linear_conv_kernel_dim) == (128, 128, 4)
+    assert m.linear_state_bytes == 4.0  # config.json's mamba_ssm_dtype float32
+    assert m.attn_output_gate
+    # the name's 397 B total and 17 B active (the vision tower and the MTP layer left out)
+    assert 390e9 < m.num_params() < 400e9
+    assert 16.5e9 < m.num_active_params() < 18e9
+    # only the 15 full-attention layers cache keys and values: 2 KV heads of 256, bf16
+    assert m.kv_bytes_per_token() == 2 * 15 * 2 * 256 * 2
+    assert m.kv_bytes_per_token_per_gpu(8) == 2 * 15 * 1 * 256 * 2
+
+
+def test_a_model_without_linear_layers_dumps_as_before():
+    dumped = LLAMA.model_dump()
+    assert not any(k.startswith("linear_") or k == "num_linear_layers" for k in dumped)
+    assert "attn_output_gate" not in dumped
+    assert "num_linear_layers" in QWEN35.model_dump()
+
+
+def test_linear_fields_are_checked():
+    with pytest.raises(ValueError, match="needs linear_num_key_heads"):
+        LLAMA.model_validate(LLAMA.model_dump() | {"num_linear_layers": 40})
+    with pytest.raises(ValueError, match="num_linear_layers must be > 0"):
+        LLAMA.model_validate(LLAMA.model_dump() | {"linear_num_key_heads": 16})
+    with pytest.raises(ValueError, match="must be fewer than num_layers"):
+        QWEN35.model_validate(QWEN35.model_dump() | {"num_linear_layers": 60})
+
+
+def test_a_sequences_state_is_sglangs_mamba_cache_per_request():
+    """SGLang's ``mamba_cache_per_req`` at tp 8: 45 layers x (the convolution's 3 x 1,536 channels in bf16 + the
+    recurrent state's 8 heads x 128 x 128), 12,211,200 bytes in bf16 (--mamba-ssm-dtype bfloat16), 24,007,680 in the
+    config's float32."""
+    assert BF16_STATE.linear_state_bytes_per_seq_per_gpu(8) == 45 * (3 * 1536 * 2 + 8 * 128 * 128 * 2) == 12_211_200
+    assert QWEN35.linear_state_bytes_per_seq_per_gpu(8) == 24_007_680
+    assert LLAMA.linear_state_bytes_per_seq_per_gpu(8) == 0.0
+
+
+def test_sglang_gives_the_state_pool_its_share_of_what_the_weights_leave():
+    per_seq = BF16_STATE.linear_state_bytes_per_seq_per_gpu(8)
+    plan = plan_sglang_memory(BF16_STATE, B200, 8, 16, chunked_prefill_size=16384, mem_fraction_static=0.8)
+    rest = B200.memory_bytes * 0.8 - plan.weight_bytes
+    share = rest * SGLANG_MAMBA_FULL_MEMORY_RATIO / (1 + SGLANG_MAMBA_FULL_MEMORY_RATIO)
+    assert plan.state_slots == int(share // per_seq)
+    assert plan.state_bytes == plan.state_slots * per_seq
+    assert plan.kv_bytes == pytest.approx(rest - plan.state_bytes)
+    # --max-running-requests with the radix cache off sizes the pool at exactly that many slots
+    capped = plan_sglang_memory(
+        BF16_STATE, B200, 8, 16, chunked_prefill_size=16384, mem_fraction_static=0.8, max_running_requests=128
+    )
+    assert capped.state_slots == 128 and capped.kv_bytes == pytest.approx(rest - 128 * per_seq)
+    given = plan_sglang_memory(
+        BF16_STATE, B200, 8, 16, chunked_prefill_size=16384, mem_fraction_static=0.8, max_mamba_cache_size=300
+    )
+    assert given.state_slots == 300
+    # a model without linear layers: no pool, the KV cache everything the weights leave
+    plain = plan_sglang_memory(LLAMA, B200, 8, 16, chunked_prefill_size=16384, mem_fraction_static=0.8)
+    assert plain.state_slots is None and plain.state_bytes == 0.0
+
+
+def test_vllm_sets_the_states_of_its_most_running_sequences_aside():
+    per_seq = QWEN35.linear_state_bytes_per_seq_per_gpu(8)
+    plan = plan_memory(QWEN35, B200, 8, 16, 0.9, reserve_bytes=2**30, max_seqs=256)
+    assert plan.state_slots == 256 and plan.state_bytes == 256 * per_seq
+    assert plan.kv_bytes == pytest.approx(B200.memory_bytes * 0.9 - plan.weight_bytes - 2**30 - 256 * per_seq)
+    with pytest.raises(ValueError, match="max_num_seqs must be known"):
+        plan_memory(QWEN35, B200, 8, 16, 0.9)
+
+
+def scenario(**over) -> dict:
+    base = {
+        "model": "Qwen/Qwen3.5-397B-A17B",
+        "hardware": "b200",
+        "quantization": "fp8",
+        "parallelism": {"tp": 8},
+        "policy": {"kind": "sglang"},
+        "kv_cache": {"dtype": "fp8", "mamba_ssm_dtype": "bfloat16"},
+        "workload": {
+            "kind": "closed_loop",
+            "concurrency": 6,
+            "num_requests": 40,
+            "lengths": {
+                "kind": "independent",
+                "prompt": {"kind": "uniform", "min_tokens": 100, "max_tokens": 1500},
+                "output": {"kind": "uniform", "min_tokens": 20, "max_tokens": 200},
+            },
+        },
+    }
+    return base | over
+
+
+def test_sglangs_state_slots_cap_its_running_requests():
+    cfg = validate_scenario(scenario(policy={"kind": "sglang", "max_mamba_cache_size": 3}))
+    setup = setup_group(cfg, cfg.replica_groups()[0], 0, None)
+    assert setup.memory is not None and setup.memory.state_slots == 3
+    assert setup.policy.max_mamba_cache_size == 3
+    result = build(cfg).run()
+    assert result.summary["completed"] == 40
+    assert result.steps["num_running"].max() == 3  # six users, three at a time
+    # sized from memory where not given: SGLang's share of the pool
+    cfg = validate_scenario(scenario())
+    setup = setup_group(cfg, cfg.replica_groups()[0], 0, None)
+    assert setup.policy.max_mamba_cache_size == setup.memory.state_slots > 1000
+
+
+def test_prefix_caching_of_a_hybrid_model_is_refused():
+    cfg = validate_scenario(scenario(kv_cache={"prefix_caching": True}))
+    with pytest.raises(ValueError, match="hybrid linear-attention model, is not modelled"):
+        build(cfg)
+
+
+def test_a_hybrid_scenario_runs_the_same_on_the_fast_path_and_the_plain_one():
+    cfg = validate_scenario(scenario())
+    fast, plain = build(cfg).run(), build(cfg, fast_forward=False).run()
+    assert fast.summary["completed"] == plain.summary["completed"] == 40
+    assert repr(fast.summary) == repr(plain.summary)
+
+
+def _gdn_ms(framework: str, version: str, phase: str, batch: int, seq_len: int) -> float:
+    """One Gated DeltaNet layer's two kernels at Qwen3.5-397B's tp-8 heads (2 key, 8 value), read from the
+    dependency's table directly."""
+    root = dependency_root()
+    assert root is not None
+    path = root / "b200_sxm" / "linear_attention" / framework / version / "gdn_perf.parquet"
+    frame = pd.read_parquet(path)
+    rows = frame[
+        (frame.phase == phase)
+        & (frame.num_k_heads == 2)
+        & (frame.num_v_heads == 8)
+        & (frame.batch_size == batch)
+        & (frame.seq_len == seq_len)
+    ]
+    return float(rows.groupby("kernel_source").latency.mean().sum())
+
+
+def test_silicon_prices_the_linear_layers_from_the_measured_gdn_kernels():
+    c = SiliconCostModel(SiliconParams(framework="sglang"), BF16_STATE, B200, tp=8)
+    assert c._gdn is not None
+    decode = BatchShape(num_decode_seqs=16, decode_context_tokens=16 * 900, num_sampled_tokens=16)
+    ops = c.breakdown(decode).ops
+    assert ops["attn_linear"].seconds == pytest.approx(45 * 1e-3 * _gdn_ms("sglang", "0.5.14", "generation", 16, 1))
+    assert c.sources(decode)["attn_linear"] == "decode measured"
+    prefill = BatchShape((1024,), (0,), num_sampled_tokens=1)
+    ops = c.breakdown(prefill).ops
+    assert ops["attn_linear"].seconds == pytest.approx(45 * 1e-3 * _gdn_ms("sglang", "0.5.14", "context", 1, 1024))
+    # the decode state does not grow with the context; full attention runs on 15 layers only
+    longer = BatchShape(num_decode_seqs=16, decode_context_tokens=16 * 9000, num_sampled_tokens=16)
+    assert c.breakdown(longer).ops["attn_linear"] == c.breakdown(decode).ops["attn_linear"]
+    assert c.tables_of(decode)["attn_linear"].startswith("sglang 0.5.14, causal_conv1d_fn")
+    # the window's decode steps at once equal each step priced alone
+    contexts = [16 * 900 + 16 * k for k in range(5)]
+    assert c.decode_step_times(16, contexts) == [
+        SiliconCostModel(SiliconParams(framework="sglang"), BF16_STATE, B200, tp=8)
+        .step_time(BatchShape(num_decode_seqs=16, decode_context_tokens=x, num_sampled_tokens=16))
+        .total_s
+        for x in contexts
+    ]
+
+
+def test_the_roofline_prices_full_attention_on_the_full_layers_and_the_delta_rule_on_the_linear_ones():
+    r = RooflineCostModel(RooflineParams(), QWEN35, H200, tp=8)
+    every = QWEN35.model_copy(update={"num_linear_layers": 0})  # the same shapes, every layer full attention
+    full = RooflineCostModel(RooflineParams(), every, H200, tp=8)
+    decode = BatchShape(num_decode_seqs=8, decode_context_tokens=8 * 4000, num_sampled_tokens=8)
+    ops, ref = r.breakdown(decode).ops, full.breakdown(decode).ops
+    assert ops["attn_decode"].flops == pytest.approx(ref["attn_decode"].flops * 15 / 60)
+    assert "attn_linear" not in ref
+    # decode: each sequence's state read and written once a layer, whatever its context
+    longer = BatchShape(num_decode_seqs=8, decode_context_tokens=8 * 40000, num_sampled_tokens=8)
+    assert r.breakdown(longer).ops["attn_linear"] == ops["attn_linear"]
+    assert ops["attn_linear"].bytes >= 45 * 8 * 2 * (8 * 128 * 128 * 4)
+    # prefill: the chunked delta rule grows with the tokens, not their pairs
+    short, long = (r.breakdown(BatchShape((n,), (0,), num_sampled_tokens=1)).ops for n in (4096, 8192))
+    assert long["attn_linear"].flops == pytest.approx(2 * short["attn_linear"].flops)
+    assert long["attn_prefill"].flops > 3.9 * short["attn_prefill"].flops
+    # the decode window's steps equal each step priced alone
+    contexts = [8 * 4000 + 8 * k for k in range(40)]
+    assert r.decode_step_times(8, contexts) == [
+        r.step_time(BatchShape(num_decode_seqs=8, decode_context_tokens=x, num_sampled_tokens=8)).total_s
+        for x in contexts
+    ]
