@@ -509,6 +509,25 @@ def _sglang_dsr1_fp4_blackwell(isl: int, osl: int, conc: int, tp: int) -> dict[s
 
 
 _FP8_KV = {"dtype": "fp8"}
+_QWEN35_FP8 = _FP8_KV | {"mamba_ssm_dtype": "bfloat16"}
+_QWEN35_UNEXPRESSED = "decode CUDA-graph batch sizes (--cuda-graph-max-bs), --tokenizer-worker-num 6"
+
+
+def _sglang_qwen35(running: int, chunk: int) -> Callable[[int, int, int, int], dict[str, Any]]:
+    """The Qwen3.5 SGLang scripts' MAX_RUNNING_REQUESTS, CHUNKED_PREFILL_SIZE (= MAX_PREFILL_TOKENS) and
+    SCHEDULER_RECV_INTERVAL: 30 at CONC >= 16, else 10."""
+
+    def policy(isl: int, osl: int, conc: int, tp: int) -> dict[str, Any]:
+        return {
+            "max_running_requests": running,
+            "chunked_prefill_size": chunk,
+            "max_prefill_tokens": chunk,
+            "scheduler_recv_interval": 30 if conc >= 16 else 10,
+        }
+
+    return policy
+
+
 _DSR1_TRT_UNEXPRESSED = "decode CUDA-graph batch sizes (cuda_graph_config.max_batch_size)"
 # with DP_ATTENTION=true: attention_dp_config {batching_wait_iters: 0, enable_balance: true, timeout_iters: 60}
 _DSR1_TRT_DP = {"attention_dp_config": {"enable_balance": True, "batching_wait_iters": 0, "timeout_iters": 60}}
@@ -742,6 +761,68 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         "ebb48d4bce45f1ee9e41ec0684dc2d1282fed798",  # 2026-03-19
         lambda isl, osl, conc, tp: {},
         {"mem_fraction_static": 0.85},  # no --kv-cache-dtype (auto)
+    ),
+    # SGLang, Qwen3.5-397B-A17B (the hybrid Gated DeltaNet model): --disable-radix-cache everywhere; the FP8 and FP4
+    # scripts pass --kv-cache-dtype fp8_e4m3 and --mamba-ssm-dtype bfloat16, the BF16 ones neither (auto, and the
+    # config's float32 state)
+    ("sglang", "Qwen/Qwen3.5-397B-A17B", "bf16", "b200_sxm"): Recipe(
+        "benchmarks/single_node/qwen3.5_bf16_b200.sh",
+        "9dc87a68c19c17bc0bd367e2ed72d3f9f95ed951",  # 2026-02-19; the points' run 2026-02-20
+        _sglang_qwen35(128, 32768),
+        {"mem_fraction_static": 0.82},
+        _QWEN35_UNEXPRESSED,
+    ),
+    ("sglang", "Qwen/Qwen3.5-397B-A17B", "fp4", "b200_sxm"): Recipe(
+        "benchmarks/single_node/qwen3.5_fp4_b200.sh",
+        "48d35c480fb21b5892e01e5bf670695d7d601ce9",  # 2026-04-08, the points' day
+        _sglang_qwen35(128, 32768),
+        _QWEN35_FP8 | {"mem_fraction_static": 0.85},
+        _QWEN35_UNEXPRESSED,
+    ),
+    ("sglang", "Qwen/Qwen3.5-397B-A17B", "fp8", "b200_sxm"): Recipe(
+        # 2026-03-23; the points of 2026-03-20 ran 64c20b6b5 (2026-03-11), whose flags servesim reads are the same
+        "benchmarks/single_node/qwen3.5_fp8_b200.sh",
+        "6a5dad463efe03fca04526048d0027a47f7e20be",
+        _sglang_qwen35(128, 32768),
+        _QWEN35_FP8 | {"mem_fraction_static": 0.82},
+        _QWEN35_UNEXPRESSED,
+    ),
+    ("sglang", "Qwen/Qwen3.5-397B-A17B", "bf16", "b300_sxm"): Recipe(
+        "benchmarks/single_node/qwen3.5_bf16_b300.sh",
+        "32274d6c16830f8e1d7d9bcfa4a2d0c2838771e4",  # 2026-04-17; the points' run 2026-04-18
+        _sglang_qwen35(128, 32768),
+        {"mem_fraction_static": 0.82},
+        _QWEN35_UNEXPRESSED,
+    ),
+    ("sglang", "Qwen/Qwen3.5-397B-A17B", "fp4", "b300_sxm"): Recipe(
+        "benchmarks/single_node/qwen3.5_fp4_b300.sh",
+        "8acbd08b7865ddcedabc885d14714a080653ddcb",  # 2026-04-17; the points' run 2026-04-18
+        _sglang_qwen35(128, 32768),
+        _QWEN35_FP8 | {"mem_fraction_static": 0.8},
+        _QWEN35_UNEXPRESSED,
+    ),
+    ("sglang", "Qwen/Qwen3.5-397B-A17B", "fp8", "b300_sxm"): Recipe(
+        # --max-running-requests CONC, --chunked-prefill-size and --max-prefill-tokens 16384,
+        # --scheduler-recv-interval 10 at every CONC
+        "benchmarks/single_node/qwen3.5_fp8_b300.sh",
+        "c0f62a2efa7bf22eed72f66f4f4ff2aaf84fd250",  # 2026-04-17, the points' day
+        lambda isl, osl, conc, tp: {
+            "max_running_requests": conc,
+            "chunked_prefill_size": 16384,
+            "max_prefill_tokens": 16384,
+            "scheduler_recv_interval": 10,
+        },
+        _QWEN35_FP8 | {"mem_fraction_static": 0.8},
+        _QWEN35_UNEXPRESSED,
+    ),
+    ("sglang", "Qwen/Qwen3.5-397B-A17B", "fp8", "h200_sxm"): Recipe(
+        # --max-running-requests 128 --chunked-prefill-size 16384 (max-prefill-tokens SGLang's 16384); no
+        # --scheduler-recv-interval (SGLang's 1)
+        "benchmarks/single_node/qwen3.5_fp8_h200.sh",
+        "f65d6b4b1e0eb7744b9987ede6b1d11735f6dcf2",  # 2026-03-04, the points' day
+        lambda isl, osl, conc, tp: {"max_running_requests": 128, "chunked_prefill_size": 16384},
+        _QWEN35_FP8 | {"mem_fraction_static": 0.8},
+        _QWEN35_UNEXPRESSED,
     ),
     # vLLM, Llama-3.1-70B: max-num-batched-tokens 8192, kv-cache-dtype fp8, --gpu-memory-utilization 0.9
     ("vllm", "meta-llama/Llama-3.1-70B", "fp8", "b200_sxm"): Recipe(

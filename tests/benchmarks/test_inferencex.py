@@ -207,12 +207,37 @@ def test_points_without_a_recipe_keep_the_generic_settings(points):
     trtllm = scenario_for(trtllm_rows.sort_values("id").iloc[0])
     assert trtllm["policy"] == {"kind": "trtllm", "max_batch_size": trtllm["workload"]["concurrency"]}
     assert trtllm["quantization"] == "nvfp4" and trtllm["kv_cache"]["dtype"] == "fp8"
-    # an InferenceX group with no recipe encoded (Qwen3.5 on SGLang): the generic settings, labelled unknown
-    qwen = own_agg(points, "sglang", "Qwen/Qwen3.5-397B-A17B", "fp8", "b200_sxm")
-    assert recipe_label(qwen) == "recipe unknown"
-    scenario = scenario_for(qwen)
-    assert scenario["policy"] == {"kind": "sglang", "max_running_requests": scenario["workload"]["concurrency"]}
+    # an InferenceX group with no recipe encoded (Kimi-K2.5 FP4 on vLLM): the generic settings, labelled unknown
+    kimi = own_agg(points, "vllm", "moonshotai/Kimi-K2.5", "fp4", "b200_sxm")
+    assert recipe_label(kimi) == "recipe unknown"
+    scenario = scenario_for(kimi)
+    concurrency = scenario["workload"]["concurrency"]
+    assert scenario["policy"] == {"kind": "vllm", "max_num_seqs": concurrency, "max_num_batched_tokens": 8192}
     assert scenario["kv_cache"] == {"prefix_caching": False, "dtype": "fp8"}
+
+
+def test_qwen35_points_take_their_sglang_scripts_settings(points):
+    """The hybrid Gated DeltaNet model's SGLang scripts: --mamba-ssm-dtype bfloat16 beside the FP8 KV cache, the
+    running requests, chunk and receive interval by CONC (benchmarks/single_node/qwen3.5_fp8_b200.sh@6a5dad463)."""
+    qwen = own_agg(points, "sglang", "Qwen/Qwen3.5-397B-A17B", "fp8", "b200_sxm")
+    assert recipe_label(qwen).startswith("benchmarks/single_node/qwen3.5_fp8_b200.sh@6a5dad463")
+    scenario = scenario_for(qwen)
+    assert scenario["kv_cache"] == {
+        "prefix_caching": False,
+        "dtype": "fp8",
+        "mamba_ssm_dtype": "bfloat16",
+        "mem_fraction_static": 0.82,
+    }
+    recv = 30 if scenario["workload"]["concurrency"] >= 16 else 10
+    assert scenario["policy"] == {
+        "kind": "sglang",
+        "max_running_requests": 128,
+        "chunked_prefill_size": 32768,
+        "max_prefill_tokens": 32768,
+        "scheduler_recv_interval": recv,
+    }
+    bf16 = own_agg(points, "sglang", "Qwen/Qwen3.5-397B-A17B", "bf16", "b300_sxm")
+    assert scenario_for(bf16)["kv_cache"] == {"prefix_caching": False, "mem_fraction_static": 0.82}
 
 
 def test_bf16_point_keeps_the_checkpoint_weights_and_kv_cache(points):
