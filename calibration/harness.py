@@ -45,7 +45,7 @@ from calibration.device import (
 )
 from calibration.engine import BuiltinEngine, StepRecord, make_requests
 from calibration.grid import grid_spec, held_out_pairs, held_out_values
-from calibration.model import TorchModel
+from calibration.model import TorchModel, check_buildable
 from calibration.quality import NOISE_BOUND, LoadMeter, assess, measure_points
 from calibration.tables import GEMM_OPS, GemmSeries, gemm_shapes
 from calibration.timing import CpuTimer, CudaTimer, Timing, make_timer
@@ -401,6 +401,7 @@ def _calibrate(
     timer: CpuTimer | CudaTimer | None,
     bare_gemms: bool,
 ) -> tuple[CalibrationProfile, tuple[GemmSeries, ...]]:
+    check_buildable(spec)  # before the device and memory checks: what no device would change
     torch = import_torch()
     device = resolve_device(device_kind, num_threads)
     torch.manual_seed(seed)

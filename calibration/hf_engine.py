@@ -49,8 +49,8 @@ def import_transformers() -> Any:
 def llama_config(spec: ModelSpec) -> Any:
     """A transformers LlamaConfig with ``spec``'s shapes."""
     transformers = import_transformers()
-    if not spec.gated_mlp or spec.is_moe:
-        raise ValueError(f"{spec.name}: --engine hf builds Llama-style models (gated MLP, dense)")
+    if not spec.gated_mlp or spec.is_moe or spec.num_linear_layers:
+        raise ValueError(f"{spec.name}: --engine hf builds Llama-style models (gated MLP, dense, full attention)")
     return transformers.LlamaConfig(
         hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size,

@@ -63,6 +63,16 @@ class Layer:
     v_cache: Any
 
 
+def check_buildable(spec: ModelSpec) -> None:
+    """ValueError naming what ``TorchModel`` cannot build: MoE routing, Gated DeltaNet layers."""
+    if spec.is_moe:
+        raise ValueError(f"{spec.name}: calibration supports dense models; MoE routing is not implemented")
+    if spec.num_linear_layers:
+        raise ValueError(
+            f"{spec.name}: calibration times full-attention layers; Gated DeltaNet layers are not implemented"
+        )
+
+
 class TorchModel:
     """The weights of ``spec`` (``num_layers`` of them built) and the op functions over them."""
 
@@ -77,8 +87,7 @@ class TorchModel:
         seed: int = 0,
         share_kv_cache: bool = False,
     ) -> None:
-        if spec.is_moe:
-            raise ValueError(f"{spec.name}: calibration supports dense models; MoE routing is not implemented")
+        check_buildable(spec)
         torch = import_torch()
         self.torch = torch
         self.F = torch.nn.functional

@@ -20,7 +20,8 @@ Both models are the scenario's cost model (roofline, silicon, ...) built for tho
 breakdowns (``OP_NAMES``) goes to one side:
 
 - attention side, at the rank's own tokens: ``embed``, ``qkv_proj``, ``attn_prefill``, ``attn_decode``,
-  ``o_proj``, ``norm``, and with tp/N > 1 the attention group's all-reduce after attention, one per layer (half
+  ``o_proj``, ``norm`` (and a hybrid model's Gated DeltaNet ops, ``linear_in_proj``, ``attn_linear``,
+  ``linear_out_proj``), and with tp/N > 1 the attention group's all-reduce after attention, one per layer (half
   of the attention model's ``all_reduce``, which counts two per layer);
 - shared side, at the gathered rows: ``mlp_gate_up``, ``mlp_act``, ``mlp_down`` (routed experts, and the shared
   experts and dense layers, which SGLang keeps split over all tp by default: ``moe_dense_tp_size`` None),
@@ -52,7 +53,19 @@ from simulator.cost.shape import BatchShape, CostModel, OpCost, StepTime
 
 _NOT_GPU = frozenset(("cpu_overhead", "eager_host"))
 _NO_OPS: dict[str, OpCost] = {}  # a rank's attention side priced without its ops (``step_time_ranks``)
-ATTENTION_OPS = frozenset(("embed", "qkv_proj", "attn_prefill", "attn_decode", "o_proj", "norm"))
+ATTENTION_OPS = frozenset(
+    (
+        "embed",
+        "qkv_proj",
+        "linear_in_proj",
+        "attn_prefill",
+        "attn_decode",
+        "attn_linear",
+        "linear_out_proj",
+        "o_proj",
+        "norm",
+    )
+)
 """Ops each rank runs on its own tokens with its tp/N GPUs."""
 EMPTY = BatchShape()
 """An idle rank's step (SGLang's ``ForwardMode.IDLE``): no tokens of its own, it joins the collectives."""

@@ -355,7 +355,7 @@ class RooflineCostModel:
                     Lf,
                 )
             if m.num_linear_layers:
-                ops.update(self._linear_proj_ops(T))
+                ops["linear_in_proj"] = self._linear_proj(T, m.linear_in_proj_width() / self.tp, m.hidden_size)
         if self._is_mla:
             if shape.prefill_new_tokens:
                 ops["attn_prefill"] = self._mla_prefill(shape.prefill_new_tokens, shape.prefill_cached_tokens)
@@ -375,6 +375,8 @@ class RooflineCostModel:
                 ops["attn_decode"] = self._gqa_decode(n, ctx, Lf)
         if m.num_linear_layers and (shape.prefill_new_tokens or shape.num_decode_seqs):
             ops["attn_linear"] = self.linear_attention(shape.prefill_new_tokens, shape.num_decode_seqs)
+        if T and m.num_linear_layers:
+            ops["linear_out_proj"] = self._linear_proj(T, m.hidden_size, m.linear_value_size / self.tp)
         if T:
             o = self._o
             ops["o_proj"] = self._op(2 * T * o * h, w * o * h + a * T * (o + h), 1, gemm, Lf)
@@ -570,19 +572,13 @@ class RooflineCostModel:
         )
         return self._op(flops, nbytes, 3 + 2 * m.is_dsa, self._attn_rate, m.num_layers)
 
-    def _linear_proj_ops(self, T: int) -> dict[str, OpCost]:
-        """The Gated DeltaNet layers' projections at ``T`` rows: in_proj (q, k, v, the gate z, beta and the decay;
-        ``ModelSpec.linear_in_proj_width``) and out_proj, each split over tp by heads."""
+    def _linear_proj(self, T: int, n: float, k: float) -> OpCost:
+        """One of the Gated DeltaNet layers' projections at ``T`` rows, ``k`` inputs to ``n`` outputs per GPU (the
+        heads' side split over tp): in_proj (hidden to q, k, v, the gate z, beta and the decay:
+        ``ModelSpec.linear_in_proj_width``), out_proj (the value heads to hidden)."""
         m, p = self.model, self.params
-        a, w, h, tp = p.activation_bytes, m.dense_weight_bytes, m.hidden_size, self.tp
-        n_in, n_out = m.linear_in_proj_width() / tp, m.linear_value_size / tp
-        layers = m.num_linear_layers
-        return {
-            "linear_in_proj": self._op(2 * T * h * n_in, w * h * n_in + a * T * (h + n_in), 1, self._gemm_rate, layers),
-            "linear_out_proj": self._op(
-                2 * T * n_out * h, w * n_out * h + a * T * (n_out + h), 1, self._gemm_rate, layers
-            ),
-        }
+        a, w = p.activation_bytes, m.dense_weight_bytes
+        return self._op(2 * T * n * k, w * n * k + a * T * (n + k), 1, self._gemm_rate, m.num_linear_layers)
 
     def linear_attention(self, new: Sequence[int], num_decode_seqs: int) -> OpCost:
         """The Gated DeltaNet kernels of a step over its linear layers: each prompt chunk's convolution and chunked

@@ -18,8 +18,11 @@ from policies.registry import Registry
 OP_NAMES: tuple[str, ...] = (
     "embed",
     "qkv_proj",
+    "linear_in_proj",  # a hybrid model's Gated DeltaNet layers: their input projections,
     "attn_prefill",
     "attn_decode",
+    "attn_linear",  # their convolution and delta-rule kernels,
+    "linear_out_proj",  # and their output projection
     "o_proj",
     "moe_router",  # an MoE model's router GEMM (hidden x experts), before the fused experts
     "mlp_gate_up",

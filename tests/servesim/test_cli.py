@@ -301,3 +301,12 @@ def test_calibrate_refuses_a_context_too_short_to_time_steps_before_measuring(tm
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "maximum context (7 tokens, config.json max_position_embeddings) is too short" in proc.stderr
+
+
+def test_calibrate_refuses_a_model_it_cannot_build_before_measuring(tmp_path):
+    # Qwen3.5-27B: dense, but 48 of its 64 layers are Gated DeltaNet, which the torch harness does not build
+    proc = servesim("calibrate", "--model", "Qwen/Qwen3.5-27B", "--device", "cpu", "--out", "p.json", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().endswith(
+        "calibration times full-attention layers; Gated DeltaNet layers are not implemented"
+    )

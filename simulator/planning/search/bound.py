@@ -105,7 +105,7 @@ UNCHUNKED = {"vllm_v0": "max_num_batched_tokens"}
 UNBOUNDED_POLICIES = frozenset({"no_kv_cache"})
 # Ops whose cost depends on how a step's prompt tokens split into sequences and on their
 # cached context (OP_NAMES); the prefill lower bound leaves them out.
-ATTENTION_OPS = ("attn_prefill", "attn_decode")
+ATTENTION_OPS = ("attn_prefill", "attn_decode", "attn_linear")
 # Ops that depend on a step's sequence count or sampled rows rather than its token rows.
 PER_SEQ_OPS = ("lm_head", "cpu_overhead")
 

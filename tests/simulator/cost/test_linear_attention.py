@@ -11,7 +11,7 @@ from simulator.build import build, setup_group
 from simulator.config.presets import resolve_hardware, resolve_model
 from simulator.config.scenario import validate_scenario
 from simulator.cost.roofline import RooflineCostModel, RooflineParams
-from simulator.cost.shape import BatchShape
+from simulator.cost.shape import OP_NAMES, BatchShape
 from simulator.cost.silicon import SiliconCostModel, SiliconParams
 from simulator.cost.silicon.database import dependency_root
 from simulator.kv.memory import SGLANG_MAMBA_FULL_MEMORY_RATIO, plan_memory, plan_sglang_memory
@@ -173,6 +173,12 @@ def test_silicon_prices_the_linear_layers_from_the_measured_gdn_kernels():
     longer = BatchShape(num_decode_seqs=16, decode_context_tokens=16 * 9000, num_sampled_tokens=16)
     assert c.breakdown(longer).ops["attn_linear"] == c.breakdown(decode).ops["attn_linear"]
     assert c.tables_of(decode)["attn_linear"].startswith("sglang 0.5.14, causal_conv1d_fn")
+    # every op is one of the shared decomposition's (servesim estimate, reports and planning read them by name), in
+    # its order
+    mixed = BatchShape((512,), (0,), 16, 16 * 900, 17)
+    names = list(c.breakdown(mixed).ops)
+    assert {"linear_in_proj", "attn_linear", "linear_out_proj"} <= set(names) <= set(OP_NAMES)
+    assert names == [n for n in OP_NAMES if n in names]
     # the window's decode steps at once equal each step priced alone
     contexts = [16 * 900 + 16 * k for k in range(5)]
     assert c.decode_step_times(16, contexts) == [
