@@ -604,16 +604,17 @@ class RooflineCostModel:
         channels = (2 * m.linear_key_size + m.linear_value_size) / tp
         return heads, heads * per_head, channels, per_head
 
-    def gdn_decode_work(self, num_seqs: float) -> tuple[float, float, float]:
+    def gdn_decode_work(self, num_seqs: float, state_bytes: float | None = None) -> tuple[float, float, float]:
         """One linear layer's decode step of ``num_seqs`` sequences: (FLOPs, bytes, kernels). Each sequence's
         state is read and written once (the recurrent step: decay, the delta rule's rank-one update, the output
         read, about 6 FLOPs a state element), its convolution window read and shifted, q, k, v read and the output
-        written."""
+        written. ``state_bytes``: the state's bytes per element (None: the model's)."""
         m, a = self.model, self.params.activation_bytes
         assert m.linear_conv_kernel_dim is not None
         heads, state, channels, _ = self._gdn_sizes()
         conv = (m.linear_conv_kernel_dim - 1) * channels * UNQUANTIZED_WEIGHT_BYTES
-        per_seq = 2 * state * m.linear_state_bytes + 2 * conv + a * (channels + heads * m.linear_value_head_dim)
+        sb = m.linear_state_bytes if state_bytes is None else state_bytes
+        per_seq = 2 * state * sb + 2 * conv + a * (channels + heads * m.linear_value_head_dim)
         return 6 * state * num_seqs, per_seq * num_seqs, 2
 
     def gdn_prefill_work(self, num_seqs: float, tokens_per_seq: float) -> tuple[float, float, float]:

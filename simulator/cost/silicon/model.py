@@ -109,6 +109,12 @@ MXFP4_MOE_TABLES = {
 # Kimi-K2.5-K2.7 all of self_attn), so they read the bf16 module (TensorRT-LLM's B200 module at 16 heads, batch 8:
 # 39 us bf16, 61 us with NVFP4 projections); any other quantization reads bf16 too.
 MLA_GEMM_DTYPES = {"fp8": "fp8_block", "fp8_block": "fp8_block"}
+# The recurrent state's bytes per element in each engine's measured Gated DeltaNet decode kernels, where the
+# collector says: SGLang's runs the FLA packed decode on a float32 state, the configs' default (aiconfigurator's
+# collector/sglang/collect_gdn.py, recurrent_state dtype=torch.float32). A run on a bf16 state (--mamba-ssm-dtype
+# bfloat16) reads and writes half of it: the measured time is anchored by the roofline at the run's dtype. The other
+# engines' collectors do not say which dtype their tables' decode ran on: read as measured.
+GDN_TABLE_STATE_BYTES = {"sglang": 4.0}
 
 
 def is_deepseek_v3_mla(model: ModelSpec) -> bool:
@@ -302,6 +308,7 @@ class SiliconCostModel:
         self._decode_roof, self._prefill_roof = self._decode_roofline, self._prefill_roofline
         self._mlp_extra = bool(m.num_shared_experts or m.num_dense_layers)  # MLP parts besides the routed one
         self._gdn: tuple[AttentionTable, Curve] | None = None  # a hybrid model's Gated DeltaNet kernels, measured
+        self._gdn_state_bytes: float | None = None  # the bytes per element of the state those decode kernels ran on
         # the layers each per-layer GEMM runs on (the rest: every layer)
         self._op_layers = {
             "lm_head": 1,
@@ -388,6 +395,7 @@ class SiliconCostModel:
         if m.num_linear_layers:
             assert m.linear_num_key_heads is not None and m.linear_num_value_heads is not None
             assert m.linear_key_head_dim is not None and m.linear_value_head_dim is not None
+            self._gdn_state_bytes = GDN_TABLE_STATE_BYTES.get(t.selection.base)
             if not (m.linear_num_key_heads % tp or m.linear_num_value_heads % tp):
                 self._gdn = t.gdn(
                     m.linear_num_key_heads // tp,
@@ -984,16 +992,21 @@ class SiliconCostModel:
             nc = decode.clamp(n)
             t = decode(nc)
             assert t is not None
+
+            def roof_decode(b: float, state_bytes: float | None = None) -> float:
+                flops, nbytes, kernels = r.gdn_decode_work(b, state_bytes)
+                return max(flops / self._attn_rate, nbytes / self._bw) + kernels * self.params.roofline.kernel_launch_s
+
             if nc != n:
-                flops, nbytes, kernels = r.gdn_decode_work(n)
-                lo_flops, lo_bytes, _ = r.gdn_decode_work(nc)
-                launch = kernels * self.params.roofline.kernel_launch_s
-                t *= (max(flops / self._attn_rate, nbytes / self._bw) + launch) / (
-                    max(lo_flops / self._attn_rate, lo_bytes / self._bw) + launch
-                )
+                t *= roof_decode(n) / roof_decode(nc)
                 sources.append(f"decode roofline anchored at batch {nc:g}")
             else:
                 sources.append("decode measured" if n in decode.xs else "decode interpolated")
+            measured_state = self._gdn_state_bytes
+            if measured_state is not None and measured_state != self.model.linear_state_bytes:
+                # the table's recurrent state read and written in another dtype than this run's: anchored at its own
+                t *= roof_decode(n) / roof_decode(n, measured_state)
+                sources[-1] += f", its {measured_state:g}-byte state anchored"
             seconds += t
         source = ", ".join(sources)
         if "roofline" in source:  # a fallback (the op's source starts so)

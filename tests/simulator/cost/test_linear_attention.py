@@ -160,7 +160,8 @@ def _gdn_ms(framework: str, version: str, phase: str, batch: int, seq_len: int) 
 
 
 def test_silicon_prices_the_linear_layers_from_the_measured_gdn_kernels():
-    c = SiliconCostModel(SiliconParams(framework="sglang"), BF16_STATE, B200, tp=8)
+    # the config's float32 state, the one SGLang's table was measured on (aiconfigurator's collect_gdn.py)
+    c = SiliconCostModel(SiliconParams(framework="sglang"), QWEN35, B200, tp=8)
     assert c._gdn is not None
     decode = BatchShape(num_decode_seqs=16, decode_context_tokens=16 * 900, num_sampled_tokens=16)
     ops = c.breakdown(decode).ops
@@ -179,9 +180,17 @@ def test_silicon_prices_the_linear_layers_from_the_measured_gdn_kernels():
     names = list(c.breakdown(mixed).ops)
     assert {"linear_in_proj", "attn_linear", "linear_out_proj"} <= set(names) <= set(OP_NAMES)
     assert names == [n for n in OP_NAMES if n in names]
+    # a bf16 state (--mamba-ssm-dtype bfloat16) moves half the bytes: the measured decode anchored at it, nearly
+    # halved where the state's traffic dominates, barely changed where the kernels' launches do
+    half = SiliconCostModel(SiliconParams(framework="sglang"), BF16_STATE, B200, tp=8)
+    big = BatchShape(num_decode_seqs=1024, decode_context_tokens=1024 * 900, num_sampled_tokens=1024)
+    ratio_big = half.breakdown(big).ops["attn_linear"].seconds / c.breakdown(big).ops["attn_linear"].seconds
+    ratio_small = half.breakdown(decode).ops["attn_linear"].seconds / c.breakdown(decode).ops["attn_linear"].seconds
+    assert 0.5 < ratio_big < 0.56 and 0.75 < ratio_small < 1.0
+    assert half.sources(big)["attn_linear"] == "decode measured, its 4-byte state anchored"
     # the window's decode steps at once equal each step priced alone
     contexts = [16 * 900 + 16 * k for k in range(5)]
-    assert c.decode_step_times(16, contexts) == [
+    assert half.decode_step_times(16, contexts) == [
         SiliconCostModel(SiliconParams(framework="sglang"), BF16_STATE, B200, tp=8)
         .step_time(BatchShape(num_decode_seqs=16, decode_context_tokens=x, num_sampled_tokens=16))
         .total_s
