@@ -36,7 +36,12 @@ from simulator.cost import COST_MODELS, OP_NAMES, BatchShape, CostModel
 
 SAMPLES_PER_KIND = 150
 STEP_KINDS = ("prefill only", "mixed", "decode only")
-OP_COLOURS = dict(zip((*OP_NAMES, "kv_swap"), (*PALETTE, "#444444", "#AAAAAA", "#222222"), strict=False))
+# a hybrid model's Gated DeltaNet ops, coloured apart so that every other op keeps the colour it had before them
+_LINEAR_OPS = ("linear_in_proj", "attn_linear", "linear_out_proj")
+_OTHER_OPS = (*(op for op in OP_NAMES if op not in _LINEAR_OPS), "kv_swap")
+OP_COLOURS = dict(zip(_OTHER_OPS, (*PALETTE, "#444444", "#AAAAAA", "#222222"), strict=True)) | dict(
+    zip(_LINEAR_OPS, ("#8C6D31", "#E7BA52", "#AD494A"), strict=True)
+)
 
 
 def rebuild_cost_model(config: dict[str, Any]) -> CostModel:

@@ -168,6 +168,11 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
         if memory.state_slots is not None and "max_mamba_cache_size" in type(policy).model_fields:
             # SGLang's state pool caps its running requests (a hybrid linear-attention model)
             policy = policy.model_copy(update={"max_mamba_cache_size": memory.state_slots})
+    if model.num_linear_layers and g.role != "mixed":
+        raise ValueError(
+            f"group {name}: role {g.role} with {model.name}, a hybrid linear-attention model, is not modelled (its "
+            "recurrent state sent beside the KV cache); serve it in mixed groups"
+        )
     if model.num_linear_layers and kv.prefix_caching:
         raise ValueError(
             f"group {name}: kv_cache.prefix_caching with {model.name}, a hybrid linear-attention model, is not "
@@ -347,7 +352,22 @@ def _proposer(
         except ValueError as exc:
             raise ValueError(f"speculative.draft_model: {exc}") from None
         return deployed_model(draft, quantization, kv_dtype)
-    return model.model_copy(update={"name": f"{model.name} MTP", "num_layers": 1, "num_dense_layers": 0})
+    # a hybrid model's MTP layer is a full-attention layer (Qwen3.5's mtp_num_hidden_layers: a decoder layer of
+    # its full-attention type)
+    linear = {"num_linear_layers": 0, "linear_state_bytes": 4.0} | dict.fromkeys(_LINEAR_HEAD_FIELDS)
+    return model.model_copy(
+        update={"name": f"{model.name} MTP", "num_layers": 1, "num_dense_layers": 0}
+        | (linear if model.num_linear_layers else {})
+    )
+
+
+_LINEAR_HEAD_FIELDS = (
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_conv_kernel_dim",
+)
 
 
 def _proposer_weight_bytes(cfg: ScenarioConfig, proposer: ModelSpec | None) -> float:

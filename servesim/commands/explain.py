@@ -62,6 +62,7 @@ def _simulate(model: str, hardware: str, policy: str, prompt: int, output: int):
 def main(args: argparse.Namespace) -> int:
     from simulator.build import build
     from simulator.config.scenario import validate_scenario
+    from simulator.config.specs import ModelSpec
 
     if args.prompt_tokens < 1 or args.output_tokens < 1:
         raise ValueError("--prompt-tokens and --output-tokens must be at least 1")
@@ -89,15 +90,19 @@ def main(args: argparse.Namespace) -> int:
     cfg = validate_scenario({"model": args.model, "hardware": args.hardware})
     sim = build(cfg)
     model_name = sim.resolved_config["model"]["name"]
-    kv_bytes = sim.resolved_config["model"]
-    per_token = (
-        2 * kv_bytes["num_layers"] * kv_bytes["num_kv_heads"] * kv_bytes["head_dim"] * kv_bytes["kv_cache_bytes"]
-    )
+    spec = ModelSpec.model_validate(sim.resolved_config["model"])
+    per_token = spec.kv_bytes_per_token()  # MLA's latent; a hybrid model's full-attention layers only
+    if spec.is_mla:
+        formula = "layers x (latent + rotary key) x bytes"
+    elif spec.num_linear_layers:
+        formula = f"2 x {spec.num_full_attention_layers} full-attention layers x kv_heads x head_dim x bytes"
+    else:
+        formula = "2 x layers x kv_heads x head_dim x bytes"
     blocks = sim.engines[0].kv.num_total_blocks
     tokens = blocks * sim.engines[0].kv.block_size
     out.print(
-        f"[bold]3. The KV cache costs memory[/bold]: {model_name} stores 2 x layers x kv_heads x head_dim "
-        f"x bytes = {per_token:,.0f} bytes per token; on {sim.resolved_config['hardware']['name']} "
+        f"[bold]3. The KV cache costs memory[/bold]: {model_name} stores {formula} "
+        f"= {per_token:,.0f} bytes per token; on {sim.resolved_config['hardware']['name']} "
         f"the cache holds {blocks:,} blocks = {tokens:,} tokens.\n"
     )
 

@@ -284,12 +284,25 @@ def _sliding_fields(cfg: dict, path: Path, num_layers: int, need) -> dict:
 
 
 def _linear_fields(cfg: dict, path: Path, num_layers: int, need) -> dict:
-    """Gated DeltaNet layers where ``layer_types`` names them "linear_attention" (Qwen3.5, Qwen3-Next): their heads,
+    """Gated DeltaNet layers where ``layer_types`` names them "linear_attention" (Qwen3.5; Qwen3-Next's every layer
+    but each ``full_attention_interval``-th, where its config gives no ``layer_types``): their heads,
     the convolution's width, the recurrent state's dtype (``mamba_ssm_dtype``, float32 unless given), and the full
     layers' output gate (``attn_output_gate``). Any other layer type besides full and sliding attention is refused."""
     types = cfg.get("layer_types")
+    if types is None and cfg.get("linear_num_key_heads") is not None:
+        # Qwen3-Next's config.json gives only the interval: every full_attention_interval-th layer is full attention
+        # (transformers' Qwen3NextConfig builds layer_types so)
+        interval = cfg.get("full_attention_interval")
+        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+            raise ValueError(
+                f"{path}: field 'linear_num_key_heads' names Gated DeltaNet layers but neither 'layer_types' nor a "
+                f"positive 'full_attention_interval' says which layers they are (got {interval!r})"
+            )
+        types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(num_layers)]
     if not isinstance(types, list):
         return {}
+    if len(types) != num_layers:
+        raise ValueError(f"{path}: field 'layer_types' must list one attention type per layer ({num_layers})")
     unknown = sorted({t for t in types if t not in _LAYER_TYPES})
     if unknown:
         raise ValueError(

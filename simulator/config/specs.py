@@ -541,11 +541,23 @@ class ModelSpec(NoBoolNumbers):
             raise ValueError(
                 f"tp={tp} neither divides nor is a multiple of the {self.num_kv_heads} KV heads of {self.name}"
             )
+        if self.num_linear_layers:
+            heads = (self.linear_num_key_heads, self.linear_num_value_heads)
+            if any(h % tp for h in heads if h is not None):
+                raise ValueError(
+                    f"tp={tp} does not divide the {heads[0]} key and {heads[1]} value heads of {self.name}'s Gated "
+                    "DeltaNet layers"
+                )
 
     def layers_per_stage(self, pp: int) -> list[int]:
         """Decoder layers of each of ``pp`` pipeline stages (the first stages take the remainder)."""
         if pp > self.num_layers:
             raise ValueError(f"pp={pp} exceeds the {self.num_layers} layers of {self.name}")
+        if pp > 1 and self.num_linear_layers:
+            raise ValueError(
+                f"pp={pp}: pipeline stages of {self.name}, a hybrid linear-attention model, are not modelled (each "
+                "stage's share of its Gated DeltaNet layers); use pp 1"
+            )
         base, extra = divmod(self.num_layers, pp)
         return [base + (1 if s < extra else 0) for s in range(pp)]
 

@@ -107,6 +107,11 @@ def hf_config(model: ModelSpec) -> dict[str, Any]:
     """
     if not model.gated_mlp:
         raise _refuse(f"model {model.name}: a plain two-matrix MLP has no aiconfigurator architecture")
+    if model.num_linear_layers:
+        raise _refuse(
+            f"model {model.name}: its Gated DeltaNet layers are not mapped to an aiconfigurator architecture; use "
+            "cost_model.kind silicon"
+        )
     cfg: dict[str, Any] = {
         "num_hidden_layers": model.num_layers,
         "hidden_size": model.hidden_size,

@@ -65,6 +65,8 @@ _SHAPE_FIELDS = (
     "weight_bytes",
     "quantization",
     "kv_cache_bytes",
+    "num_linear_layers",
+    "attn_output_gate",
 )
 
 

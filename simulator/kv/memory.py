@@ -350,8 +350,9 @@ def plan_sglang_memory(
     A hybrid linear-attention model's recurrent states live in a pool of their own, carved out first
     (``handle_max_mamba_cache``, ``model_runner_kv_cache_mixin.py``, sglang 0.5.9 and 0.5.10): its slots are
     ``max_mamba_cache_size`` when given, else ``max_running_requests`` when given (the radix cache off, as
-    servesim's SGLang runs it), else ``SGLANG_MAMBA_FULL_MEMORY_RATIO / (1 + ratio)`` of what the weights leave,
-    divided by one sequence's state; the KV cache takes the rest. ``state_slots`` caps the running requests.
+    servesim's SGLang runs it), each divided among the attention-DP ranks, else
+    ``SGLANG_MAMBA_FULL_MEMORY_RATIO / (1 + ratio)`` of what the weights leave, divided by one sequence's state;
+    the KV cache takes the rest. ``state_slots`` caps the running requests (of a rank).
     """
     g = _per_gpu(
         model,
@@ -383,7 +384,9 @@ def plan_sglang_memory(
     slots: int | None = None
     state = 0.0
     if per_seq:
-        slots = max_mamba_cache_size or max_running_requests
+        # with attention DP each rank's pool is its share (handle_max_mamba_cache divides both by the dp size)
+        given = max_mamba_cache_size or max_running_requests
+        slots = None if given is None else max(given // dp_attention, 1)
         if slots is None:
             share = rest * SGLANG_MAMBA_FULL_MEMORY_RATIO / (1 + SGLANG_MAMBA_FULL_MEMORY_RATIO)
             slots = max(int(share // per_seq), 0)

@@ -310,3 +310,10 @@ def test_calibrate_refuses_a_model_it_cannot_build_before_measuring(tmp_path):
     assert proc.stderr.strip().endswith(
         "calibration times full-attention layers; Gated DeltaNet layers are not implemented"
     )
+
+
+def test_explain_counts_a_hybrid_models_kv_on_its_full_attention_layers():
+    proc = servesim("explain", "--model", "Qwen/Qwen3.5-35B-A3B", "--hardware", "b200")
+    assert proc.returncode == 0, proc.stderr
+    # 2 x 10 full-attention layers x 2 KV heads x 256 x 2 bytes (30 of its 40 layers are Gated DeltaNet)
+    assert "stores 2 x 10 full-attention layers x kv_heads x head_dim x bytes = 20,480 bytes per token" in proc.stdout

@@ -683,7 +683,10 @@ def _all_to_all(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]
 # (chunked over a prompt; one recurrent step a token in decode). aiconfigurator's collector times each apart
 # (collector/*/collect_gdn.py), per GPU's heads.
 GDN_KERNELS = {
-    "context": (("causal_conv1d_fn",), ("chunk_gated_delta_rule", "chunk_gated_delta_rule_flashinfer")),
+    "context": (
+        ("causal_conv1d_fn",),
+        ("chunk_gated_delta_rule", "chunk_gated_delta_rule_flashinfer", "chunk_gated_delta_rule_triton"),
+    ),
     "generation": (
         ("causal_conv1d_update",),
         ("fused_recurrent_gated_delta_rule_packed_decode", "fused_recurrent_gated_delta_rule"),

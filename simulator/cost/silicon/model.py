@@ -395,7 +395,8 @@ class SiliconCostModel:
         if m.num_linear_layers:
             assert m.linear_num_key_heads is not None and m.linear_num_value_heads is not None
             assert m.linear_key_head_dim is not None and m.linear_value_head_dim is not None
-            self._gdn_state_bytes = GDN_TABLE_STATE_BYTES.get(t.selection.base)
+            # the engine whose GDN table was read (another's where this engine's was not measured on this GPU)
+            self._gdn_state_bytes = GDN_TABLE_STATE_BYTES.get(t.sources.get("gdn", "").split(" ", 1)[0])
             if not (m.linear_num_key_heads % tp or m.linear_num_value_heads % tp):
                 self._gdn = t.gdn(
                     m.linear_num_key_heads // tp,

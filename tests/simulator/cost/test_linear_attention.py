@@ -220,3 +220,112 @@ def test_the_roofline_prices_full_attention_on_the_full_layers_and_the_delta_rul
         r.step_time(BatchShape(num_decode_seqs=8, decode_context_tokens=x, num_sampled_tokens=8)).total_s
         for x in contexts
     ]
+
+
+def test_qwen3_next_layer_types_come_from_its_full_attention_interval(tmp_path):
+    """Qwen3-Next's config.json has no layer_types, only full_attention_interval (transformers' Qwen3NextConfig makes
+    every interval-th layer full attention); without either the Gated DeltaNet layers are refused, not misread."""
+    import json
+
+    from simulator.config.hf_config import model_spec_from_hf_config
+    from simulator.cost.silicon.database import dependency_root
+
+    root = dependency_root()
+    assert root is not None
+    cfg = json.loads((root.parent.parent / "model_configs" / "Qwen--Qwen3.5-397B-A17B_config.json").read_text())
+    text = {k: v for k, v in cfg["text_config"].items() if k != "layer_types"}
+    (tmp_path / "config.json").write_text(json.dumps(text | {"full_attention_interval": 4}))
+    spec = model_spec_from_hf_config(tmp_path / "config.json")
+    assert (spec.num_linear_layers, spec.num_full_attention_layers) == (45, 15)
+    (tmp_path / "config.json").write_text(json.dumps({k: v for k, v in text.items() if k != "full_attention_interval"}))
+    with pytest.raises(ValueError, match="neither 'layer_types' nor a positive 'full_attention_interval'"):
+        model_spec_from_hf_config(tmp_path / "config.json")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"parallelism": {"tp": 32}}, "tp=32 does not divide the 16 key and 64 value heads"),
+        ({"parallelism": {"tp": 4, "pp": 2}}, "pp=2: pipeline stages of .* are not modelled"),
+        ({"cost_model": {"kind": "aiconfigurator"}}, "Gated DeltaNet layers are not mapped to an aiconfigurator"),
+    ],
+)
+def test_what_a_hybrid_model_cannot_run_is_refused_in_one_line(change, message):
+    with pytest.raises(ValueError, match=message):
+        build(validate_scenario(scenario(**change)))
+
+
+def test_a_hybrid_model_in_a_disaggregated_cluster_is_refused():
+    groups = [
+        {"name": "p", "role": "prefill", "count": 1, "parallelism": {"tp": 8}},
+        {"name": "d", "role": "decode", "count": 1, "parallelism": {"tp": 8}},
+    ]
+    cfg = validate_scenario({k: v for k, v in scenario().items() if k != "parallelism"} | {"groups": groups})
+    with pytest.raises(
+        ValueError, match=r"group p: role prefill with .* hybrid linear-attention model, is not modelled"
+    ):
+        build(cfg)
+
+
+def test_mtp_runs_beside_a_hybrid_model_as_one_full_attention_layer():
+    cfg = validate_scenario(scenario(speculative={"method": "mtp", "num_tokens": 1, "acceptance_rate": 0.8}))
+    setup = setup_group(cfg, cfg.replica_groups()[0], 0, None)
+    assert setup.proposer is not None
+    assert (setup.proposer.num_layers, setup.proposer.num_linear_layers) == (1, 0)
+    assert setup.proposer.num_full_attention_layers == 1
+    assert build(cfg).run().summary["completed"] == 40
+
+
+def test_sglangs_given_slots_are_shared_among_attention_dp_ranks():
+    per_seq = BF16_STATE.linear_state_bytes_per_seq_per_gpu(1)
+    plan = plan_sglang_memory(
+        BF16_STATE,
+        B200,
+        8,
+        16,
+        chunked_prefill_size=16384,
+        mem_fraction_static=0.8,
+        max_running_requests=128,
+        dp_attention=8,
+    )
+    assert plan.state_slots == 16 and plan.state_bytes == 16 * per_seq
+
+
+def test_the_state_dtype_anchoring_follows_the_engine_whose_gdn_table_is_read():
+    # SGLang's collector ran its decode on a float32 state; vLLM's does not say (read as measured)
+    sglang = SiliconCostModel(SiliconParams(framework="sglang"), BF16_STATE, B200, tp=8)
+    vllm = SiliconCostModel(SiliconParams(framework="vllm"), BF16_STATE, B200, tp=8)
+    assert sglang.tables is not None and sglang.tables.sources["gdn"].startswith("sglang 0.5.14")
+    assert (sglang._gdn_state_bytes, vllm._gdn_state_bytes) == (4.0, None)
+    assert vllm._gdn is not None  # vLLM's prefill kernel is named chunk_gated_delta_rule_flashinfer on B200
+
+
+def test_the_converter_sums_each_phases_two_kernels_per_head_layout(tmp_path):
+    """convert._gdn on a small table of the database layout: the convolution plus the delta rule, per cell, for
+    whichever name the engine's chunk kernel has (vLLM's on L40S: chunk_gated_delta_rule_triton)."""
+    from types import SimpleNamespace
+
+    from simulator.cost.silicon.convert import _gdn
+    from simulator.cost.silicon.database import Table
+
+    layout = {"d_model": 2048, "num_k_heads": 16, "head_k_dim": 128, "num_v_heads": 32, "head_v_dim": 128}
+    rows = [
+        {"phase": "context", "kernel_source": k, "batch_size": b, "seq_len": n, "latency": ms * b * n / 64}
+        for k, ms in (("causal_conv1d_fn", 0.01), ("chunk_gated_delta_rule_triton", 0.05))
+        for b in (1, 2)
+        for n in (64, 128)
+    ] + [
+        {"phase": "generation", "kernel_source": k, "batch_size": b, "seq_len": 1, "latency": ms * b}
+        for k, ms in (("causal_conv1d_update", 0.002), ("fused_recurrent_gated_delta_rule_packed_decode", 0.004))
+        for b in (1, 8)
+    ]
+    path = tmp_path / "gdn_perf.parquet"
+    pd.DataFrame([r | layout for r in rows]).to_parquet(path)
+    table = Table(path, "vllm", "0.24.0")
+    out: dict = {}
+    meta: dict = {}
+    _gdn(SimpleNamespace(table=lambda family, filename: table), out, meta)
+    key = "16/128/32/128"
+    assert out[f"gdn_prefill/{key}/ms"].ravel().tolist() == pytest.approx([0.06, 0.12, 0.12, 0.24])
+    assert out[f"gdn_decode/{key}"].ravel().tolist() == pytest.approx([1.0, 8.0, 0.006, 0.048])
+    assert meta["gdn"].endswith("chunk_gated_delta_rule_triton, fused_recurrent_gated_delta_rule_packed_decode")
