@@ -513,19 +513,22 @@ _QWEN35_FP8 = _FP8_KV | {"mamba_ssm_dtype": "bfloat16"}
 _QWEN35_UNEXPRESSED = "decode CUDA-graph batch sizes (--cuda-graph-max-bs), --tokenizer-worker-num 6"
 
 
-def _sglang_qwen35(running: int, chunk: int) -> Callable[[int, int, int, int], dict[str, Any]]:
-    """The Qwen3.5 SGLang scripts' MAX_RUNNING_REQUESTS, CHUNKED_PREFILL_SIZE (= MAX_PREFILL_TOKENS) and
-    SCHEDULER_RECV_INTERVAL: 30 at CONC >= 16, else 10."""
+def _sglang_qwen35(isl: int, osl: int, conc: int, tp: int) -> dict[str, Any]:
+    """Most Qwen3.5 SGLang scripts' MAX_RUNNING_REQUESTS 128, CHUNKED_PREFILL_SIZE = MAX_PREFILL_TOKENS 32768 and
+    SCHEDULER_RECV_INTERVAL 30 at CONC >= 16, else 10."""
+    return {
+        "max_running_requests": 128,
+        "chunked_prefill_size": 32768,
+        "max_prefill_tokens": 32768,
+        "scheduler_recv_interval": 30 if conc >= 16 else 10,
+    }
 
-    def policy(isl: int, osl: int, conc: int, tp: int) -> dict[str, Any]:
-        return {
-            "max_running_requests": running,
-            "chunked_prefill_size": chunk,
-            "max_prefill_tokens": chunk,
-            "scheduler_recv_interval": 30 if conc >= 16 else 10,
-        }
 
-    return policy
+def _qwen35(script: str, commit: str, mem_fraction_static: float, fp8: bool) -> Recipe:
+    """A Qwen3.5 SGLang script of that common shape (``_sglang_qwen35``): its --mem-fraction-static, and with
+    ``fp8`` (the FP8 and FP4 scripts) --kv-cache-dtype fp8_e4m3 and --mamba-ssm-dtype bfloat16."""
+    kv = (_QWEN35_FP8 if fp8 else {}) | {"mem_fraction_static": mem_fraction_static}
+    return Recipe(f"benchmarks/single_node/{script}", commit, _sglang_qwen35, kv, _QWEN35_UNEXPRESSED)
 
 
 _DSR1_TRT_UNEXPRESSED = "decode CUDA-graph batch sizes (cuda_graph_config.max_batch_size)"
@@ -765,41 +768,23 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
     # SGLang, Qwen3.5-397B-A17B (the hybrid Gated DeltaNet model): --disable-radix-cache everywhere; the FP8 and FP4
     # scripts pass --kv-cache-dtype fp8_e4m3 and --mamba-ssm-dtype bfloat16, the BF16 ones neither (auto, and the
     # config's float32 state)
-    ("sglang", "Qwen/Qwen3.5-397B-A17B", "bf16", "b200_sxm"): Recipe(
-        "benchmarks/single_node/qwen3.5_bf16_b200.sh",
-        "9dc87a68c19c17bc0bd367e2ed72d3f9f95ed951",  # 2026-02-19; the points' run 2026-02-20
-        _sglang_qwen35(128, 32768),
-        {"mem_fraction_static": 0.82},
-        _QWEN35_UNEXPRESSED,
+    # the script read at the last commit on or before the points' run (bf16 B200: 2026-02-19 for a run of 02-20; FP8
+    # B200: 2026-03-23, the points of 03-20 ran 64c20b6b5 of 03-11, whose flags servesim reads are the same; FP4
+    # B200: the run's day, 04-08; B300: 04-17 for runs of 04-18)
+    ("sglang", "Qwen/Qwen3.5-397B-A17B", "bf16", "b200_sxm"): _qwen35(
+        "qwen3.5_bf16_b200.sh", "9dc87a68c19c17bc0bd367e2ed72d3f9f95ed951", 0.82, fp8=False
     ),
-    ("sglang", "Qwen/Qwen3.5-397B-A17B", "fp4", "b200_sxm"): Recipe(
-        "benchmarks/single_node/qwen3.5_fp4_b200.sh",
-        "48d35c480fb21b5892e01e5bf670695d7d601ce9",  # 2026-04-08, the points' day
-        _sglang_qwen35(128, 32768),
-        _QWEN35_FP8 | {"mem_fraction_static": 0.85},
-        _QWEN35_UNEXPRESSED,
+    ("sglang", "Qwen/Qwen3.5-397B-A17B", "fp4", "b200_sxm"): _qwen35(
+        "qwen3.5_fp4_b200.sh", "48d35c480fb21b5892e01e5bf670695d7d601ce9", 0.85, fp8=True
     ),
-    ("sglang", "Qwen/Qwen3.5-397B-A17B", "fp8", "b200_sxm"): Recipe(
-        # 2026-03-23; the points of 2026-03-20 ran 64c20b6b5 (2026-03-11), whose flags servesim reads are the same
-        "benchmarks/single_node/qwen3.5_fp8_b200.sh",
-        "6a5dad463efe03fca04526048d0027a47f7e20be",
-        _sglang_qwen35(128, 32768),
-        _QWEN35_FP8 | {"mem_fraction_static": 0.82},
-        _QWEN35_UNEXPRESSED,
+    ("sglang", "Qwen/Qwen3.5-397B-A17B", "fp8", "b200_sxm"): _qwen35(
+        "qwen3.5_fp8_b200.sh", "6a5dad463efe03fca04526048d0027a47f7e20be", 0.82, fp8=True
     ),
-    ("sglang", "Qwen/Qwen3.5-397B-A17B", "bf16", "b300_sxm"): Recipe(
-        "benchmarks/single_node/qwen3.5_bf16_b300.sh",
-        "32274d6c16830f8e1d7d9bcfa4a2d0c2838771e4",  # 2026-04-17; the points' run 2026-04-18
-        _sglang_qwen35(128, 32768),
-        {"mem_fraction_static": 0.82},
-        _QWEN35_UNEXPRESSED,
+    ("sglang", "Qwen/Qwen3.5-397B-A17B", "bf16", "b300_sxm"): _qwen35(
+        "qwen3.5_bf16_b300.sh", "32274d6c16830f8e1d7d9bcfa4a2d0c2838771e4", 0.82, fp8=False
     ),
-    ("sglang", "Qwen/Qwen3.5-397B-A17B", "fp4", "b300_sxm"): Recipe(
-        "benchmarks/single_node/qwen3.5_fp4_b300.sh",
-        "8acbd08b7865ddcedabc885d14714a080653ddcb",  # 2026-04-17; the points' run 2026-04-18
-        _sglang_qwen35(128, 32768),
-        _QWEN35_FP8 | {"mem_fraction_static": 0.8},
-        _QWEN35_UNEXPRESSED,
+    ("sglang", "Qwen/Qwen3.5-397B-A17B", "fp4", "b300_sxm"): _qwen35(
+        "qwen3.5_fp4_b300.sh", "8acbd08b7865ddcedabc885d14714a080653ddcb", 0.8, fp8=True
     ),
     ("sglang", "Qwen/Qwen3.5-397B-A17B", "fp8", "b300_sxm"): Recipe(
         # --max-running-requests CONC, --chunked-prefill-size and --max-prefill-tokens 16384,

@@ -352,22 +352,9 @@ def _proposer(
         except ValueError as exc:
             raise ValueError(f"speculative.draft_model: {exc}") from None
         return deployed_model(draft, quantization, kv_dtype)
-    # a hybrid model's MTP layer is a full-attention layer (Qwen3.5's mtp_num_hidden_layers: a decoder layer of
-    # its full-attention type)
-    linear = {"num_linear_layers": 0, "linear_state_bytes": 4.0} | dict.fromkeys(_LINEAR_HEAD_FIELDS)
-    return model.model_copy(
-        update={"name": f"{model.name} MTP", "num_layers": 1, "num_dense_layers": 0}
-        | (linear if model.num_linear_layers else {})
-    )
-
-
-_LINEAR_HEAD_FIELDS = (
-    "linear_num_key_heads",
-    "linear_num_value_heads",
-    "linear_key_head_dim",
-    "linear_value_head_dim",
-    "linear_conv_kernel_dim",
-)
+    # a hybrid model's MTP layer is a full-attention decoder layer (Qwen3.5's mtp_num_hidden_layers)
+    mtp = model.model_copy(update={"name": f"{model.name} MTP", "num_layers": 1, "num_dense_layers": 0})
+    return mtp.as_full_attention() if mtp.num_linear_layers else mtp
 
 
 def _proposer_weight_bytes(cfg: ScenarioConfig, proposer: ModelSpec | None) -> float:

@@ -341,6 +341,12 @@ class ModelSpec(NoBoolNumbers):
         state = heads * self.linear_key_head_dim * self.linear_value_head_dim * self.linear_state_bytes
         return self.num_linear_layers * (conv * UNQUANTIZED_WEIGHT_BYTES + state)
 
+    def as_full_attention(self) -> ModelSpec:
+        """This spec with every layer full attention: the Gated DeltaNet fields at their defaults (a hybrid model's
+        MTP layer, a full-attention decoder layer)."""
+        defaults = {k: type(self).model_fields[k].default for k in _LINEAR_FIELDS}
+        return self.model_copy(update=defaults)
+
     @property
     def q_size(self) -> int:
         """Width of the query projection output."""

@@ -593,6 +593,14 @@ class RooflineCostModel:
         assert out is not None
         return out
 
+    def gdn_prefill_layer_s(self, num_seqs: float, tokens_per_seq: float) -> float:
+        """One linear layer's prefill seconds (``gdn_prefill_work`` at the roofline, its kernels' launches)."""
+        return self._op(*self.gdn_prefill_work(num_seqs, tokens_per_seq), self._attn_rate, 1).seconds
+
+    def gdn_decode_layer_s(self, num_seqs: float, state_bytes: float | None = None) -> float:
+        """One linear layer's decode seconds (``gdn_decode_work`` at the roofline, its kernels' launches)."""
+        return self._op(*self.gdn_decode_work(num_seqs, state_bytes), self._attn_rate, 1).seconds
+
     def _gdn_sizes(self) -> tuple[float, float, float, float]:
         """Per GPU: value heads, the recurrent state's elements a sequence, the convolution's channels (q, k, v),
         and each key and value head's width product (the state of one head)."""

@@ -8,7 +8,7 @@ the profiled reserve (``plan_memory``), SGLang a fraction of device memory for w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simulator.config.specs import HardwareSpec, ModelSpec
 
@@ -233,18 +233,7 @@ def _states_note(slots: int | None, state: float) -> str:
 
 
 def _with_states(plan: MemoryPlan, slots: int | None, state: float) -> MemoryPlan:
-    if slots is None:
-        return plan
-    return MemoryPlan(
-        plan.usable_bytes,
-        plan.weight_bytes,
-        plan.reserve_bytes,
-        plan.kv_bytes,
-        plan.block_bytes,
-        plan.num_blocks,
-        slots,
-        state,
-    )
+    return plan if slots is None else replace(plan, state_slots=slots, state_bytes=state)
 
 
 def sglang_decode_graph_max_bs(gpu_memory_mib: float, tp: int) -> int:

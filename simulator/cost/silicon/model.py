@@ -980,12 +980,7 @@ class SiliconCostModel:
         r = self.roofline
         seconds, sources = 0.0, []
         if new:
-
-            def roof(b: float, length: float) -> float:
-                flops, nbytes, kernels = r.gdn_prefill_work(b, length)
-                return max(flops / self._attn_rate, nbytes / self._bw) + kernels * self.params.roofline.kernel_launch_s
-
-            t, source = self._table_lookup(prefill, len(new), sum(new) / len(new), roof)
+            t, source = self._table_lookup(prefill, len(new), sum(new) / len(new), r.gdn_prefill_layer_s)
             seconds += t
             sources.append(f"prefill {source}")
         if num_decode_seqs:
@@ -993,20 +988,15 @@ class SiliconCostModel:
             nc = decode.clamp(n)
             t = decode(nc)
             assert t is not None
-
-            def roof_decode(b: float, state_bytes: float | None = None) -> float:
-                flops, nbytes, kernels = r.gdn_decode_work(b, state_bytes)
-                return max(flops / self._attn_rate, nbytes / self._bw) + kernels * self.params.roofline.kernel_launch_s
-
             if nc != n:
-                t *= roof_decode(n) / roof_decode(nc)
+                t *= r.gdn_decode_layer_s(n) / r.gdn_decode_layer_s(nc)
                 sources.append(f"decode roofline anchored at batch {nc:g}")
             else:
                 sources.append("decode measured" if n in decode.xs else "decode interpolated")
             measured_state = self._gdn_state_bytes
             if measured_state is not None and measured_state != self.model.linear_state_bytes:
                 # the table's recurrent state read and written in another dtype than this run's: anchored at its own
-                t *= roof_decode(n) / roof_decode(n, measured_state)
+                t *= r.gdn_decode_layer_s(n) / r.gdn_decode_layer_s(n, measured_state)
                 sources[-1] += f", its {measured_state:g}-byte state anchored"
             seconds += t
         source = ", ".join(sources)
