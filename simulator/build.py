@@ -36,6 +36,7 @@ from simulator.kv.blocks import BlockManager
 from simulator.kv.host import HostPool
 from simulator.kv.memory import MemoryPlan, plan_memory, plan_sglang_memory, plan_trtllm_memory
 from simulator.kv.prefix_cache import PrefixCache
+from simulator.kv.window import WindowedBlockManager, sliding_window_blocks
 from simulator.metrics.recorder import MetricsRecorder
 from workloads import RequestStream, generate
 from workloads.rng import Stream, rng_for
@@ -60,6 +61,7 @@ class GroupSetup:
     proposer: ModelSpec | None = None  # speculative decoding's draft model or MTP module
     cost_model: Any = None  # the cost model's parameters, the engine whose kernels it reads filled in
     dp_attention: int = 1  # attention data-parallel ranks, each with its own scheduler and KV pool
+    windowed: bool = False  # sliding-window layers' KV held per window (``windowed_kv``), the blocks the full layers'
 
 
 def deployed_model(
@@ -144,6 +146,7 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
     # hardware-dependent policy defaults (vllm's None budget and max_num_seqs) for this GPU
     policy = policies.batching.resolve_for_hardware(g.policy or cfg.policy, hardware.memory_bytes, hardware.name)
     engine = policies.batching.traits_of(policy.kind).engine
+    windowed = windowed_kv(policy.kind, model, kv, g.role)
     memory = None
     if kv.num_blocks is None:
         # with a profile: the measured device memory, weights and (unless set) activation and runtime reserve
@@ -164,6 +167,7 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
             extra_weight_bytes=_proposer_weight_bytes(cfg, proposer),
             extra_kv_bytes_per_token=proposer.kv_bytes_per_token_per_gpu(par.tp) if proposer is not None else 0.0,
             dp_attention=dp,
+            windowed=windowed,
         )
         if memory.state_slots is not None and "max_mamba_cache_size" in type(policy).model_fields:
             # SGLang's state pool caps its running requests (a hybrid linear-attention model)
@@ -221,6 +225,20 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
         proposer,
         cost_model,
         dp,
+        windowed,
+    )
+
+
+def windowed_kv(policy_kind: str, model: ModelSpec, kv: KvCacheConfig, role: str) -> bool:
+    """Whether a group's sliding-window layers hold their KV per window (simulator/kv/window.py): its engine does
+    (``BatchTraits.windows_sliding_kv``: vLLM V1), the model has sliding layers beside full ones, and the group is
+    mixed without a prefix cache (the two servesim models the window without). Otherwise every layer's KV is
+    held for every token."""
+    return (
+        policies.batching.traits_of(policy_kind).windows_sliding_kv
+        and model.windows_sliding_kv
+        and not kv.prefix_caching
+        and role == "mixed"
     )
 
 
@@ -232,6 +250,7 @@ def _plan_memory(
     tp: int,
     pp: int,
     reserve_bytes: float | None,
+    windowed: bool = False,
     **measured: Any,
 ) -> MemoryPlan:
     """The KV capacity the policy's engine gives (its traits' ``engine``): SGLang's from ``mem_fraction_static``
@@ -269,7 +288,16 @@ def _plan_memory(
         )
     max_seqs = getattr(policy, "max_num_seqs", None) or getattr(policy, "max_batch_size", None)
     return plan_memory(
-        model, hardware, tp, kv.block_size, kv.gpu_memory_utilization, reserve_bytes, pp, **measured, max_seqs=max_seqs
+        model,
+        hardware,
+        tp,
+        kv.block_size,
+        kv.gpu_memory_utilization,
+        reserve_bytes,
+        pp,
+        **measured,
+        max_seqs=max_seqs,
+        windowed=windowed,
     )
 
 
@@ -384,10 +412,14 @@ def _make_replica(
     policy_params = setup.policy
     policy_entry = policies.BATCH_POLICIES.entry(policy_params.kind)
     dp = setup.dp_attention
-    kv_per_token = model.kv_bytes_per_token_per_gpu(tp, pp, dp)
+    kv_per_token = model.kv_bytes_per_token_per_gpu(tp, pp, dp, setup.windowed)
     if setup.proposer is not None:  # the proposer keeps its own KV for every token, in the same blocks
         kv_per_token += setup.proposer.kv_bytes_per_token_per_gpu(tp)
     block_bytes = kv_per_token * kvc.block_size
+    window = None
+    if setup.windowed:  # the sliding layers' blocks per sequence, in the pool's blocks
+        extra = kv_per_token - model.kv_bytes_per_token_per_gpu(tp, pp, dp, True)
+        window = sliding_window_blocks(model, tp, pp, dp, kvc.block_size, extra)
     host_link = Link(hw.host_link_bandwidth_bytes_per_s, hw.host_link_latency_s)
     interconnect = Link(hw.interconnect_bandwidth_bytes_per_s, hw.interconnect_latency_s)
     stages = [simpy.Resource(env, capacity=1) for _ in range(pp)] if pp > 1 else None
@@ -406,6 +438,8 @@ def _make_replica(
         swap = HostPool(int(kvc.swap_space_bytes // block_bytes))
         if kvc.prefix_caching:
             kv = PrefixCache(blocks, kvc.block_size, int(kvc.host_cache_bytes // block_bytes), swap)
+        elif window is not None:
+            kv = WindowedBlockManager(blocks, kvc.block_size, window, swap)
         else:
             kv = BlockManager(blocks, kvc.block_size, swap)
         engine_kwargs = {} if group is None else {"group": group}

@@ -57,6 +57,11 @@ class BatchTraits:
     ``max_batch_size``), and only a scheduled one starts its transfer (``tensorrt_llm/_torch/pyexecutor/
     scheduler.py``, ``_schedule_guaranteed_no_evict``). So the time a request waits for a seat on a full generation
     server comes before its first token, which the client receives from that server."""
+    windows_sliding_kv: bool = False
+    """Its engine keeps a sliding-window layer's keys for the window only, out of the pool the full layers' blocks
+    come from (vLLM V1's hybrid KV cache manager, simulator/kv/window.py): a sequence holds its full layers' blocks
+    per token and its sliding layers' per window. Otherwise every layer's keys are held for every token (TensorRT-LLM
+    1.0-1.2 without ``max_attention_window``; SGLang's separate window pool is not modelled)."""
     hardware_defaults: bool = False
     """Its parameters leave some defaults to the GPU (the engine's own per-device defaults): its parameter model
     has ``resolve_for_hardware(device_memory_bytes, device_name)``, which ``build`` calls for each replica group."""

@@ -160,6 +160,7 @@ class VllmParams(BaseModel):
         overlaps_cpu=True,
         recomputes_first_token=True,
         eager_prefill=True,  # above the largest CUDA-graph capture size only: ``piecewise_graph_max_tokens``
+        windows_sliding_kv=True,
     ),
 )
 class VllmPolicy:

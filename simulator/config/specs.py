@@ -291,6 +291,13 @@ class ModelSpec(NoBoolNumbers):
         return self.num_layers - self.num_dense_layers
 
     @property
+    def windows_sliding_kv(self) -> bool:
+        """It has sliding-window layers beside full-attention ones, so an engine that frees keys outside the window
+        (vLLM V1's hybrid KV cache manager) holds their KV per sequence, not per token. A model of sliding layers
+        only is left whole (every layer's keys counted per token, as before)."""
+        return 0 < self.num_sliding_layers < self.num_layers
+
+    @property
     def num_full_attention_layers(self) -> int:
         """Layers with (full or sliding-window) softmax attention and a KV cache: all but the linear-attention ones."""
         return self.num_layers - self.num_linear_layers
@@ -567,17 +574,22 @@ class ModelSpec(NoBoolNumbers):
         base, extra = divmod(self.num_layers, pp)
         return [base + (1 if s < extra else 0) for s in range(pp)]
 
-    def kv_bytes_per_token_per_gpu(self, tp: int, pp: int = 1, dp_attention: int = 1) -> float:
+    def kv_bytes_per_token_per_gpu(self, tp: int, pp: int = 1, dp_attention: int = 1, windowed: bool = False) -> float:
         """KV bytes of one token on each GPU of a tp x pp replica (the fullest pipeline stage) that holds it.
 
         MLA caches one latent of ``kv_lora_rank + qk_rope_head_dim`` elements per token and layer, which
         tensor parallelism does not split: every rank holds it whole (vLLM's ``ModelConfig.get_num_kv_heads``
         returns 1 for MLA, "When using MLA during decode it becomes MQA", vllm/config/model.py). With attention
         data parallelism a token lives on one rank's tp/dp_attention GPUs, its heads split that many ways.
+        ``windowed``: the engine keeps a sliding-window layer's keys for the window only (``windows_sliding_kv``),
+        so a token of the sequence costs the full-attention layers' bytes; the window is a per-sequence cost
+        (simulator/kv/window.py).
         """
         layers = self.layers_per_stage(pp)[0]
         if self.num_linear_layers:  # the full-attention layers cache keys (a stage's share, rounded up)
             layers = -(-self.num_full_attention_layers // pp)
+        if windowed and self.windows_sliding_kv:  # the full-attention layers only (a stage's share, rounded up)
+            layers = -(-(self.num_layers - self.num_sliding_layers) // pp)
         if self.is_mla:
             return layers * (self.mla_latent_size * self.kv_cache_bytes + self.indexer_key_bytes)
         return 2 * layers * self.kv_heads_per_gpu(tp // dp_attention) * self.head_dim * self.kv_cache_bytes

@@ -359,6 +359,8 @@ class StepExecutor:
         spec = self.speculation
         num_extra = 0
         commit = kv.commit if kv.commits else None
+        if kv.windows:  # the prompt chunks' window blocks beyond a sequence's decode bound return to the pool
+            kv.end_step()
         scheduled = plan.scheduled
         if self._members is not None:  # the members' tokens, counted by the decode batch
             assert self.lazy is not None

@@ -119,14 +119,18 @@ def _per_gpu(
     extra_weight_bytes: float,
     extra_kv_bytes_per_token: float,
     dp_attention: int = 1,
+    windowed: bool = False,
 ) -> _PerGpu:
     """With attention data parallelism (``dp_attention`` > 1) each GPU holds the attention group's weights split
     tp/dp_attention ways (``ModelSpec.weight_bytes_per_gpu``) and the KV of its own rank's requests only, their
-    heads split tp/dp_attention ways: the block count is one rank's pool."""
+    heads split tp/dp_attention ways: the block count is one rank's pool. ``windowed``: the engine holds a
+    sliding-window layer's keys for the window only, so a block is the full-attention layers'
+    (``ModelSpec.kv_bytes_per_token_per_gpu``)."""
     device = hardware.memory_bytes if memory_bytes is None else memory_bytes
     weights = model.weight_bytes_per_gpu(tp, pp, dp_attention) if weight_bytes is None else weight_bytes / (tp * pp)
     weights += extra_weight_bytes / tp  # a speculative proposer's, split over the tp GPUs
-    block_bytes = (model.kv_bytes_per_token_per_gpu(tp, pp, dp_attention) + extra_kv_bytes_per_token) * block_size
+    per_token = model.kv_bytes_per_token_per_gpu(tp, pp, dp_attention, windowed)
+    block_bytes = (per_token + extra_kv_bytes_per_token) * block_size
     return _PerGpu(model, hardware, tp, pp, block_size, device, weights, block_bytes, dp_attention)
 
 
@@ -162,6 +166,7 @@ def plan_memory(
     extra_kv_bytes_per_token: float = 0.0,
     dp_attention: int = 1,
     max_seqs: int | None = None,
+    windowed: bool = False,
 ) -> MemoryPlan:
     """vLLM's KV blocks per replica: (memory x gpu_memory_utilization - weights/(tp pp) - reserve) / bytes per block.
 
@@ -187,6 +192,10 @@ def plan_memory(
     from the same pool in vLLM (a ``MambaSpec`` KV-cache group, one block a sequence, its page padded to the
     attention layers'; ``vllm/v1/core/kv_cache_utils.py``): they are set aside for ``max_seqs`` sequences (the
     policy's max_num_seqs), the most that run at once.
+
+    ``windowed`` (vLLM V1 with sliding-window layers beside full ones): a block is ``block_size`` tokens of the
+    full-attention layers, as vLLM's pages of one KV-cache group (``get_num_blocks``: memory / page bytes / group
+    size); the sliding layers' window blocks come from the same pool per sequence (simulator/kv/window.py).
     """
     g = _per_gpu(
         model,
@@ -199,6 +208,7 @@ def plan_memory(
         extra_weight_bytes,
         extra_kv_bytes_per_token,
         dp_attention,
+        windowed,
     )
     usable = g.device_bytes * gpu_memory_utilization
     reserve = default_reserve_bytes(model, tp) if reserve_bytes is None else reserve_bytes

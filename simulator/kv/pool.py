@@ -46,6 +46,7 @@ class Holding:
     num_kv_tokens: int = 0
     block_ids: list[int] | None = None  # in a pool of block ids
     num_hashed_blocks: int = 0  # prompt blocks registered in the prefix cache's index
+    num_window_blocks: int = 0  # a windowed pool's blocks for the sliding-window layers (simulator/kv/window.py)
 
 
 Lease = Holding  # a holding that no request owns yet
@@ -54,9 +55,14 @@ Lease = Holding  # a holding that no request owns yet
 class Holdings(ABC):
     """What a pool's requests hold, keyed by request id, and the swap space in host memory (shared by both pools)."""
 
+    windows: ClassVar[bool] = False  # a request also holds sliding-window blocks (simulator/kv/window.py)
+
     def __init__(self, swap: HostPool | None) -> None:
         self._held: dict[int, Holding] = {}
         self.swap = swap if swap is not None else HostPool(0)
+
+    def end_step(self) -> None:  # noqa: B027 (a hook the windowed pool fills in, nothing to do here)
+        """A step ended (a windowed pool returns its prompt chunks' extra window blocks; nothing here)."""
 
     @property
     def held(self) -> dict[int, Holding]:
@@ -114,6 +120,7 @@ class KvPool(Protocol):
 
     counted_growth: ClassVar[bool]
     commits: ClassVar[bool]  # whether ``commit`` does anything (the executor skips the call when not)
+    windows: ClassVar[bool]  # whether ``end_step`` does anything: requests hold sliding-window blocks
     caches: ClassVar[bool]  # whether it may keep cached blocks (False: ``num_cached_blocks`` is always 0)
     block_size: int
     num_total_blocks: int
@@ -214,6 +221,10 @@ class KvPool(Protocol):
     def held(self) -> dict[int, Holding]:
         """The holdings by request id (counted pools: ``DecodeBatch.catch_up`` settles the growth of many in one
         pass, as ``settle_growth`` each)."""
+        ...
+
+    def end_step(self) -> None:
+        """A step ended: blocks held for that step only return to the pool."""
         ...
 
     def check(self, holders: Iterable[Request], leases: Iterable[Lease]) -> None:
