@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 import policies
 
-# Qwen3.5-27B: a hybrid model (48 of its 64 layers Gated DeltaNet), its recurrent states beside the KV cache
-MODELS = ("llama-3.2-1b", "llama-3.1-8b", "qwen2.5-7b", "mistral-7b", "Qwen/Qwen3.5-27B")
+# Qwen3.5-27B: a hybrid model (48 of its 64 layers Gated DeltaNet), its recurrent states beside the KV cache;
+# gpt-oss-20b: 12 of its 24 layers sliding-window, held per window under vllm (simulator/kv/window.py)
+MODELS = ("llama-3.2-1b", "llama-3.1-8b", "qwen2.5-7b", "mistral-7b", "Qwen/Qwen3.5-27B", "openai/gpt-oss-20b")
 HARDWARE = ("h100-sxm", "a100-80gb", "l40s", "h200")
 TRACES = ("azure-conv", "azure-code", "bwb", "sharegpt-8k-multiturn")
 UNTIMED = ("bwb", "sharegpt-8k-multiturn")  # lengths only: replayed at an arrival process's times

@@ -92,17 +92,27 @@ def main(args: argparse.Namespace) -> int:
     model_name = sim.resolved_config["model"]["name"]
     spec = ModelSpec.model_validate(sim.resolved_config["model"])
     per_token = spec.kv_bytes_per_token()  # MLA's latent; a hybrid model's full-attention layers only
+    kv = sim.engines[0].kv
+    window = ""
     if spec.is_mla:
         formula = "layers x (latent + rotary key) x bytes"
     elif spec.num_linear_layers:
         formula = f"2 x {spec.num_full_attention_layers} full-attention layers x kv_heads x head_dim x bytes"
+    elif kv.windows:  # vLLM V1 keeps a sliding-window layer's keys for the window only
+        full = spec.num_layers - spec.num_sliding_layers
+        formula = f"2 x {full} full-attention layers x kv_heads x head_dim x bytes"
+        per_token = 2 * full * spec.kv_size * spec.kv_cache_bytes
+        window = (
+            f" and, for each sequence, its {spec.num_sliding_layers} sliding-window layers' newest "
+            f"{spec.sliding_window:,} tokens ({kv.window.per_seq:,} blocks)"
+        )
     else:
         formula = "2 x layers x kv_heads x head_dim x bytes"
-    blocks = sim.engines[0].kv.num_total_blocks
-    tokens = blocks * sim.engines[0].kv.block_size
+    blocks = kv.num_total_blocks
+    tokens = blocks * kv.block_size
     out.print(
         f"[bold]3. The KV cache costs memory[/bold]: {model_name} stores {formula} "
-        f"= {per_token:,.0f} bytes per token; on {sim.resolved_config['hardware']['name']} "
+        f"= {per_token:,.0f} bytes per token{window}; on {sim.resolved_config['hardware']['name']} "
         f"the cache holds {blocks:,} blocks = {tokens:,} tokens.\n"
     )
 

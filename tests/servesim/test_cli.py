@@ -317,3 +317,12 @@ def test_explain_counts_a_hybrid_models_kv_on_its_full_attention_layers():
     assert proc.returncode == 0, proc.stderr
     # 2 x 10 full-attention layers x 2 KV heads x 256 x 2 bytes (30 of its 40 layers are Gated DeltaNet)
     assert "stores 2 x 10 full-attention layers x kv_heads x head_dim x bytes = 20,480 bytes per token" in proc.stdout
+
+
+def test_explain_counts_a_sliding_window_models_kv_on_its_full_layers_and_a_window_per_sequence():
+    proc = servesim("explain", "--model", "openai/gpt-oss-120b", "--hardware", "h100-sxm")
+    assert proc.returncode == 0, proc.stderr
+    # vLLM V1 (the explained policy) keeps gpt-oss's 18 sliding layers' keys for the newest 128 tokens only
+    text = " ".join(proc.stdout.split())
+    assert "stores 2 x 18 full-attention layers x kv_heads x head_dim x bytes = 36,864 bytes per token" in text
+    assert "its 18 sliding-window layers' newest 128 tokens (9 blocks)" in text

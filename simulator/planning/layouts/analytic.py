@@ -46,10 +46,11 @@ class Replica:
     cost: CostModel
     num_blocks: int
     block_size: int
+    window_blocks: int = 0  # a sequence's sliding-window layers' blocks (vLLM V1, simulator/kv/window.py)
 
     def kv_cap(self, context_tokens: float) -> int:
         """The most requests of ``context_tokens`` whose KV fits at once."""
-        return self.num_blocks // max(1, math.ceil(context_tokens / self.block_size))
+        return self.num_blocks // max(1, math.ceil(context_tokens / self.block_size) + self.window_blocks)
 
 
 @dataclass(frozen=True, slots=True)

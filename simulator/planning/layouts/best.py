@@ -25,6 +25,7 @@ import pandas as pd
 
 from simulator.build import make_cost_model, setup_group
 from simulator.config.scenario import validate_scenario
+from simulator.kv.window import sliding_window_blocks
 from simulator.metrics.results import json_safe
 from simulator.planning.layouts.analytic import (
     Lengths,
@@ -88,7 +89,10 @@ def _replicas(base: dict[str, Any], base_dir: Path | None, num_gpus: int, label:
             why[tp] = str(exc).removeprefix(f"{label}: ")
             continue
         cost = make_cost_model(s.cost_model, s.model, s.hardware, s.tp, s.pp, s.profile, s.ep)
-        out[tp] = Replica(tp, cost, s.num_blocks, cfg.kv_cache.block_size)
+        window = 0
+        if s.windowed:  # vLLM V1 holds the sliding layers' window per sequence beside the full layers' blocks
+            window = sliding_window_blocks(s.model, s.tp, s.pp, s.dp_attention, cfg.kv_cache.block_size).per_seq
+        out[tp] = Replica(tp, cost, s.num_blocks, cfg.kv_cache.block_size, window)
     if not out:
         cfg = validate_scenario(base, label)
         first = next(iter(why.values()), "")

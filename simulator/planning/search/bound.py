@@ -80,6 +80,7 @@ from simulator.cost import BatchShape
 from simulator.cost.shape import CostModel
 from simulator.planning.search.costs import CostModels, cost_model
 from simulator.planning.search.estimate import mean_field_rate
+from simulator.planning.search.kv_room import decode_block_steps, kv_seq_cap, sequence_refused
 from simulator.planning.search.load import load_kind
 from simulator.planning.search.maxima import geometric_grid, interval_max
 from simulator.planning.search.steady import SloTargets
@@ -239,24 +240,6 @@ def step_token_budget(policy: Any, max_model_len: int, longest_tokens: int, n_ca
     return value
 
 
-def kv_seq_cap(prompt_tokens: np.ndarray, block_size: int, num_blocks: int) -> int:
-    """The most requests whose first decode's KV fits at once: the largest n whose n smallest
-    ceil((prompt + 1) / block_size) sum to <= num_blocks."""
-    need = np.sort(-(-(prompt_tokens + 1) // block_size))
-    return int(np.searchsorted(np.cumsum(need), num_blocks, side="right"))
-
-
-def decode_block_steps(prompt: np.ndarray, output: np.ndarray, block_size: int) -> np.ndarray:
-    """Per request, the KV blocks its decode steps hold, summed over them: its k-th decode step (k = 1 ..
-    output - 1) has prompt + k tokens in the cache, ceil((prompt + k) / block_size) blocks."""
-
-    def ceil_sum(m: np.ndarray) -> np.ndarray:  # sum of ceil(x / block_size) for x = 1 .. m
-        q, r = np.divmod(m, block_size)
-        return block_size * q * (q + 1) // 2 + r * (q + 1)
-
-    return ceil_sum(prompt + np.maximum(output - 1, 0)) - ceil_sum(prompt)
-
-
 def _without(ops: dict, names: tuple[str, ...]) -> float:
     """The ops' seconds but ``names`` and the eager launches (beside the GPU's work: left out of a lower bound)."""
     return sum(op.seconds for name, op in ops.items() if name not in names and name != "eager_host")
@@ -265,10 +248,13 @@ def _without(ops: dict, names: tuple[str, ...]) -> float:
 def _possibly_refused(s: GroupSetup, prompt: np.ndarray, output: np.ndarray, block_size: int) -> np.ndarray:
     """Requests a policy may refuse (a superset: a refused request costs nothing, so leaving them out of the
     work is safe): longer than max_model_len, KV for prompt + output about the whole cache (less vllm_v0's
-    watermark), or, for a policy without chunked prefill, a prompt over its budget."""
+    watermark; with sliding-window blocks, its blocks with a chunk's window span), or, for a policy without chunked
+    prefill, a prompt over its budget."""
     total = prompt + output
     watermark_blocks = int(float(getattr(s.policy, "watermark", 0.0) or 0.0) * s.num_blocks)
     refused = (total > s.max_model_len) | (total >= (s.num_blocks - watermark_blocks) * block_size)
+    if s.windowed:  # vLLM V1 refuses a sequence whose blocks with a chunk's window span do not fit
+        refused |= sequence_refused(s, total, block_size)
     name = UNCHUNKED.get(s.policy.kind)
     if name is not None:
         limit = _int_param(s.policy, name) or s.max_model_len

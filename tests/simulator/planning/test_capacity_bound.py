@@ -252,3 +252,18 @@ def test_a_step_overlapping_its_cpu_time_is_bounded_by_the_longer_not_the_sum():
     steps = [cost.step_time(BatchShape((t,), (0,), 0, 0, 0)).total_s for t in grid]
     assert all(max(r, c) <= s * (1 + 1e-12) for r, c, s in zip(rows, rest, steps, strict=True))
     assert any(r + c > s for r, c, s in zip(rows, rest, steps, strict=True))  # the sum is not a lower bound
+
+
+def test_a_windowed_group_may_refuse_what_its_pool_refuses():
+    from simulator.build import setup_group
+    from simulator.config.scenario import validate_scenario
+    from simulator.planning.search.bound import _possibly_refused
+
+    cfg = validate_scenario(
+        {"model": "openai/gpt-oss-120b", "hardware": "h200", "parallelism": {"tp": 2}, "kv_cache": {"num_blocks": 100}}
+    )
+    s = setup_group(cfg, cfg.replica_groups()[0], 0, None)
+    assert s.windowed  # vLLM V1: the pool's blocks are the full layers', the sliding ones held per window
+    # 710 tokens: 45 blocks and a 45-block chunk span fit 100; 910 tokens: 57 + 57 do not (the engine refuses it)
+    refused = _possibly_refused(s, np.array([700, 900]), np.array([10, 10]), 16)
+    assert refused.tolist() == [False, True]

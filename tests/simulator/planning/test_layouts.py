@@ -163,3 +163,11 @@ def test_bad_questions_are_one_line(base, gpus, message):
     with pytest.raises(ValueError, match=message) as exc:
         operating_points(base, None, "small", GpusQuestion(gpus, _request()))
     assert "\n" not in str(exc.value)
+
+
+def test_kv_cap_counts_a_sequences_sliding_window_blocks():
+    from simulator.planning.layouts.analytic import Replica
+
+    # a 1,600-token context takes 100 full-layer blocks; vLLM V1 holds gpt-oss's sliding layers' window beside them
+    assert Replica(1, None, 1000, 16).kv_cap(1600) == 10
+    assert Replica(1, None, 1000, 16, window_blocks=9).kv_cap(1600) == 9  # 1000 // 109
