@@ -594,6 +594,15 @@ class ModelSpec(NoBoolNumbers):
             return layers * (self.mla_latent_size * self.kv_cache_bytes + self.indexer_key_bytes)
         return 2 * layers * self.kv_heads_per_gpu(tp // dp_attention) * self.head_dim * self.kv_cache_bytes
 
+    def sliding_kv_bytes_per_token_per_gpu(self, tp: int, pp: int = 1, dp_attention: int = 1) -> float:
+        """KV bytes of one token in the sliding-window layers on each GPU that holds them (a stage's share of those
+        layers, rounded up, as ``kv_bytes_per_token_per_gpu`` rounds the full ones): what an engine that keeps them
+        per window holds for each token of the window."""
+        if not self.windows_sliding_kv:
+            return 0.0
+        layers = -(-self.num_sliding_layers // pp)
+        return 2 * layers * self.kv_heads_per_gpu(tp // dp_attention) * self.head_dim * self.kv_cache_bytes
+
     def kv_bytes_per_token(self) -> float:
         """KV-cache bytes one token occupies across all layers: 2 x layers x kv_heads x head_dim x bytes
         (MLA: layers x (kv_lora_rank + qk_rope_head_dim) x bytes, plus DSA's indexer key)."""

@@ -84,11 +84,9 @@ def sliding_window_blocks(
     """``model``'s sliding layers as a per-sequence window of a replica's pool, per GPU (``extra_kv_bytes_per_token``:
     a speculative proposer's KV, which the pool's blocks hold beside the full layers')."""
     assert model.sliding_window is not None and model.windows_sliding_kv
-    whole = model.kv_bytes_per_token_per_gpu(tp, pp, dp_attention)
+    sliding = model.sliding_kv_bytes_per_token_per_gpu(tp, pp, dp_attention)
     full = model.kv_bytes_per_token_per_gpu(tp, pp, dp_attention, windowed=True)
-    return SlidingWindowBlocks(
-        model.sliding_window, block_size, round(whole - full), round(full + extra_kv_bytes_per_token)
-    )
+    return SlidingWindowBlocks(model.sliding_window, block_size, round(sliding), round(full + extra_kv_bytes_per_token))
 
 
 class WindowedBlockManager(BlockManager):

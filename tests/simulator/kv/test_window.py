@@ -163,3 +163,15 @@ def test_a_request_whose_prompt_chunk_cannot_fit_is_refused_not_left_waiting():
     result = build(cfg, check_invariants=True).run()
     assert (result.requests["status"] == "rejected").all()
     assert result.requests["reject_reason"].str.contains("KV blocks").all()
+
+
+def test_pipeline_stages_hold_their_share_of_the_sliding_layers():
+    # 1 sliding layer of 4 over 2 stages: the fullest stage holds ceil(1 / 2) sliding and ceil(3 / 2) full layers
+    model = SLIDING_MODEL | {"num_sliding_layers": 1}
+    base = _windowed_scenario(400, num_requests=60).model_dump(exclude_none=True)
+    cfg = validate_scenario(base | {"model": model, "parallelism": {"pp": 2}})
+    setup = setup_group(cfg, cfg.replica_groups()[0], 0, None)
+    assert setup.windowed
+    result = build(cfg, check_invariants=True).run()
+    assert result.summary["completed"] + result.summary["rejected"] == 60
+    assert_same_run(cfg)
