@@ -439,7 +439,8 @@ def _make_replica(
         if kvc.prefix_caching:
             kv = PrefixCache(blocks, kvc.block_size, int(kvc.host_cache_bytes // block_bytes), swap)
         elif window is not None:
-            kv = WindowedBlockManager(blocks, kvc.block_size, window, swap)
+            budget = getattr(policy_params, "max_num_batched_tokens", None)
+            kv = WindowedBlockManager(blocks, kvc.block_size, window, swap, budget)
         else:
             kv = BlockManager(blocks, kvc.block_size, swap)
         engine_kwargs = {} if group is None else {"group": group}

@@ -113,7 +113,7 @@ def main(args: argparse.Namespace) -> int:
     out.print(
         f"[bold]3. The KV cache costs memory[/bold]: {model_name} stores {formula} "
         f"= {per_token:,.0f} bytes per token{window}; on {sim.resolved_config['hardware']['name']} "
-        f"the cache holds {blocks:,} blocks = {tokens:,} tokens.\n"
+        f"the cache holds {blocks:,} blocks = {tokens:,} tokens{' of its full layers' if window else ''}.\n"
     )
 
     out.print(

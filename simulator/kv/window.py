@@ -64,7 +64,8 @@ class SlidingWindowBlocks:
         return self._pool_blocks(ceil_div(self.window_tokens, self.block_size) + 1)
 
     def during(self, num_computed_tokens: int, num_new_tokens: int) -> int:
-        """Held during a step computing ``num_new_tokens`` prompt tokens after ``num_computed_tokens``."""
+        """Held during a step computing a chunk of ``num_new_tokens`` tokens (of a prompt, or of a recompute) after
+        ``num_computed_tokens``."""
         bs = self.block_size
         span = min(
             ceil_div(num_computed_tokens + num_new_tokens, bs),
@@ -72,10 +73,16 @@ class SlidingWindowBlocks:
         )
         return max(self.per_seq, self._pool_blocks(span))
 
-    def most_blocks(self, num_tokens: int) -> int:
-        """The most blocks a sequence of ``num_tokens`` tokens holds at once: its blocks and the window span of one
-        chunk as long (vLLM refuses to start unless a ``max_model_len`` sequence fits with its chunk's charge)."""
-        return ceil_div(num_tokens, self.block_size) + self.during(0, num_tokens)
+    def most_blocks(self, num_tokens: int, max_chunk_tokens: int | None = None) -> int:
+        """At most the blocks a sequence of ``num_tokens`` tokens holds at once, its chunks at most
+        ``max_chunk_tokens`` (None: the whole sequence): its blocks and the window span of a longest chunk, the span
+        of a chunk after others being at most ``ceil((window - 1 + chunk) / block_size) + 1`` (vLLM refuses to start
+        unless a ``max_model_len`` sequence fits with the span of ``min(window - 1 + max_num_batched_tokens,
+        max_model_len)`` tokens, ``SlidingWindowSpec.max_memory_usage_bytes``)."""
+        bs = self.block_size
+        chunk = num_tokens if max_chunk_tokens is None else min(num_tokens, max_chunk_tokens)
+        span = min(ceil_div(num_tokens, bs), ceil_div(self.window_tokens - 1 + chunk, bs) + 1)
+        return ceil_div(num_tokens, bs) + max(self.per_seq, self._pool_blocks(span))
 
 
 def sliding_window_blocks(
@@ -95,24 +102,33 @@ class WindowedBlockManager(BlockManager):
     windows: ClassVar[bool] = True
 
     def __init__(
-        self, num_blocks: int, block_size: int, window: SlidingWindowBlocks, swap: HostPool | None = None
+        self,
+        num_blocks: int,
+        block_size: int,
+        window: SlidingWindowBlocks,
+        swap: HostPool | None = None,
+        max_chunk_tokens: int | None = None,
     ) -> None:
+        """``max_chunk_tokens``: the most tokens a step computes of one sequence (the policy's budget), which bounds
+        the window span a chunk holds (``blocks_for``)."""
         assert window.block_size == block_size
         super().__init__(num_blocks, block_size, swap)
         self.window = window
+        self.max_chunk_tokens = max_chunk_tokens
         self._per_seq = window.per_seq
         self._widened: dict[int, Request] = {}  # requests holding more than per_seq until their step ends
 
     def _window_target(self, req: Request, num_kv_tokens: int) -> int:
         c = req.num_computed_tokens
         n = num_kv_tokens - c
-        if n > 1 and c < req.num_prompt_tokens:  # a step computing prompt tokens: the chunk's span
+        if n > 1:  # a chunk of a prompt (or of a recompute): its span (a decode computes one token)
             return self.window.during(c, n)
         return self._per_seq
 
     def blocks_for(self, num_tokens: int) -> int:
-        """The most blocks a sequence of ``num_tokens`` tokens holds at once (``SlidingWindowBlocks.most_blocks``)."""
-        return self.window.most_blocks(num_tokens)
+        """At most the blocks a sequence of ``num_tokens`` tokens holds at once (``SlidingWindowBlocks.most_blocks``
+        with the policy's chunk bound)."""
+        return self.window.most_blocks(num_tokens, self.max_chunk_tokens)
 
     def num_new_blocks(self, req: Request, num_kv_tokens: int) -> int:
         h = self._held.get(req.request_id)

@@ -35,5 +35,7 @@ def sequence_refused(s: GroupSetup, total_tokens: np.ndarray, block_size: int) -
     """Per request of ``total_tokens`` (prompt + output), whether a group holding sliding-window layers per window
     (``GroupSetup.windowed``, vLLM V1) refuses it: its blocks with a chunk's window span about the whole cache."""
     window = sliding_window_blocks(s.model, s.tp, s.pp, s.dp_attention, block_size)
-    need = {int(t): window.most_blocks(int(t)) for t in np.unique(total_tokens)}
-    return np.fromiter((need[int(t)] for t in total_tokens), dtype=np.int64, count=len(total_tokens)) >= s.num_blocks
+    budget = getattr(s.policy, "max_num_batched_tokens", None)
+    need = {int(t): window.most_blocks(int(t), budget) for t in np.unique(total_tokens)}
+    blocks = s.num_blocks // (s.pp * s.dp_attention)  # each engine's pool (a pipeline stage's, an attention-DP rank's)
+    return np.fromiter((need[int(t)] for t in total_tokens), dtype=np.int64, count=len(total_tokens)) >= blocks

@@ -67,10 +67,25 @@ def test_a_prompt_chunk_holds_its_span_until_its_step_ends():
     kv.check([], [])
 
 
-def test_blocks_for_charges_a_whole_prompt_chunk():
-    # a sequence can hold its whole prompt's window span with its blocks: the most it ever holds at once
+def test_blocks_for_charges_the_span_of_a_longest_chunk():
+    # without a budget a sequence's one chunk may be all of it: its blocks and their span
+    assert WindowedBlockManager(2000, 16, GPT_OSS).blocks_for(1000) == 63 + 63
+    # chunks of at most 256 tokens span at most ceil((127 + 256) / 16) + 1 blocks, as vLLM's start-up check charges
+    # min(window - 1 + max_num_batched_tokens, max_model_len) (SlidingWindowSpec.max_memory_usage_bytes)
+    assert WindowedBlockManager(2000, 16, GPT_OSS, max_chunk_tokens=256).blocks_for(1000) == 63 + 25
+    assert GPT_OSS.most_blocks(100, 256) == 7 + GPT_OSS.per_seq  # a short sequence: its decode window
+
+
+def test_a_recompute_chunk_holds_its_span_too():
+    # preempted by recompute after 400 outputs: its prompt and outputs are computed again in chunks, each holding
+    # its span of sliding blocks as a prompt chunk does
     kv = WindowedBlockManager(2000, 16, GPT_OSS)
-    assert kv.blocks_for(1000) == 63 + 63
+    req = _request(100, 500)
+    req.num_generated_tokens = 400
+    req.num_computed_tokens = 256
+    kv.allocate(req, 256)
+    kv.end_step()
+    assert kv.num_new_blocks(req, 500) == (32 - 16) + (GPT_OSS.during(256, 244) - GPT_OSS.per_seq)
 
 
 @pytest.mark.parametrize(
