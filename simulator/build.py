@@ -418,8 +418,7 @@ def _make_replica(
     block_bytes = kv_per_token * kvc.block_size
     window = None
     if setup.windowed:  # the sliding layers' blocks per sequence, in the pool's blocks
-        extra = kv_per_token - model.kv_bytes_per_token_per_gpu(tp, pp, dp, True)
-        window = sliding_window_blocks(model, tp, pp, dp, kvc.block_size, extra)
+        window = sliding_window_blocks(model, tp, pp, dp, kvc.block_size, setup.proposer)
     host_link = Link(hw.host_link_bandwidth_bytes_per_s, hw.host_link_latency_s)
     interconnect = Link(hw.interconnect_bandwidth_bytes_per_s, hw.interconnect_latency_s)
     stages = [simpy.Resource(env, capacity=1) for _ in range(pp)] if pp > 1 else None

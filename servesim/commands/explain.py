@@ -101,7 +101,7 @@ def main(args: argparse.Namespace) -> int:
     elif kv.windows:  # vLLM V1 keeps a sliding-window layer's keys for the window only
         full = spec.num_layers - spec.num_sliding_layers
         formula = f"2 x {full} full-attention layers x kv_heads x head_dim x bytes"
-        per_token = 2 * full * spec.kv_size * spec.kv_cache_bytes
+        per_token = spec.kv_bytes_per_token_per_gpu(1, windowed=True)
         window = (
             f" and, for each sequence, its {spec.num_sliding_layers} sliding-window layers' newest "
             f"{spec.sliding_window:,} tokens ({kv.window.per_seq:,} blocks)"

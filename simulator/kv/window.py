@@ -79,21 +79,22 @@ class SlidingWindowBlocks:
         of a chunk after others being at most ``ceil((window - 1 + chunk) / block_size) + 1`` (vLLM refuses to start
         unless a ``max_model_len`` sequence fits with the span of ``min(window - 1 + max_num_batched_tokens,
         max_model_len)`` tokens, ``SlidingWindowSpec.max_memory_usage_bytes``)."""
-        bs = self.block_size
         chunk = num_tokens if max_chunk_tokens is None else min(num_tokens, max_chunk_tokens)
-        span = min(ceil_div(num_tokens, bs), ceil_div(self.window_tokens - 1 + chunk, bs) + 1)
-        return ceil_div(num_tokens, bs) + max(self.per_seq, self._pool_blocks(span))
+        # a chunk ending the sequence spans the most
+        return ceil_div(num_tokens, self.block_size) + self.during(num_tokens - chunk, chunk)
 
 
 def sliding_window_blocks(
-    model: ModelSpec, tp: int, pp: int, dp_attention: int, block_size: int, extra_kv_bytes_per_token: float = 0.0
+    model: ModelSpec, tp: int, pp: int, dp_attention: int, block_size: int, proposer: ModelSpec | None = None
 ) -> SlidingWindowBlocks:
-    """``model``'s sliding layers as a per-sequence window of a replica's pool, per GPU (``extra_kv_bytes_per_token``:
-    a speculative proposer's KV, which the pool's blocks hold beside the full layers')."""
+    """``model``'s sliding layers as a per-sequence window of a replica's pool, per GPU (``proposer``: a speculative
+    proposer, whose KV per token the pool's blocks hold beside the full layers')."""
     assert model.sliding_window is not None and model.windows_sliding_kv
     sliding = model.sliding_kv_bytes_per_token_per_gpu(tp, pp, dp_attention)
-    full = model.kv_bytes_per_token_per_gpu(tp, pp, dp_attention, windowed=True)
-    return SlidingWindowBlocks(model.sliding_window, block_size, round(sliding), round(full + extra_kv_bytes_per_token))
+    pool = model.kv_bytes_per_token_per_gpu(tp, pp, dp_attention, windowed=True)
+    if proposer is not None:
+        pool += proposer.kv_bytes_per_token_per_gpu(tp)
+    return SlidingWindowBlocks(model.sliding_window, block_size, round(sliding), round(pool))
 
 
 class WindowedBlockManager(BlockManager):

@@ -91,7 +91,9 @@ def _replicas(base: dict[str, Any], base_dir: Path | None, num_gpus: int, label:
         cost = make_cost_model(s.cost_model, s.model, s.hardware, s.tp, s.pp, s.profile, s.ep)
         window = 0
         if s.windowed:  # vLLM V1 holds the sliding layers' window per sequence beside the full layers' blocks
-            window = sliding_window_blocks(s.model, s.tp, s.pp, s.dp_attention, cfg.kv_cache.block_size).per_seq
+            window = sliding_window_blocks(
+                s.model, s.tp, s.pp, s.dp_attention, cfg.kv_cache.block_size, s.proposer
+            ).per_seq
         out[tp] = Replica(tp, cost, s.num_blocks, cfg.kv_cache.block_size, window)
     if not out:
         cfg = validate_scenario(base, label)

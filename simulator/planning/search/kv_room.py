@@ -34,7 +34,7 @@ def decode_block_steps(prompt: np.ndarray, output: np.ndarray, block_size: int) 
 def sequence_refused(s: GroupSetup, total_tokens: np.ndarray, block_size: int) -> np.ndarray:
     """Per request of ``total_tokens`` (prompt + output), whether a group holding sliding-window layers per window
     (``GroupSetup.windowed``, vLLM V1) refuses it: its blocks with a chunk's window span about the whole cache."""
-    window = sliding_window_blocks(s.model, s.tp, s.pp, s.dp_attention, block_size)
+    window = sliding_window_blocks(s.model, s.tp, s.pp, s.dp_attention, block_size, s.proposer)
     budget = getattr(s.policy, "max_num_batched_tokens", None)
     need = {int(t): window.most_blocks(int(t), budget) for t in np.unique(total_tokens)}
     blocks = s.num_blocks // (s.pp * s.dp_attention)  # each engine's pool (a pipeline stage's, an attention-DP rank's)
