@@ -837,16 +837,20 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         "79a42e20a8559784641ca2279994c75c0608dc39",  # 2026-03-27
         _vllm(-1, 8192),
         {"gpu_memory_utilization": 0.9},  # no kv-cache-dtype (auto)
-        "VLLM_MXFP4_USE_MARLIN=1: Marlin's W4A16 MoE kernel (the tables measured vLLM's Triton MXFP4 kernel); "
         "max-cudagraph-capture-size 2048",
+        # export VLLM_MXFP4_USE_MARLIN=1: Marlin's W4A16 MoE (vLLM's MXFP4 oracle takes it when set), timed at
+        # gpt-oss's shape on RTX PRO 6000 and L40S only (simulator/cost/silicon/borrow.py carries it over)
+        moe_kernel=lambda isl, osl, conc, tp, dp: "marlin",
     ),
     ("vllm", "openai/gpt-oss-120b", "fp4", "h200_sxm"): Recipe(
         "benchmarks/single_node/gptoss_fp4_h200.sh",
         "79a42e20a8559784641ca2279994c75c0608dc39",  # 2026-03-27
         _vllm(-1, 8192),
         {"gpu_memory_utilization": 0.9},  # no kv-cache-dtype (auto)
-        "VLLM_MXFP4_USE_MARLIN=1: Marlin's W4A16 MoE kernel (the tables measured vLLM's Triton MXFP4 kernel); "
         "max-cudagraph-capture-size 2048",
+        # export VLLM_MXFP4_USE_MARLIN=1: Marlin's W4A16 MoE (vLLM's MXFP4 oracle takes it when set), timed at
+        # gpt-oss's shape on RTX PRO 6000 and L40S only (simulator/cost/silicon/borrow.py carries it over)
+        moe_kernel=lambda isl, osl, conc, tp, dp: "marlin",
     ),
     # vLLM, MiniMax-M2.5: Blackwell --max-num-batched-tokens $((ISL * 2)), no --max-num-seqs (vLLM's default)
     ("vllm", "MiniMaxAI/MiniMax-M2.5", "fp4", "b200_sxm"): Recipe(

@@ -250,8 +250,9 @@ class SiliconParams(BaseModel):
         description="The MoE kernel family the engine runs, read from any engine's measurement of it on the GPU "
         "(TensorRT-LLM's moe_config.backend TRTLLM: trtllm_gen, DEEPGEMM: deepgemm, CUTLASS: cutlass, TRITON: "
         "triton_kernels, OpenAI's matmul_ogs; SGLang's --moe-runner-backend flashinfer_trtllm: trtllm_gen; triton: "
-        "the engines' own fused-MoE Triton kernel); None, or a family not measured for the model's shape: the "
-        "fastest kernel measured.",
+        "the engines' own fused-MoE Triton kernel); a family timed at the model's shape on other GPUs only: theirs, "
+        "scaled by this GPU's time over theirs on the shapes both timed (cost/silicon/borrow.py); None, or a family "
+        "timed at that shape nowhere: the fastest kernel measured.",
     )
     roofline: RooflineParams = Field(
         default_factory=RooflineParams,
@@ -298,6 +299,7 @@ class SiliconCostModel:
         self._decode: tuple[AttentionTable, str] | None = None
         self._prefill: tuple[AttentionTable, str] | None = None
         self._moe: Curve | None = None
+        self._moe_source: str | None = None  # where the MoE curve is not one of this GPU's tables (borrow.py)
         self._moe_deepep: dict[bool, Curve] = {}  # SGLang's DeepEP MoE by "the step holds a prefill"
         self._all_reduce = None
         self._all_to_all: tuple[Curve, Curve] | None = None  # DeepEP's dispatch and combine
@@ -415,8 +417,17 @@ class SiliconCostModel:
             layout = f"{dist}/{shape}/{tp // self.ep}/{self.ep}"
             kernel = self.params.moe_kernel
             named = (f"{p}/{kernel}/{d}/{layout}" for p in ("moek", "moek_other") for d in dtypes) if kernel else ()
-            keys = (f"{p}/{d}/{layout}" for p in ("moe", "moe_other") for d in dtypes)
-            self._moe = next((curve for curve in map(t.moe, (*named, *keys)) if curve is not None), None)
+            self._moe = next((curve for curve in map(t.moe, named) if curve is not None), None)
+            if self._moe is None and kernel:  # the named kernel timed at this shape on other GPUs only
+                from simulator.cost.silicon.borrow import borrowed_moe  # pandas: only where a kernel is named
+
+                dims = (m.hidden_size, m.intermediate_size, m.num_experts_per_token, m.num_experts)
+                found = borrowed_moe(t.selection, kernel, dtypes, dims, (dist, tp // self.ep, self.ep))
+                if found is not None:
+                    self._moe, self._moe_source = found
+            if self._moe is None:
+                keys = (f"{p}/{d}/{layout}" for p in ("moe", "moe_other") for d in dtypes)
+                self._moe = next((curve for curve in map(t.moe, keys) if curve is not None), None)
             if self.ep > 1 and self.params.roofline.expert_all_to_all and t.selection.base == "sglang":
                 # SGLang's DeepEP MoE (--moe-a2a-backend deepep): DeepGEMM's grouped GEMMs on the dispatched tokens,
                 # measured apart from the fused-MoE kernels, normal mode in a step holding a prefill, low-latency
@@ -669,6 +680,8 @@ class SiliconCostModel:
         for name in ops:
             if name == "all_reduce":
                 out[name] = "; ".join(src[k] for k in ("allreduce/custom", "allreduce/nccl") if k in src)
+            elif name in MLP_OPS and self._moe_source is not None and not self._moe_deepep:
+                out[name] = self._moe_source
             else:
                 out[name] = src.get(groups.get(name, ""), "")
         return out
