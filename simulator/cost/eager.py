@@ -53,6 +53,16 @@ the host's time is the longer, and it is in every TTFT at low load.
   proportionally faster. TensorRT-LLM's PyTorch DeepSeek-V3 model launches the same kinds of kernels (MLA
   projections, RoPE, the router, the grouped expert GEMMs) from Python; no measurement of its own eager
   forward was found, so the same figure is used for it.
+- A hybrid Gated DeltaNet + MoE decoder layer (Qwen3-Next, Qwen3.5: three Gated DeltaNet layers to one gated
+  full-attention layer, routed experts with a shared expert): sgl-project/sglang#13081 measured SGLang's mean TTFT
+  of Qwen3-Next-80B-A3B on 2 x H200 (TP 2) at one user, one output token, without piecewise CUDA graphs (every
+  EXTEND batch launched eagerly): 99.17 ms at 1,024 prompt tokens and 101.52 ms at 2,048. Twice the prompt adds
+  2.35 ms, so the forward is bound by its launches, not its kernels. Less the request's way in and its
+  tokenisation, as ``ClientConfig`` prices them (4 ms and 1.1 us a token), the launches of its 48 layers take
+  94.0 ms: 1.959 ms per layer. With piecewise graphs the same TTFT was 67.83 ms (its Gated DeltaNet layers
+  still launched eagerly then). Qwen3.5 is served by SGLang without piecewise graphs: 0.5.9 does not enable them
+  by default, and 0.5.10 turns them off for a multimodal architecture (``ServerArgs._handle_piecewise_cuda_graph``,
+  ``is_multimodal``), which Qwen3.5's ``Qwen3_5MoeForConditionalGeneration`` is.
 - Other architectures: no measurement found; their eager host time is taken as hidden under the GPU's (0).
 
 Set ``eager_host_s_per_layer`` of the cost model (``roofline`` or ``silicon``'s nested ``roofline``) to
@@ -71,11 +81,27 @@ DEEPSEEK_V3_LAYERS = 61
 
 MLA_MOE_EAGER_HOST_S_PER_LAYER = SGLANG_DEEPSEEK_V3_EAGER_FORWARD_S / DEEPSEEK_V3_LAYERS  # 1.355 ms
 
+SGLANG_QWEN3_NEXT_EAGER_TTFT_S = 99.17e-3
+"""SGLang's mean TTFT of Qwen3-Next-80B-A3B, one user, 1,024 prompt tokens, one output token, 2 x H200, without
+piecewise CUDA graphs (sgl-project/sglang#13081)."""
+QWEN3_NEXT_PROMPT_TOKENS = 1024
+QWEN3_NEXT_LAYERS = 48
+REQUEST_PATH_S = 4e-3 + QWEN3_NEXT_PROMPT_TOKENS * 1.1e-6
+"""The request's way to the engine and its tokenisation at ``ClientConfig``'s defaults (``ingest_delay_s`` and
+``tokenize_s_per_token`` in simulator/config/schema.py, which imports this package: the figures are repeated here, and
+a test holds them equal)."""
+
+HYBRID_GDN_MOE_EAGER_HOST_S_PER_LAYER = (
+    SGLANG_QWEN3_NEXT_EAGER_TTFT_S - REQUEST_PATH_S
+) / QWEN3_NEXT_LAYERS  # 1.959 ms
+
 
 def measured_eager_host_s_per_layer(model: ModelSpec) -> float:
     """The measured host time to launch one decoder layer of ``model`` eagerly, seconds; 0 where none was found."""
     if model.is_mla and model.is_moe:
         return MLA_MOE_EAGER_HOST_S_PER_LAYER
+    if model.num_linear_layers and model.is_moe:
+        return HYBRID_GDN_MOE_EAGER_HOST_S_PER_LAYER
     return 0.0
 
 

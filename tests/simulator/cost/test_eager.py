@@ -7,8 +7,11 @@ from simulator.config.presets import resolve_hardware, resolve_model
 from simulator.config.scenario import validate_scenario
 from simulator.cost.dp_attention import EMPTY
 from simulator.cost.eager import (
+    HYBRID_GDN_MOE_EAGER_HOST_S_PER_LAYER,
     MLA_MOE_EAGER_HOST_S_PER_LAYER,
+    REQUEST_PATH_S,
     SGLANG_DEEPSEEK_V3_EAGER_FORWARD_S,
+    SGLANG_QWEN3_NEXT_EAGER_TTFT_S,
     measured_eager_host_s_per_layer,
 )
 from simulator.cost.roofline import RooflineParams
@@ -52,6 +55,27 @@ def test_the_measured_figure_is_sglangs_eager_deepseek_forward_per_layer():
     assert measured_eager_host_s_per_layer(model) == MLA_MOE_EAGER_HOST_S_PER_LAYER
     assert pytest.approx(SGLANG_DEEPSEEK_V3_EAGER_FORWARD_S) == MLA_MOE_EAGER_HOST_S_PER_LAYER * 61
     assert measured_eager_host_s_per_layer(resolve_model("llama-3.1-70b")) == 0.0  # none measured
+
+
+def test_a_hybrid_gated_deltanet_moe_layer_takes_sglangs_eager_qwen3_next_launches():
+    """sgl-project/sglang#13081: Qwen3-Next-80B-A3B's TTFT at one user and one output token without piecewise graphs,
+    99.17 ms, less the request path servesim's client prices, over its 48 layers. Qwen3.5 has its layer mix (three
+    Gated DeltaNet layers to one full-attention layer, routed and shared experts) and takes the figure."""
+    from simulator.config.schema import ClientConfig
+
+    client = ClientConfig()
+    assert pytest.approx(client.ingest_delay_s + 1024 * client.tokenize_s_per_token) == REQUEST_PATH_S
+    assert pytest.approx(SGLANG_QWEN3_NEXT_EAGER_TTFT_S) == HYBRID_GDN_MOE_EAGER_HOST_S_PER_LAYER * 48 + REQUEST_PATH_S
+    assert pytest.approx(1.959e-3, abs=1e-6) == HYBRID_GDN_MOE_EAGER_HOST_S_PER_LAYER
+    qwen = resolve_model("Qwen/Qwen3.5-397B-A17B")
+    assert qwen.num_linear_layers == 45 and qwen.num_full_attention_layers == 15 and qwen.is_moe
+    assert measured_eager_host_s_per_layer(qwen) == HYBRID_GDN_MOE_EAGER_HOST_S_PER_LAYER
+    # SGLang launches a short Qwen3.5 prefill eagerly: the launches, not its kernels, set the step
+    resolved = resolve_cost_model(SiliconParams(), "sglang", model=qwen)
+    cost = make_cost_model(resolved, qwen, resolve_hardware("b200"), 4, 1)
+    step = cost.breakdown(prefill(1024))
+    assert step.ops["eager_host"].seconds == pytest.approx(HYBRID_GDN_MOE_EAGER_HOST_S_PER_LAYER * 60)
+    assert step.total_s == pytest.approx(HYBRID_GDN_MOE_EAGER_HOST_S_PER_LAYER * 60)
 
 
 @pytest.mark.parametrize("policy", ["sglang", "trtllm", "vllm_v0"])
