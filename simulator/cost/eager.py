@@ -62,7 +62,9 @@ the host's time is the longer, and it is in every TTFT at low load.
   94.0 ms: 1.959 ms per layer. With piecewise graphs the same TTFT was 67.83 ms (its Gated DeltaNet layers
   still launched eagerly then). Qwen3.5 is served by SGLang without piecewise graphs: 0.5.9 does not enable them
   by default, and 0.5.10 turns them off for a multimodal architecture (``ServerArgs._handle_piecewise_cuda_graph``,
-  ``is_multimodal``), which Qwen3.5's ``Qwen3_5MoeForConditionalGeneration`` is.
+  ``is_multimodal``), which Qwen3.5's ``Qwen3_5MoeForConditionalGeneration`` is. Like the MLA figure it is read
+  for every engine's eagerly launched steps (vLLM above its largest capture size, TensorRT-LLM's context steps),
+  whose own host times were not found.
 - Other architectures: no measurement found; their eager host time is taken as hidden under the GPU's (0).
 
 Set ``eager_host_s_per_layer`` of the cost model (``roofline`` or ``silicon``'s nested ``roofline``) to

@@ -8,26 +8,28 @@ scaled by how this GPU and each of them ran the same family on the shapes both t
 
 at each token count ``T`` the donor timed and every such shape's curves cover on both GPUs (log-log between their
 counts); with several donor GPUs, the geometric mean of their estimates at the counts all of them give. Every curve
-comes from the same engine's collector at the same release on both GPUs (each GPU's newest table of that engine,
-which must be the same version), at the same layout (moe_tp, moe_ep) and token distribution, the family's fastest
-kernel at each count (as ``convert._moe_kernels`` keeps it).
+comes from the same engine's collector at the same release on both GPUs (the release this GPU's MoE table is read
+at), at the same layout (moe_tp, moe_ep) and token distribution, the family's fastest kernel at each count (as
+``convert._moe_kernels`` keeps it).
 
 What it rests on: the family's kernel is the same code on both GPUs, so what sets one GPU's time apart from
 another's at a token count (clocks, bandwidth, SM count) acts alike on shapes of one family. The case it was built
 for, and its checks:
 
 - InferenceX's gpt-oss-120b vLLM scripts for H100 and H200 export ``VLLM_MXFP4_USE_MARLIN=1``: Marlin's W4A16 MoE
-  (vLLM's MXFP4 oracle takes Marlin when it is set). aiconfigurator-core 0.12 times Marlin at gpt-oss's shape on
-  RTX PRO 6000 and L40S only (vLLM 0.24.0); H100 and H200 have it at Kimi-K2's INT4 shape, which those two timed too,
-  and at another MXFP4 model's (hidden 3584, 896 experts), which they did not.
+  (vLLM 0.18.0's ``get_mxfp4_backend``, quantization/mxfp4.py, takes Marlin when it is set). aiconfigurator-core
+  0.12 times Marlin at gpt-oss's shape on RTX PRO 6000 and L40S only (vLLM 0.24.0); H100 and H200 have it at
+  Kimi-K2's INT4 shape, which those two timed too, and at another MXFP4 model's (hidden 3584, 896 experts), which
+  they did not.
 - Held out: L40S's own Marlin curves at gpt-oss-120b's shape, estimated from RTX PRO 6000's through the Marlin
   shapes both timed (Kimi-K2's INT4 experts, gpt-oss-20b's), come within 9.7 % on average over the tensor-parallel
   layouts at 16 tokens and more (median 6.5 %), 18 % below 16 tokens, where a kernel's launch and a few experts'
   weights set its time (tests/simulator/cost/test_moe_borrow.py).
 - vllm-project/vllm#27523 measured ``vllm bench latency`` of gpt-oss-120b on one SM90 GPU (batch 8, 32 prompt and
-  128 output tokens): 1.17 s with Marlin, 1.58 s with the Triton kernel. With the carried-over Marlin curve an H100
-  gives 1.02 s (-13 %), with the Triton table measured there 1.19 s: Marlin the faster of the two at that batch, as
-  measured.
+  128 output tokens): 1.17 s with Marlin, 1.58 s with the Triton kernel. That vLLM ran its scheduler between the
+  steps (async scheduling came on by default later, vllm-project/vllm#27614). With the carried-over Marlin curve an
+  H100 gives 1.135 s (-3 %), with the Triton table measured there 1.304 s (-17 %: the table's Triton kernel, vLLM
+  0.24.0's, is faster than the one that run used).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import pandas as pd
 
 from simulator.cost.silicon import database
 from simulator.cost.silicon.convert import MOE_DTYPES, moe_kernel_family
-from simulator.cost.silicon.database import Selection, version_key
+from simulator.cost.silicon.database import Selection
 from simulator.cost.silicon.tables import Curve
 
 _COLUMNS = [
@@ -62,15 +64,13 @@ Curves = dict[tuple[Shape, Layout], pd.Series]  # latency (ms) by token count
 
 
 @cache
-def family_curves(system: str, framework: str, family: str) -> tuple[str, Curves] | None:
-    """``framework``'s newest MoE table on ``system``: its version and the ``family``'s fastest curve of each
-    (shape, layout) it timed; None where the engine's collector has no MoE table there."""
-    folder = database.table_set(system).root / "moe" / framework
-    versions = [p.parent.name for p in folder.glob("*/moe_perf.parquet")]
-    if not versions:
+def family_curves(system: str, framework: str, family: str, version: str) -> Curves | None:
+    """The ``family``'s fastest curve of each (shape, layout) ``framework``'s collector timed on ``system`` at
+    ``version``; None where that table is absent. Cached per process and shared: read it, never change it."""
+    path = database.table_set(system).root / "moe" / framework / version / "moe_perf.parquet"
+    if not path.is_file():
         return None
-    version = max(versions, key=version_key)
-    frame = pd.read_parquet(folder / version / "moe_perf.parquet", columns=_COLUMNS)
+    frame = pd.read_parquet(path, columns=_COLUMNS)
     frame = frame[(frame.latency > 0) & frame.moe_dtype.isin(list(MOE_DTYPES))]
     frame = frame[frame.kernel_source.astype(str).map(moe_kernel_family) == family]
     curves: Curves = {}
@@ -79,7 +79,7 @@ def family_curves(system: str, framework: str, family: str) -> tuple[str, Curves
         fastest = part.groupby("num_tokens").latency.min().sort_index()
         if len(fastest) >= 2:
             curves[((MOE_DTYPES[dtype], int(h), int(inter), int(k), int(e)), (str(dist), int(tp), int(ep)))] = fastest
-    return version, curves
+    return curves
 
 
 def _log_at(curve: pd.Series, x: float) -> float | None:
@@ -111,21 +111,25 @@ def borrowed_moe(
     saying from where; None where this GPU's tables are a folder, or no GPU gives one."""
     if not sel.tables.source.startswith(database.DEPENDENCY):
         return None
-    here = family_curves(sel.tables.name, sel.base, family)
-    if here is None:
+    table = sel.table("moe", "moe_perf.parquet")
+    if table is None or table.framework != sel.base:
         return None
-    version, mine = here
-    estimates: dict[str, dict[float, float]] = {}
+    version = table.version  # the release this GPU's own MoE table is read at: every donor's must be the same
+    mine = family_curves(sel.tables.name, sel.base, family, version)
+    if not mine:
+        return None
+    donors = {}
     for system in database.systems():
-        there = family_curves(system, sel.base, family) if system != sel.tables.name else None
-        if there is None or there[0] != version:
-            continue
-        theirs = there[1]
-        donor = next((theirs.get(((d, *shape), layout)) for d in dtypes if ((d, *shape), layout) in theirs), None)
-        if donor is None:
-            continue
+        theirs = family_curves(system, sel.base, family, version) if system != sel.tables.name else None
+        if theirs and any(key[1] == layout and key[0][1:] == shape for key in theirs):
+            donors[system] = theirs
+    # one dtype for every donor: the first of ``dtypes`` any of them timed at the shape
+    dtype = next((d for d in dtypes for theirs in donors.values() if ((d, *shape), layout) in theirs), None)
+    estimates: dict[str, dict[float, float]] = {}
+    for system, theirs in donors.items():
+        donor = theirs.get(((dtype, *shape), layout))
         common = [key for key in mine.keys() & theirs.keys() if key[1] == layout and key[0][1:] != shape]
-        if not common:
+        if donor is None or not common:
             continue
         logs = transfer(donor, [(mine[key], theirs[key]) for key in sorted(common)])
         if len(logs) >= 2:
@@ -136,9 +140,9 @@ def borrowed_moe(
     if len(counts) < 2:
         return None
     seconds = [math.exp(sum(e[t] for e in estimates.values()) / len(estimates)) * 1e-3 for t in counts]
-    donors = ", ".join(sorted(estimates))
+    names = ", ".join(sorted(estimates))
     note = (
-        f"{sel.base} {version}, {family} timed at this shape on {donors} only, scaled by {sel.tables.name}'s time "
+        f"{sel.base} {version}, {family} timed at this shape on {names} only, scaled by {sel.tables.name}'s time "
         f"over theirs on the {family} shapes both timed (cost/silicon/borrow.py)"
     )
     return Curve(counts, seconds), note

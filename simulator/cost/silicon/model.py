@@ -252,7 +252,8 @@ class SiliconParams(BaseModel):
         "triton_kernels, OpenAI's matmul_ogs; SGLang's --moe-runner-backend flashinfer_trtllm: trtllm_gen; triton: "
         "the engines' own fused-MoE Triton kernel); a family timed at the model's shape on other GPUs only: theirs, "
         "scaled by this GPU's time over theirs on the shapes both timed (cost/silicon/borrow.py); None, or a family "
-        "timed at that shape nowhere: the fastest kernel measured.",
+        "it cannot be read or carried over for (no GPU timed it at the shape, none shares a timed shape at the same "
+        "release, or the tables are a folder): the fastest kernel measured.",
     )
     roofline: RooflineParams = Field(
         default_factory=RooflineParams,
