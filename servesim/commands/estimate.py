@@ -12,6 +12,10 @@ from rich.table import Table
 from servesim import display
 from simulator.config.precision import KV_CACHE_DTYPE_BYTES, QUANTIZATIONS
 
+# SiliconParams.moe_kernel's families (simulator/cost/silicon/convert.py MOE_KERNEL_FAMILIES), named here so that
+# the parser does not import the cost models
+MOE_KERNELS = ("trtllm_gen", "deepgemm", "marlin", "cutlass", "triton_kernels", "triton")
+
 if TYPE_CHECKING:
     from simulator.cost import BatchShape
 
@@ -63,6 +67,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="the engine whose measured kernels are read (default: vllm)",
     )
     p.add_argument("--version", help="the engine version whose tables are read (default: the newest measured)")
+    p.add_argument(
+        "--moe-kernel",
+        choices=MOE_KERNELS,
+        help="the MoE kernel family the engine runs (e.g. marlin for vLLM's VLLM_MXFP4_USE_MARLIN=1), read from any "
+        "engine's measurement of it, or carried over from GPUs that timed it at the model's shape (default: the "
+        "fastest kernel measured)",
+    )
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
     p.add_argument("--ep", type=int, default=1, help="expert-parallel degree (MoE; divides --tp and the experts)")
     p.add_argument(
@@ -121,17 +132,26 @@ def main(args: argparse.Namespace) -> int:
     if profile is not None:
         if args.cost_model is not None:
             raise ValueError("--cost-model: give it or --profile, not both (a profile means the profiled model)")
+        if args.moe_kernel is not None:
+            raise ValueError("--moe-kernel: a profile times its own kernels (give it without --profile)")
         params = ProfiledParams(profile=str(args.profile))
     elif args.cost_model == "roofline" or (args.cost_model is None and hardware.silicon_tables is None):
-        if args.framework is not None or args.version is not None:
-            raise ValueError("--framework/--version: the roofline reads no measured tables (use --cost-model silicon)")
+        if args.framework is not None or args.version is not None or args.moe_kernel is not None:
+            raise ValueError(
+                "--framework/--version/--moe-kernel: the roofline reads no measured tables (use --cost-model silicon)"
+            )
         params = RooflineParams()
     elif args.cost_model == "aiconfigurator":
         from simulator.cost.aiconfigurator import AiconfiguratorParams
 
+        if args.moe_kernel is not None:
+            raise ValueError(
+                "--moe-kernel: aiconfigurator's estimator picks its own kernels (use --cost-model silicon)"
+            )
+
         params = AiconfiguratorParams(framework=args.framework, version=args.version)
     else:
-        params = SiliconParams(framework=args.framework, version=args.version)
+        params = SiliconParams(framework=args.framework, version=args.version, moe_kernel=args.moe_kernel)
     kind, cost = params.kind, make_cost_model(params, model, hardware, args.tp, profile=profile, ep=args.ep)
     shape = shape_from(args.prefill, args.decode)
     step = cost.breakdown(shape)

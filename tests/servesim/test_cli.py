@@ -163,6 +163,24 @@ def test_estimate_names_the_framework_and_version_it_reads():
     assert "cost_model.version: vllm 0.1.0 was not measured on h200_sxm" in proc.stderr
 
 
+def test_estimate_reads_a_named_moe_kernel_and_says_where_it_comes_from():
+    """``--moe-kernel marlin`` for gpt-oss on H200: Marlin was timed at gpt-oss's shape on other GPUs only, so the
+    MLP ops say they are carried over, and name the GPUs; the roofline takes no kernel, in one line."""
+    args = ("estimate", "--model", "openai/gpt-oss-120b", "--hardware", "h200", "--tp", "8", "--prefill", "8192")
+    default = json.loads(servesim(*args, "--json").stdout)
+    proc = servesim(*args, "--moe-kernel", "marlin", "--json")
+    assert proc.returncode == 0, proc.stderr
+    marlin = json.loads(proc.stdout)
+    assert marlin["sources"]["mlp_gate_up"].startswith("carried over from other GPUs")
+    assert "l40s, rtx_pro_6000_server" in marlin["tables"]["mlp_gate_up"]
+    assert (
+        marlin["ops"]["mlp_gate_up"] > default["ops"]["mlp_gate_up"]
+        and marlin["ops"]["o_proj"] == default["ops"]["o_proj"]
+    )
+    proc = servesim(*args, "--moe-kernel", "marlin", "--cost-model", "roofline")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--moe-kernel" in proc.stderr
+
+
 def test_estimate_json():
     proc = servesim(
         "estimate",

@@ -1095,6 +1095,8 @@ class SiliconCostModel:
         assert t is not None
         roof_total = sum(roof[name].seconds for name in MLP_OPS if name in roof)
         source = "measured" if rc == rows and rows in curve.xs else "interpolated"
+        if self._moe_source is not None and curve is self._moe:  # another GPU's curve (borrow.py)
+            source = f"carried over from other GPUs, {source}"
         if rc != rows:  # anchored: the roofline's routed MLP at the edge of the measured token counts
             edge = self.roofline.mlp_parts(round(rc))["routed"]
             t *= roof_total / sum(edge[name].seconds for name in MLP_OPS if name in edge)
