@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, SerializeAsAny, ValidationError, field_va
 import policies
 from policies.batching.vllm import VllmParams
 from policies.registry import Registry
+from simulator.config.client_defaults import INGEST_DELAY_S, TOKENIZE_S_PER_TOKEN
 from simulator.config.errors import format_validation_error
 from simulator.config.precision import QuantizationName
 from simulator.config.specs import (
@@ -242,12 +243,12 @@ class ClientConfig(_Frozen):
     """
 
     ingest_delay_s: Seconds = Field(
-        4e-3,
+        INGEST_DELAY_S,
         description="From the client sending a request to the engine queueing it, besides tokenising (vLLM's "
         "API server: tenstorrent/tt-inference-server#190).",
     )
     tokenize_s_per_token: TokenizeSPerToken = Field(
-        1.1e-6,
+        TOKENIZE_S_PER_TOKEN,
         description="Tokenising the prompt, seconds per prompt token, added to the ingest delay (HuggingFace "
         "tokenizers, one sequence: charlesxu.io/parallel-tokenizer).",
     )

@@ -73,6 +73,7 @@ your engine's (e.g. a profiled eager forward of one token divided by the layers)
 
 from __future__ import annotations
 
+from simulator.config.client_defaults import INGEST_DELAY_S, TOKENIZE_S_PER_TOKEN
 from simulator.config.specs import ModelSpec
 
 SGLANG_DEEPSEEK_V3_EAGER_FORWARD_S = 82.64e-3
@@ -88,10 +89,8 @@ SGLANG_QWEN3_NEXT_EAGER_TTFT_S = 99.17e-3
 piecewise CUDA graphs (sgl-project/sglang#13081)."""
 QWEN3_NEXT_PROMPT_TOKENS = 1024
 QWEN3_NEXT_LAYERS = 48
-REQUEST_PATH_S = 4e-3 + QWEN3_NEXT_PROMPT_TOKENS * 1.1e-6
-"""The request's way to the engine and its tokenisation at ``ClientConfig``'s defaults (``ingest_delay_s`` and
-``tokenize_s_per_token`` in simulator/config/schema.py, which imports this package: the figures are repeated here, and
-a test holds them equal)."""
+REQUEST_PATH_S = INGEST_DELAY_S + QWEN3_NEXT_PROMPT_TOKENS * TOKENIZE_S_PER_TOKEN
+"""The request's way to the engine and its tokenisation at ``ClientConfig``'s defaults."""
 
 HYBRID_GDN_MOE_EAGER_HOST_S_PER_LAYER = (
     SGLANG_QWEN3_NEXT_EAGER_TTFT_S - REQUEST_PATH_S

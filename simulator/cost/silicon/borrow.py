@@ -41,23 +41,11 @@ import numpy as np
 import pandas as pd
 
 from simulator.cost.silicon import database
-from simulator.cost.silicon.convert import MOE_DTYPES, moe_kernel_family
+from simulator.cost.silicon.convert import MOE_DTYPES, REQUIRED_COLUMNS, moe_kernel_family
 from simulator.cost.silicon.database import Selection
 from simulator.cost.silicon.tables import Curve
 
-_COLUMNS = [
-    "kernel_source",
-    "moe_dtype",
-    "num_tokens",
-    "hidden_size",
-    "inter_size",
-    "topk",
-    "num_experts",
-    "moe_tp_size",
-    "moe_ep_size",
-    "distribution",
-    "latency",
-]
+_COLUMNS = [*REQUIRED_COLUMNS["moe_perf.parquet"], "kernel_source"]
 Shape = tuple[str, int, int, int, int]  # dtype, hidden, inter, topk, experts
 Layout = tuple[str, int, int]  # distribution, moe_tp, moe_ep
 Curves = dict[tuple[Shape, Layout], pd.Series]  # latency (ms) by token count
