@@ -192,13 +192,31 @@ MTP_SWEEP_DAYS: dict[tuple[str, str, str, str, str], str] = {
 }
 
 
+# Days on which InferenceX ran only a configuration's MTP variant, read from its history (not a DeepSeek day, so not
+# benchmarks/inferencex_mtp_sweeps.py's): its image then served no other configuration of the model and GPU, and its
+# search space holds every point of the day.
+MTP_ONLY_DAYS: dict[tuple[str, str, str, str, str], str] = {
+    ("Qwen/Qwen3.5-397B-A17B", "b200_sxm", "fp8", "sglang", "2026-03-20"): (
+        "qwen3.5-fp8-b200-sglang-mtp (qwen3.5_fp8_b200_mtp.sh, EAGLE, added by 35d4bb367 that day) was the only "
+        "configuration in lmsysorg/sglang:v0.5.9-cu130 then, the plain one ran v0.5.9-cu129-amd64, and its search "
+        "space {tp 4, ep 1, 4-256 users} is the day's points"
+    ),
+}
+
+
 def check_not_mtp_sweep(row: pd.Series) -> None:
     """PointRefused for a point of a day on which InferenceX measured its configuration with MTP as well
-    (``MTP_SWEEP_DAYS``)."""
+    (``MTP_SWEEP_DAYS``), or with MTP only (``MTP_ONLY_DAYS``)."""
     found = MEASURED_DAY.search(str(row["silicon_data_source"]))
     if found is None:
         return
     key = (str(row["model_path"]), str(row["system"]), str(row["precision"]), str(row["backend"]), found.group(1))
+    only = MTP_ONLY_DAYS.get(key)
+    if only is not None:
+        raise PointRefused(
+            f"measured with MTP speculative decoding: on {key[-1]} InferenceX ran {only}; the file records neither the "
+            "speculation nor its acceptance rate"
+        )
     evidence = MTP_SWEEP_DAYS.get(key)
     if evidence is not None:
         raise PointRefused(
@@ -451,10 +469,25 @@ class Recipe:
     # TensorRT-LLM's piecewise CUDA graphs: the largest capture_num_tokens by (ISL, OSL, CONC, the script's TP and
     # EP_SIZE, max_num_tokens), 0 where the script leaves them off (trtllm's piecewise_cuda_graph_max_tokens)
     piecewise_max_tokens: Callable[[int, int, int, int, int, int], int] | None = None
+    # the layout the script chose by (ISL, OSL, CONC, TP): (EP size, attention DP), where the file records none (its
+    # points of 2025-11-02: InferenceX's utils/process_result.py wrote no ep or dp fields until 17d5e204f, so the
+    # file's ep 1 and no DP are defaults) or records another (SGLang's --enable-ep-moe, EP = TP, recorded as ep 1)
+    layout: Callable[[int, int, int, int], tuple[int, bool]] | None = None
+    # the script as it stood before a change that alters what servesim expresses: (day, recipe) pairs in day order;
+    # a point measured before a pair's day ran that pair's recipe (the first such pair), later points this one
+    earlier: tuple[tuple[str, Recipe], ...] = ()
 
     @property
     def label(self) -> str:
         return f"{self.script}@{self.commit[:10]}"
+
+    def on(self, day: str | None) -> Recipe:
+        """The recipe a point measured on ``day`` (``YYYY-MM-DD``; None: not recorded, the latest) ran."""
+        if day is not None:
+            for until, recipe in self.earlier:
+                if day < until:
+                    return recipe
+        return self
 
 
 def _round_up(value: int, multiple: int) -> int:
@@ -468,7 +501,7 @@ def _trt_dsr1_b200_tokens(isl: int, osl: int, conc: int, tp: int) -> dict[str, A
 
 
 def _trt_dsr1_h200_tokens(isl: int, osl: int, conc: int, tp: int) -> dict[str, Any]:
-    # MAX_NUM_TOKENS=$(( ($CONC+$ISL+64+63)/64*64 )) (no 8192 floor in the H200 script)
+    # MAX_NUM_TOKENS=$(( ($CONC+$ISL+64+63)/64*64 )) (no 8192 floor: the H200 script, the B200 ones before 64af5a771)
     return {"max_num_tokens": _round_up(conc + isl + 64, 64), "enable_chunked_prefill": False}
 
 
@@ -554,6 +587,26 @@ _C_SGLANG_0325 = "12ba0ae07289e3212840f8f59913ddee97b07f73"  # 2026-03-25
 _C_SGLANG_0417 = "dd9c285b31409ac34f35ccc25ba5ac3af234df13"  # 2026-04-17
 
 
+# VLLM_MXFP4_USE_MARLIN=1 came into the gpt-oss H100 and H200 scripts on 2026-01-02 (4e52ed4c6, "Fix H100/H200 perf
+# regression"); before, vLLM 0.10.2's and 0.11.2's get_mxfp4_backend ran SM90's MXFP4 experts on OpenAI's triton_kernels
+# (Mxfp4Backend.TRITON, whenever triton_kernels is installed and torch >= 2.8; Marlin only without them)
+_GPTOSS_BEFORE_MARLIN = "2026-01-02"
+
+
+def _gptoss_hopper_triton(script: str, commit: str) -> Recipe:
+    """A gpt-oss H100/H200 vLLM script before VLLM_MXFP4_USE_MARLIN: async scheduling, no prefix caching, CUDA graphs
+    to 2048 tokens, a budget of 8192, --max-num-seqs CONC, --gpu-memory-utilization 0.9 (its config.yaml), the
+    experts on triton_kernels."""
+    return Recipe(
+        script,
+        commit,
+        _vllm(-1, 8192),
+        {"gpu_memory_utilization": 0.9},  # no kv-cache-dtype (auto)
+        "cuda-graph-sizes / max-cudagraph-capture-size 2048",
+        moe_kernel=lambda isl, osl, conc, tp, dp: "triton_kernels",
+    )
+
+
 def _with(recipe: Recipe, script: str, commit: str) -> Recipe:
     return replace(recipe, script=script, commit=commit)
 
@@ -616,6 +669,64 @@ def _trt_dsr1_fp8_b200_moe(isl: int, osl: int, conc: int, tp: int, dp: bool) -> 
     return "deepgemm" if (isl, osl) == (1024, 8192) and conc >= 256 else "trtllm_gen"
 
 
+# Before 17d5e204f (2025-11-03) the DeepSeek TensorRT-LLM scripts chose EP_SIZE, DP_ATTENTION and MOE_BACKEND
+# themselves (e06929c70, the scripts InferenceX ran on 2025-11-02) and the file recorded neither (``Recipe.layout``);
+# the 8192 floor of MAX_NUM_TOKENS came with 64af5a771 (2026-01-21); the B200 FP4 script's piecewise CUDA graphs with
+# 6eecc0e66 (2026-02-03), the B200 FP8 script's, its batch waiting, its TRTLLM experts and its 0.75 / 0.7 fractions with
+# ec7bafaae (2026-01-29): before, MOE_BACKEND="DEEPGEMM" and free_gpu_memory_fraction 0.8 for every point
+_TRT_LAYOUT_RECORDED = "2025-11-03"
+_TRT_TOKENS_FLOOR = "2026-01-21"
+_E06929C70 = "e06929c701a09f1f354150682e3c96afab8ebe22"  # 2025-11-01, main until 2025-11-03
+_F6A9D0B6 = "f6a9d0b6adf1b0eb52c7b107b275f086bbb48100"  # 2025-12-15
+_64AF5A771 = "64af5a771b8a14915d907e0dc8abb2af40d9eaf0"  # 2026-01-21
+
+
+def _trt_dsr1_fp4_b200_layout(isl: int, osl: int, conc: int, tp: int) -> tuple[int, bool]:
+    # e06929c70 dsr1_fp4_b200_trt_slurm.sh: EP_SIZE=$TP at TP 4 above 32 users, at TP 8 above 8 (1k/1k), 16 (1k/8k) or
+    # 32 (8k/1k); DP_ATTENTION=true (and MOE_BACKEND=CUTLASS) from 256 users at 1k/1k and 1k/8k, above 32 at 8k/1k
+    if tp not in (4, 8):
+        return 1, False
+    ep_above = 32 if tp == 4 else {(1024, 1024): 8, (1024, 8192): 16}.get((isl, osl), 32)
+    dp = conc > 32 if (isl, osl) == (8192, 1024) else conc >= 256
+    return (tp if conc > ep_above else 1), dp
+
+
+def _trt_dsr1_fp8_b200_layout(isl: int, osl: int, conc: int, tp: int) -> tuple[int, bool]:
+    # e06929c70 dsr1_fp8_b200_trt_slurm.sh: EP_SIZE=$TP; DP_ATTENTION=true above 32 users at 1k/1k, above 64 otherwise
+    return tp, conc > (32 if (isl, osl) == (1024, 1024) else 64)
+
+
+def _trt_dsr1_fp8_h200_layout(isl: int, osl: int, conc: int, tp: int) -> tuple[int, bool]:
+    # e06929c70 dsr1_fp8_h200_trt_slurm.sh: EP_SIZE=$TP; DP_ATTENTION=true above 32 users at 8k/1k, above 64 otherwise
+    return tp, conc > (32 if (isl, osl) == (8192, 1024) else 64)
+
+
+def _dsr1_trt_b200_earlier(fp8: bool) -> tuple[tuple[str, Recipe], ...]:
+    """The B200 DeepSeek TensorRT-LLM scripts as they stood before the recipes' commits (FP4: until piecewise CUDA
+    graphs, 6eecc0e66, 2026-02-03; FP8: until ec7bafaae, 2026-01-29)."""
+    script = f"benchmarks/dsr1_{'fp8' if fp8 else 'fp4'}_b200_trt_slurm.sh"
+    moe = (lambda isl, osl, conc, tp, dp: "deepgemm") if fp8 else _trt_dsr1_fp4_b200_moe
+
+    def version(commit: str, tokens: Callable[[int, int, int, int], dict[str, Any]], layout=None) -> Recipe:
+        return Recipe(
+            script,
+            commit,
+            tokens,
+            _DSR1_TRT_KV,
+            _DSR1_TRT_UNEXPRESSED,
+            moe_kernel=moe,
+            dp_attention_policy=_DSR1_TRT_DP,
+            layout=layout,
+        )
+
+    layout = _trt_dsr1_fp8_b200_layout if fp8 else _trt_dsr1_fp4_b200_layout
+    return (
+        (_TRT_LAYOUT_RECORDED, version(_E06929C70, _trt_dsr1_h200_tokens, layout)),
+        (_TRT_TOKENS_FLOOR, version(_F6A9D0B6, _trt_dsr1_h200_tokens)),
+        ("2026-01-29" if fp8 else "2026-02-03", version(_64AF5A771, _trt_dsr1_b200_tokens)),
+    )
+
+
 _DSR1_TRT_B200 = Recipe(
     "",
     "",
@@ -625,6 +736,7 @@ _DSR1_TRT_B200 = Recipe(
     moe_kernel=_trt_dsr1_fp4_b200_moe,
     dp_attention_policy=_DSR1_TRT_DP,
     piecewise_max_tokens=_trt_dsr1_fp4_b200_piecewise,
+    earlier=_dsr1_trt_b200_earlier(fp8=False),
 )
 _DSR1_TRT_FP8_B200 = Recipe(
     "",
@@ -636,6 +748,7 @@ _DSR1_TRT_FP8_B200 = Recipe(
     moe_kernel=_trt_dsr1_fp8_b200_moe,
     dp_attention_policy=_DSR1_TRT_DP,
     piecewise_max_tokens=_trt_dsr1_fp8_b200_piecewise,
+    earlier=_dsr1_trt_b200_earlier(fp8=True),
 )
 # free_gpu_memory_fraction: 0.75 for every point; MOE_BACKEND="CUTLASS"
 _DSR1_TRT_FP8_H200 = Recipe(
@@ -646,9 +759,39 @@ _DSR1_TRT_FP8_H200 = Recipe(
     _DSR1_TRT_UNEXPRESSED,
     moe_kernel=lambda isl, osl, conc, tp, dp: "cutlass",
     dp_attention_policy=_DSR1_TRT_DP,
+    earlier=(
+        (
+            _TRT_LAYOUT_RECORDED,
+            Recipe(
+                "benchmarks/dsr1_fp8_h200_trt_slurm.sh",
+                _E06929C70,
+                _trt_dsr1_h200_tokens,
+                _FP8_KV | {"free_gpu_memory_fraction": 0.75},
+                _DSR1_TRT_UNEXPRESSED,
+                moe_kernel=lambda isl, osl, conc, tp, dp: "cutlass",
+                dp_attention_policy=_DSR1_TRT_DP,
+                layout=_trt_dsr1_fp8_h200_layout,
+            ),
+        ),
+    ),
 )
 # --mem-fraction-static 0.85; 0.82, or 0.95 at TP 4; 0.82 and no --kv-cache-dtype (auto) on H200
 _SGL_FP4 = Recipe("", "", _sglang_dsr1_fp4_blackwell, _FP8_KV | {"mem_fraction_static": 0.85})
+# benchmarks/dsr1_fp4_b200_docker.sh as of 4b860b78e (2025-10-01; its B200 points of 2025-11-02 and of the 2025-11-10
+# midnight run, before d8fe8f73e that evening) passed --enable-ep-moe, which SGLang then mapped to ep_size = tp_size
+# (server_args.py __post_init__ in the 0.5.3rc0 wheel), where the file records ep 1; its other flags are these
+_SGL_FP4_B200_EARLIER = (
+    (
+        "2025-11-11",
+        Recipe(
+            "benchmarks/dsr1_fp4_b200_docker.sh",
+            "4b860b78e34f2860d4a6cacadf65f7b7b93a0da9",
+            _sglang_dsr1_fp4_blackwell,
+            _FP8_KV | {"mem_fraction_static": 0.85},
+            layout=lambda isl, osl, conc, tp: (tp, False),
+        ),
+    ),
+)
 _SGL_FP8 = Recipe(
     "",
     "",
@@ -691,6 +834,25 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         {"free_gpu_memory_fraction": 0.85},  # kv_cache_config dtype: auto
         "CUDA graphs to CONC",
         moe_kernel=lambda isl, osl, conc, tp, dp: "triton_kernels",  # moe_config: backend: TRITON (matmul_ogs)
+        # at e06929c70 (the points of 2025-11-02) the launch line passed --ep_size=$TP, which the file does not record
+        earlier=(
+            (
+                _TRT_LAYOUT_RECORDED,
+                Recipe(
+                    "benchmarks/gptoss_fp4_h200_trt_slurm.sh",
+                    _E06929C70,
+                    lambda isl, osl, conc, tp: {
+                        "max_num_tokens": 20000,
+                        "max_batch_size": conc,
+                        "enable_chunked_prefill": False,
+                    },
+                    {"free_gpu_memory_fraction": 0.85},
+                    "CUDA graphs to CONC",
+                    moe_kernel=lambda isl, osl, conc, tp, dp: "triton_kernels",
+                    layout=lambda isl, osl, conc, tp: (tp, False),
+                ),
+            ),
+        ),
     ),
     # TensorRT-LLM, DeepSeek-R1 and -V3: MAX_NUM_TOKENS from CONC and ISL, kv fp8, no --max_batch_size
     ("trtllm", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm"): _with(
@@ -716,8 +878,8 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         _DSR1_TRT_FP8_H200, "benchmarks/dsr1_fp8_h200_trt_slurm.sh", "f6a9d0b6adf1b0eb52c7b107b275f086bbb48100"
     ),  # 2025-12-15
     # SGLang, DeepSeek-R1 and -V3
-    ("sglang", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm"): _with(
-        _SGL_FP4, "benchmarks/single_node/dsr1_fp4_b200.sh", _C_SGLANG_0325
+    ("sglang", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm"): replace(
+        _with(_SGL_FP4, "benchmarks/single_node/dsr1_fp4_b200.sh", _C_SGLANG_0325), earlier=_SGL_FP4_B200_EARLIER
     ),
     ("sglang", "deepseek-ai/DeepSeek-R1", "fp8", "b200_sxm"): _with(
         _SGL_FP8, "benchmarks/single_node/dsr1_fp8_b200.sh", _C_SGLANG_0325
@@ -725,8 +887,8 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
     ("sglang", "deepseek-ai/DeepSeek-R1", "fp8", "h200_sxm"): _with(
         _SGL_H200, "benchmarks/single_node/dsr1_fp8_h200.sh", _C_SGLANG_0325
     ),
-    ("sglang", "deepseek-ai/DeepSeek-V3", "fp4", "b200_sxm"): _with(
-        _SGL_FP4, "benchmarks/single_node/dsr1_fp4_b200.sh", _C_SGLANG_0325
+    ("sglang", "deepseek-ai/DeepSeek-V3", "fp4", "b200_sxm"): replace(
+        _with(_SGL_FP4, "benchmarks/single_node/dsr1_fp4_b200.sh", _C_SGLANG_0325), earlier=_SGL_FP4_B200_EARLIER
     ),
     ("sglang", "deepseek-ai/DeepSeek-V3", "fp8", "b200_sxm"): _with(
         _SGL_FP8, "benchmarks/single_node/dsr1_fp8_b200.sh", _C_SGLANG_0325
@@ -769,8 +931,8 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
     # scripts pass --kv-cache-dtype fp8_e4m3 and --mamba-ssm-dtype bfloat16, the BF16 ones neither (auto, and the
     # config's float32 state)
     # the script read at the last commit on or before the points' run (bf16 B200: 2026-02-19 for a run of 02-20; FP8
-    # B200: 2026-03-23, the points of 03-20 ran 64c20b6b5 of 03-11, whose flags servesim reads are the same; FP4
-    # B200: the run's day, 04-08; B300: 04-17 for runs of 04-18)
+    # B200: 2026-03-23, the points of 03-03 ran efd49e50b, whose flags servesim reads are the same, those of 03-20 the
+    # MTP configuration (MTP_ONLY_DAYS); FP4 B200: the run's day, 04-08; B300: 04-17 for runs of 04-18)
     ("sglang", "Qwen/Qwen3.5-397B-A17B", "bf16", "b200_sxm"): _qwen35(
         "qwen3.5_bf16_b200.sh", "9dc87a68c19c17bc0bd367e2ed72d3f9f95ed951", 0.82, fp8=False
     ),
@@ -831,6 +993,22 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         "fuse_allreduce_rms compilation pass; max-cudagraph-capture-size 2048",
         # export VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1: the experts run W4A8 (FlashInfer's TRT-LLM MoE)
         quantization="mxfp4_mxfp8",
+        earlier=(
+            (
+                # kv-cache-dtype: fp8 came into the script's config.yaml on 2025-12-05 (25506e87c, "Upgrade vLLM to
+                # v0.11.2"); before, benchmarks/gptoss_fp4_b200_docker.sh at e06929c70 (2025-11-01) left it auto, with
+                # the same budget, --max-num-seqs 512, async scheduling and VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1
+                "2025-12-05",
+                Recipe(
+                    "benchmarks/gptoss_fp4_b200_docker.sh",
+                    "e06929c701a09f1f354150682e3c96afab8ebe22",  # 2025-11-01
+                    _vllm(512, 8192),
+                    {"gpu_memory_utilization": 0.9},  # no kv-cache-dtype (auto)
+                    "fi_allreduce_fusion and attn_fusion compilation passes; cuda-graph-sizes 2048",
+                    quantization="mxfp4_mxfp8",
+                ),
+            ),
+        ),
     ),
     ("vllm", "openai/gpt-oss-120b", "fp4", "h100_sxm"): Recipe(
         "benchmarks/single_node/gptoss_fp4_h100.sh",
@@ -841,6 +1019,17 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         # export VLLM_MXFP4_USE_MARLIN=1: Marlin's W4A16 MoE (vLLM's MXFP4 oracle takes it when set), timed at
         # gpt-oss's shape on RTX PRO 6000 and L40S only (simulator/cost/silicon/borrow.py carries it over)
         moe_kernel=lambda isl, osl, conc, tp, dp: "marlin",
+        # its points of 2025-12-08 ran vLLM 0.11.2 and this script of that day; those of 2025-11-02 vLLM 0.10.2 and the
+        # same flags (e06929c70)
+        earlier=(
+            (
+                _GPTOSS_BEFORE_MARLIN,
+                _gptoss_hopper_triton(
+                    "benchmarks/gptoss_fp4_h100_docker.sh",
+                    "4e135fd3f054cebcbfd1f6e4b384f7ef3a705be8",  # 2025-12-08
+                ),
+            ),
+        ),
     ),
     ("vllm", "openai/gpt-oss-120b", "fp4", "h200_sxm"): Recipe(
         "benchmarks/single_node/gptoss_fp4_h200.sh",
@@ -851,6 +1040,16 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         # export VLLM_MXFP4_USE_MARLIN=1: Marlin's W4A16 MoE (vLLM's MXFP4 oracle takes it when set), timed at
         # gpt-oss's shape on RTX PRO 6000 and L40S only (simulator/cost/silicon/borrow.py carries it over)
         moe_kernel=lambda isl, osl, conc, tp, dp: "marlin",
+        # its points of 2025-11-02 ran vLLM 0.10.2 and this script of the day before
+        earlier=(
+            (
+                _GPTOSS_BEFORE_MARLIN,
+                _gptoss_hopper_triton(
+                    "benchmarks/gptoss_fp4_h200_slurm.sh",
+                    "e06929c701a09f1f354150682e3c96afab8ebe22",  # 2025-11-01
+                ),
+            ),
+        ),
     ),
     # vLLM, MiniMax-M2.5: Blackwell --max-num-batched-tokens $((ISL * 2)), no --max-num-seqs (vLLM's default)
     ("vllm", "MiniMaxAI/MiniMax-M2.5", "fp4", "b200_sxm"): Recipe(
@@ -876,6 +1075,25 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         "8c3eb5b86e065ad3db33e25de61019c08505e4fd",  # 2026-04-22
         _vllm(None, -1),
         _FP8_KV | {"gpu_memory_utilization": 0.9, "block_size": 32},
+        earlier=(
+            (
+                # until bddbf4031 (2026-04-03) the script (0f78cf4eb, run 2026-03-28, vllm/vllm-openai:v0.17.0-cu130)
+                # tested `[ "$EP_SIZE" -ge 1 ]` (--enable-expert-parallel for every point), passed
+                # --gpu-memory-utilization 0.95, no --kv-cache-dtype and no --max-num-batched-tokens, and exported
+                # VLLM_USE_FLASHINFER_MOE_FP8=0 and VLLM_MOE_USE_DEEP_GEMM=0: vLLM's FP8 MoE oracle (oracle/fp8.py
+                # select_fp8_moe_backend, read in 0.16.0) then drops the FlashInfer and DeepGEMM experts, and without
+                # vLLM's own CUTLASS (allow_vllm_cutlass=False in fp8.py) takes Triton's
+                "2026-04-03",
+                Recipe(
+                    "benchmarks/single_node/minimaxm2.5_fp8_b200.sh",
+                    "0f78cf4eba558e05d0d2ba6bdbfd3b6c9f427a07",  # 2026-03-28 02:17 UTC
+                    _vllm(None, None),
+                    {"gpu_memory_utilization": 0.95, "block_size": 32},  # no kv-cache-dtype (auto)
+                    expert_parallel=True,
+                    moe_kernel=lambda isl, osl, conc, tp, dp: "triton",
+                ),
+            ),
+        ),
     ),
     ("vllm", "MiniMaxAI/MiniMax-M2.5", "fp8", "b300_sxm"): Recipe(
         "benchmarks/single_node/minimaxm2.5_fp8_b300.sh",
@@ -891,6 +1109,24 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         # `if [ "$EP_SIZE" -ge 1 ]; then EP=" --enable-expert-parallel"`: on for every point (the H100, B200 and
         # B300 scripts test -gt 1), so the experts run EP = TP whatever EP_SIZE the point records
         expert_parallel=True,
+        earlier=(
+            (
+                # --enable-expert-parallel and --no-enable-prefix-caching came in on 2026-03-13 (5e2c705d3, "enable
+                # ep"); the script of 2026-03-01 (a36346339, image vllm/vllm-openai:v0.16.0) ran TP alone with vLLM's
+                # prefix caching (on by default), and vLLM 0.16.0's FP8 MoE oracle (oracle/fp8.py
+                # select_fp8_moe_backend) takes FlashInfer's CUTLASS experts first on SM90 for block-scaled FP8
+                # (FlashInferExperts._supports_quant_scheme: kFp8Static128BlockSym weights on capability 9.0), before
+                # DeepGEMM and Triton
+                "2026-03-13",
+                Recipe(
+                    "benchmarks/single_node/minimaxm2.5_fp8_h200.sh",
+                    "a36346339a98176d70fadb857b5021f6cf36901f",  # 2026-03-01
+                    _vllm(None, None),
+                    {"gpu_memory_utilization": 0.95, "prefix_caching": True},  # no kv-cache-dtype (auto)
+                    moe_kernel=lambda isl, osl, conc, tp, dp: "cutlass",
+                ),
+            ),
+        ),
     ),
     ("vllm", "MiniMaxAI/MiniMax-M2.5", "fp8", "h100_sxm"): Recipe(
         "benchmarks/single_node/minimaxm2.5_fp8_h100.sh",
@@ -947,15 +1183,37 @@ def _recorded_squared_parallelism(row: pd.Series) -> dict[str, int]:
     return _parallelism(tp, ep, pp)
 
 
+def _script_layout(
+    row: pd.Series, layout: Callable[[int, int, int, int], tuple[int, bool]], concurrency: int
+) -> dict[str, int]:
+    """The layout an SGLang or TensorRT-LLM script chose itself for point ``row`` (``Recipe.layout``) on the TP the
+    point records (with EP 1 and no attention DP recorded: the file's defaults for a layout it did not record)."""
+    tp, pp = _int(row, "tp_size"), _int(row, "pp_size")
+    recorded = _attention_dp(row.get("attention_dp_size"), row.get("batch_size"), concurrency)
+    if _int(row, "moe_ep_size") != 1 or _int(row, "moe_tp_size") != tp or recorded > 1:
+        raise PointRefused(
+            f"records a layout (tp_size {tp}, moe_ep {_int(row, 'moe_ep_size')}) its script chose itself"
+        )
+    ep, dp = layout(int(row["isl"]), int(row["osl"]), concurrency, tp)
+    if dp:
+        return _parallelism(1, ep, pp, dp_attention=tp)
+    return _parallelism(tp, ep, pp)
+
+
 def recipe_for(row: pd.Series) -> Recipe | None:
-    """The InferenceX launch script's settings for an agg point of source ``inferencex``; None otherwise."""
+    """The InferenceX launch script's settings for an agg point of source ``inferencex`` as they stood on the day it
+    was measured (``Recipe.earlier``); None otherwise."""
     if source_of(str(row["silicon_data_source"])) != INFERENCEX or row["mode"] != "agg":
         return None
     precision = row.get("precision")
     if precision is None or pd.isna(precision):
         precision = row.get("gemm_quant_mode")
         precision = "bf16" if precision is None or pd.isna(precision) else str(precision)
-    return RECIPES.get((str(row["backend"]), str(row["model_path"]), str(precision), str(row["system"])))
+    recipe = RECIPES.get((str(row["backend"]), str(row["model_path"]), str(precision), str(row["system"])))
+    if recipe is None:
+        return None
+    found = MEASURED_DAY.search(str(row["silicon_data_source"]))
+    return recipe.on(found.group(1) if found else None)
 
 
 def recipe_label(row: pd.Series) -> str:
@@ -995,6 +1253,8 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
         inferencex = source_of(str(row["silicon_data_source"])) == INFERENCEX
         if inferencex and row["backend"] == "vllm":
             scenario["parallelism"] = _vllm_parallelism(row, recipe)
+        elif inferencex and recipe is not None and recipe.layout is not None:
+            scenario["parallelism"] = _script_layout(row, recipe.layout, concurrency)
         elif inferencex:
             scenario["parallelism"] = _recorded_squared_parallelism(row)
         else:

@@ -184,10 +184,112 @@ def test_sglang_glm5_and_vllm_gptoss_recipes(points, monkeypatch):
     validate_scenario(minimax)
 
 
+def on_day(points: pd.DataFrame, engine: str, model: str, precision: str, system: str, day: str) -> pd.Series:
+    """The first agg point of InferenceX's group (by id) measured on ``day``."""
+    rows = points[
+        (points["source"] == INFERENCEX)
+        & (points["mode"] == "agg")
+        & (points["engine"] == engine)
+        & (points["model"] == model)
+        & (points["precision"] == precision)
+        & (points["system"] == system)
+        & (points["silicon_data_source"].str.extract(MEASURED_DAY, expand=False) == day)
+    ]
+    assert len(rows), f"no {engine} / {model} / {precision} / {system} point of {day}"
+    return rows.sort_values("id").iloc[0]
+
+
+def test_a_point_runs_the_script_as_it_stood_on_its_day(points):
+    # minimaxm2.5_fp8_h200.sh gained --enable-expert-parallel and --no-enable-prefix-caching on 2026-03-13: the points
+    # of 2026-03-01 (vLLM 0.16.0) ran TP alone, prefix caching on, and FlashInfer's CUTLASS experts (0.16.0's FP8 MoE
+    # oracle), those of 2026-03-28 EP = TP
+    minimax = ("vllm", "MiniMaxAI/MiniMax-M2.5", "fp8", "h200_sxm")
+    before = scenario_for(on_day(points, *minimax, "2026-03-01"))
+    assert before["parallelism"] == {"tp": 4}
+    assert before["kv_cache"] == {"prefix_caching": True, "gpu_memory_utilization": 0.95}
+    assert before["cost_model"] == {"kind": "silicon", "moe_kernel": "cutlass"}
+    after = scenario_for(on_day(points, *minimax, "2026-03-28"))
+    assert after["parallelism"]["ep"] == after["parallelism"]["tp"] == 8
+    assert after["kv_cache"]["prefix_caching"] is False and "cost_model" not in after
+    # gptoss_fp4_h100: VLLM_MXFP4_USE_MARLIN=1 from 2026-01-02; vLLM 0.11.2 ran the experts on triton_kernels before
+    oss = ("vllm", "openai/gpt-oss-120b", "fp4", "h100_sxm")
+    assert scenario_for(on_day(points, *oss, "2025-12-08"))["cost_model"]["moe_kernel"] == "triton_kernels"
+    assert scenario_for(on_day(points, *oss, "2026-03-27"))["cost_model"]["moe_kernel"] == "marlin"
+    assert recipe_label(on_day(points, *oss, "2025-12-08")) == "benchmarks/gptoss_fp4_h100_docker.sh@4e135fd3f0"
+    # gptoss_fp4_b200: kv-cache-dtype fp8 from 2025-12-05
+    b200 = ("vllm", "openai/gpt-oss-120b", "fp4", "b200_sxm")
+    assert "dtype" not in scenario_for(on_day(points, *b200, "2025-11-02"))["kv_cache"]
+    assert scenario_for(on_day(points, *b200, "2026-02-25"))["kv_cache"]["dtype"] == "fp8"
+    for scenario in (before, after):
+        validate_scenario(scenario)
+    # minimaxm2.5_fp8_b200.sh before bddbf4031 (2026-04-03): EP on for every point, 0.95, KV auto, vLLM's budget, and
+    # FlashInfer's and DeepGEMM's experts turned off (Triton's)
+    b200 = scenario_for(on_day(points, "vllm", "MiniMaxAI/MiniMax-M2.5", "fp8", "b200_sxm", "2026-03-28"))
+    assert b200["parallelism"]["ep"] == b200["parallelism"]["tp"] and b200["policy"] == {"kind": "vllm"}
+    assert b200["kv_cache"] == {"prefix_caching": False, "gpu_memory_utilization": 0.95, "block_size": 32}
+    assert b200["cost_model"] == {"kind": "silicon", "moe_kernel": "triton"}
+    # a change takes effect on its day; a point without a recorded day runs the latest script
+    recipe = RECIPES[oss]
+    assert recipe.on("2026-01-01") is recipe.earlier[0][1]
+    assert recipe.on("2026-01-02") is recipe.on(None) is recipe
+
+
+def test_the_2025_11_02_deepseek_trtllm_points_run_the_layout_their_scripts_chose(points):
+    # e06929c70's dsr1_*_trt_slurm.sh set EP_SIZE, DP_ATTENTION and MOE_BACKEND from ISL, OSL and CONC and the file
+    # records none of them; MAX_NUM_TOKENS had no 8192 floor before 64af5a771 (2026-01-21)
+    fp4 = ("trtllm", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm")
+    rows = points[
+        (points["engine"] == "trtllm")
+        & (points["model"] == fp4[1])
+        & (points["precision"] == "fp4")
+        & (points["system"] == "b200_sxm")
+        & (points["mode"] == "agg")
+        & (points["silicon_data_source"].str.extract(MEASURED_DAY, expand=False) == "2025-11-02")
+    ]
+    seen = set()
+    for _, row in rows.iterrows():
+        isl, osl, tp = int(row["isl"]), int(row["osl"]), int(row["tp_size"])
+        conc = inferencex_points.concurrency_of(row)
+        scenario = scenario_for(row)
+        dp = conc > 32 if (isl, osl) == (8192, 1024) else conc >= 256
+        if dp:  # attention DP on every GPU, experts over all of them, the CUTLASS experts
+            assert scenario["parallelism"] == {"tp": tp, "ep": tp, "dp_attention": tp}
+            assert scenario["cost_model"]["moe_kernel"] == "cutlass"
+            assert scenario["policy"]["attention_dp_config"]["enable_balance"] is True
+        else:
+            assert scenario["cost_model"]["moe_kernel"] == "trtllm_gen"
+            assert "dp_attention" not in scenario["parallelism"]
+        assert scenario["policy"]["max_num_tokens"] == -(-(conc + isl + 64) // 64) * 64  # no floor
+        assert "piecewise_cuda_graph_max_tokens" not in scenario["policy"]
+        seen.add((dp, scenario["parallelism"].get("ep", 1) == tp))
+    assert seen == {(True, True), (False, True)}  # both layouts; every point of the day was above the EP threshold
+    assert inferencex_points._trt_dsr1_fp4_b200_layout(1024, 1024, 8, 8) == (1, False)  # TP 8, 1k/1k: EP above 8
+    # dsr1_fp8_b200_trt_slurm.sh of 2025-12-15 (f6a9d0b6): DEEPGEMM experts for every point, the recorded layout
+    v3 = scenario_for(on_day(points, "trtllm", "deepseek-ai/DeepSeek-V3", "fp8", "b200_sxm", "2025-12-15"))
+    assert v3["cost_model"]["moe_kernel"] == "deepgemm" and v3["parallelism"]["ep"] == 8
+    # dsr1_fp4_b200_docker.sh of 2025-11-02 and -10 (SGLang): --enable-ep-moe, EP = TP where the file says 1
+    sglang = on_day(points, "sglang", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm", "2025-11-10")
+    assert int(sglang["moe_ep_size"]) == 1
+    layout = scenario_for(sglang)["parallelism"]
+    assert layout["ep"] == layout["tp"] == int(sglang["tp_size"])
+
+
+def test_the_qwen35_fp8_b200_points_of_the_mtp_configurations_day_are_refused(points):
+    row = on_day(points, "sglang", "Qwen/Qwen3.5-397B-A17B", "fp8", "b200_sxm", "2026-03-20")
+    with pytest.raises(PointRefused, match=r"qwen3\.5-fp8-b200-sglang-mtp"):
+        scenario_for(row)
+    later = on_day(points, "sglang", "Qwen/Qwen3.5-397B-A17B", "fp8", "b200_sxm", "2026-03-24")
+    validate_scenario(scenario_for(later))
+
+
 def test_every_recipe_names_a_script_and_a_commit():
-    for key, recipe in RECIPES.items():
-        assert recipe.script.startswith("benchmarks/") and recipe.script.endswith(".sh"), key
-        assert len(recipe.commit) == 40 and int(recipe.commit, 16) >= 0, key
+    for key, latest in RECIPES.items():
+        days = [day for day, _ in latest.earlier]
+        assert days == sorted(days) and all(MEASURED_DAY.fullmatch(f"measured={day}") for day in days), key
+        for recipe in (latest, *(earlier for _, earlier in latest.earlier)):
+            assert recipe.script.startswith("benchmarks/") and recipe.script.endswith(".sh"), key
+            assert len(recipe.commit) == 40 and int(recipe.commit, 16) >= 0, key
+            assert not recipe.earlier or recipe is latest, key
 
 
 def test_points_without_a_recipe_keep_the_generic_settings(points):
