@@ -826,6 +826,8 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         _FP8_KV | {"free_gpu_memory_fraction": 0.85},
         "CUDA graphs to CONC",
         moe_kernel=lambda isl, osl, conc, tp, dp: "trtllm_gen",  # MOE_BACKEND="TRTLLM"
+        # with DP_ATTENTION=true: attention_dp_config {enable_balance: true} (TensorRT-LLM's defaults for the rest)
+        dp_attention_policy={"attention_dp_config": {"enable_balance": True}},
     ),
     ("trtllm", "openai/gpt-oss-120b", "fp4", "h200_sxm"): Recipe(
         "benchmarks/gptoss_fp4_h200_trt_slurm.sh",

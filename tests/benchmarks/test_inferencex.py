@@ -274,6 +274,29 @@ def test_the_2025_11_02_deepseek_trtllm_points_run_the_layout_their_scripts_chos
     assert layout["ep"] == layout["tp"] == int(sglang["tp_size"])
 
 
+def test_gptoss_trtllm_b200_points_with_attention_dp_balance_their_contexts(points):
+    # gptoss_fp4_b200_trt.sh appends attention_dp_config {enable_balance: true} when DP_ATTENTION is true
+    rows = points[
+        (points["source"] == INFERENCEX)
+        & (points["engine"] == "trtllm")
+        & (points["model"] == "openai/gpt-oss-120b")
+        & (points["system"] == "b200_sxm")
+        & (points["mode"] == "agg")
+        & (points["attention_dp_size"] > 1)
+    ]
+    scenarios = []
+    for _, row in rows.iterrows():
+        try:
+            scenarios.append(scenario_for(row))
+        except PointRefused:
+            continue
+    assert scenarios
+    for scenario in scenarios:
+        assert scenario["parallelism"]["dp_attention"] > 1
+        assert scenario["policy"]["attention_dp_config"] == {"enable_balance": True}
+    validate_scenario(scenarios[0])
+
+
 def test_the_qwen35_fp8_b200_points_of_the_mtp_configurations_day_are_refused(points):
     row = on_day(points, "sglang", "Qwen/Qwen3.5-397B-A17B", "fp8", "b200_sxm", "2026-03-20")
     with pytest.raises(PointRefused, match=r"qwen3\.5-fp8-b200-sglang-mtp"):
