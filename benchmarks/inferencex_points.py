@@ -458,6 +458,7 @@ class Recipe:
     unexpressed: str = ""
     quantization: str | None = None  # an engine setting that picks the weights' kernels (None: the point's)
     expert_parallel: bool = False  # --enable-expert-parallel whatever the point's recorded EP: ep = tp
+    tensor_parallel_only: bool = False  # never --enable-expert-parallel, whatever the point's recorded EP
     # KV-cache fields the script sets by (ISL, OSL, CONC, TP)
     kv_cache_for: Callable[[int, int, int, int], dict[str, Any]] | None = None
     # the db-dump configurations (the ``cfgN`` of a point's id) launched with DP_ATTENTION=true (vLLM: tp 1, dp TP)
@@ -1072,6 +1073,32 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         # 512, the points of cfg727; cfg726 (tp 2, ep 2 at CONC 128-512) without
         dp_attention_configs=frozenset({"cfg727"}),
     ),
+    # vLLM, Kimi-K2.5 NVFP4 on B200: --tensor-parallel-size=$TP and no --enable-expert-parallel on either day (the
+    # file records the configuration's ep: 4 of 2026-03-27, which the script never read; 2cbaec340 "fix bogus ep"
+    # reset it on 2026-04-14), --max-num-seqs $CONC, --gpu-memory-utilization 0.90, no prefix caching, the
+    # fuse_allreduce_rms pass; from 6c3acebfa (2026-04-20 14:22 UTC, before that day's run) --kv-cache-dtype fp8,
+    # --max-cudagraph-capture-size 2048, --max-num-batched-tokens 2 x ISL and --stream-interval 20
+    ("vllm", "moonshotai/Kimi-K2.5", "fp4", "b200_sxm"): Recipe(
+        "benchmarks/single_node/kimik2.5_fp4_b200.sh",
+        "6c3acebfad91f32ea6b9233afbc6013db2f1f6b5",  # 2026-04-20
+        lambda isl, osl, conc, tp: _vllm(-1, -1)(isl, osl, conc, tp) | {"max_cudagraph_capture_size": 2048},
+        _FP8_KV | {"gpu_memory_utilization": 0.9},
+        "fuse_allreduce_rms compilation pass; --stream-interval 20",
+        tensor_parallel_only=True,
+        earlier=(
+            (
+                "2026-04-20",
+                Recipe(
+                    "benchmarks/single_node/kimik2.5_fp4_b200.sh",
+                    "79a42e20a8559784641ca2279994c75c0608dc39",  # 2026-03-27
+                    _vllm(-1, None),
+                    {"gpu_memory_utilization": 0.9},  # no kv-cache-dtype (auto)
+                    "fuse_allreduce_rms compilation pass",
+                    tensor_parallel_only=True,
+                ),
+            ),
+        ),
+    ),
     ("vllm", "MiniMaxAI/MiniMax-M2.5", "fp8", "b200_sxm"): Recipe(
         "benchmarks/single_node/minimaxm2.5_fp8_b200.sh",
         "8c3eb5b86e065ad3db33e25de61019c08505e4fd",  # 2026-04-22
@@ -1157,6 +1184,8 @@ def _vllm_parallelism(row: pd.Series, recipe: Recipe | None) -> dict[str, int]:
     the configuration, not from those columns.
     """
     tp, pp = _int(row, "tp_size"), _int(row, "pp_size")
+    if recipe is not None and recipe.tensor_parallel_only:
+        return _parallelism(tp, 1, pp)
     expert_parallel = (recipe is not None and recipe.expert_parallel) or _int(row, "moe_ep_size") > 1
     if recipe is not None and _config_id(str(row["id"])) in recipe.dp_attention_configs:
         return _parallelism(1, tp, pp, dp_attention=tp)

@@ -228,6 +228,17 @@ def test_a_point_runs_the_script_as_it_stood_on_its_day(points):
     assert b200["parallelism"]["ep"] == b200["parallelism"]["tp"] and b200["policy"] == {"kind": "vllm"}
     assert b200["kv_cache"] == {"prefix_caching": False, "gpu_memory_utilization": 0.95, "block_size": 32}
     assert b200["cost_model"] == {"kind": "silicon", "moe_kernel": "triton"}
+    # kimik2.5_fp4_b200.sh never passes --enable-expert-parallel (the file records the configuration's ep 4 of
+    # 2026-03-27); from 2026-04-20 FP8 KV, 2 x ISL tokens a step and CUDA graphs to 2048
+    kimi = ("vllm", "moonshotai/Kimi-K2.5", "fp4", "b200_sxm")
+    march = on_day(points, *kimi, "2026-03-27")
+    assert int(march["moe_ep_size"]) > 1
+    assert scenario_for(march)["parallelism"] == {"tp": int(march["tp_size"])}
+    assert scenario_for(march)["kv_cache"] == {"prefix_caching": False, "gpu_memory_utilization": 0.9}
+    april = on_day(points, *kimi, "2026-04-20")
+    policy = scenario_for(april)["policy"]
+    assert policy["max_num_batched_tokens"] == 2 * int(april["isl"]) and policy["max_cudagraph_capture_size"] == 2048
+    validate_scenario(scenario_for(april))
     # a change takes effect on its day; a point without a recorded day runs the latest script
     recipe = RECIPES[oss]
     assert recipe.on("2026-01-01") is recipe.earlier[0][1]
@@ -332,8 +343,9 @@ def test_points_without_a_recipe_keep_the_generic_settings(points):
     trtllm = scenario_for(trtllm_rows.sort_values("id").iloc[0])
     assert trtllm["policy"] == {"kind": "trtllm", "max_batch_size": trtllm["workload"]["concurrency"]}
     assert trtllm["quantization"] == "nvfp4" and trtllm["kv_cache"]["dtype"] == "fp8"
-    # an InferenceX group with no recipe encoded (Kimi-K2.5 FP4 on vLLM): the generic settings, labelled unknown
-    kimi = own_agg(points, "vllm", "moonshotai/Kimi-K2.5", "fp4", "b200_sxm")
+    # an InferenceX group with no recipe encoded (Kimi-K2.5 FP4 on B300 under vLLM): the generic settings, labelled
+    # unknown
+    kimi = own_agg(points, "vllm", "moonshotai/Kimi-K2.5", "fp4", "b300_sxm")
     assert recipe_label(kimi) == "recipe unknown"
     scenario = scenario_for(kimi)
     concurrency = scenario["workload"]["concurrency"]
