@@ -11,6 +11,12 @@ import json
 import statistics
 import subprocess
 import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: python benchmarks/bench_default.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.machine import describe, load
 
 CHILD = r"""
 import json, resource, sys, time
@@ -41,7 +47,8 @@ def main() -> None:
     parser.add_argument("--plain", action="store_true", help="plan every step (no fast-forward)")
     args = parser.parse_args()
     mode = "plain" if args.plain else "fast"
-    print(f"mode: {mode}")
+    print(describe())
+    print(f"mode: {mode}; medians of {args.repeats} runs, each in a fresh process")
     print(f"{'requests':>10} {'wall s (median)':>16} {'sim req/s':>10} {'steps':>9} {'peak RSS MB':>12}")
     for n in args.sizes:
         runs = [measure(n, mode) for _ in range(args.repeats)]
@@ -51,6 +58,7 @@ def main() -> None:
             f"{n:>10,} {wall:>16.2f} {n / run_s:>10,.0f} {runs[0]['steps']:>9,} "
             f"{max(r['peak_rss_mb'] for r in runs):>12.0f}"
         )
+    print(f"at the end: {load()}")
 
 
 if __name__ == "__main__":

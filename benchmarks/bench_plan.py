@@ -8,7 +8,7 @@ requests simulated, the wall time and tasks of each stage (where the time goes),
 candidate and every candidate's replicas and max rate.
 
 Run by hand on a quiet machine:
-``python benchmarks/bench_plan.py [--workers 2] [--repeats 1] [--exhaustive] [--json OUT] [--against PLAN]``
+``python benchmarks/bench_plan.py [--workers 2] [--repeats 3] [--exhaustive] [--json OUT] [--against PLAN]``
 (``--requests-per-point N``: shorter points, to measure what they cost in accuracy; ``--curve-points N``: the
 chosen candidate's capacity curve at N loads instead of the default 8, 0 for none, to measure what it costs).
 
@@ -56,8 +56,14 @@ import collections
 import contextlib
 import json
 import statistics
+import sys
 import time
+from pathlib import Path
 
+if __package__ in (None, ""):  # run as a script: python benchmarks/bench_plan.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.machine import describe, load
 from simulator.build import build
 from simulator.config.scenario import validate_scenario
 from simulator.planning.plans.candidates import CandidateSet, CandidateSpec
@@ -151,7 +157,7 @@ def one_plan(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=3, help="plans to time (median reported)")
     parser.add_argument("--exhaustive", action="store_true", help="the exhaustive search (every candidate, every rate)")
     parser.add_argument("--rank-all", action="store_true", help="the guided search of every candidate, none pruned")
     parser.add_argument(
@@ -168,6 +174,7 @@ def main() -> None:
         "--against", help="a plan.json of the other search (--exhaustive --json F): say whether the answers agree"
     )
     args = parser.parse_args()
+    print(describe())
     runs = [one_run() for _ in range(3)]
     run_s = statistics.median(runs)
     walls = []
@@ -195,6 +202,7 @@ def main() -> None:
             f"  {c['name']:<20} {c['status']:<10} max rate {mr if mr is None else round(mr, 3)!s:>8}  "
             f"replicas {rep!s:>5}  $/h {cost if cost is None else round(cost, 2)!s:>8}  {c.get('reason') or ''}"
         )
+    print(f"at the end: {load()}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(plan, f, indent=1)

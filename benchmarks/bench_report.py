@@ -14,11 +14,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+if __package__ in (None, ""):  # run as a script: python benchmarks/bench_report.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import reports
+from benchmarks.machine import describe, load
 from reports.browser import launch_browser
 from simulator.build import build
 from simulator.config.scenario import validate_scenario
@@ -44,6 +49,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="browser loads to time (median reported)")
     parser.add_argument("--out", type=Path, help="where to write the report (default: a temporary folder)")
     args = parser.parse_args()
+    print(describe())
 
     with tempfile.TemporaryDirectory(prefix="servesim-bench-report-") as tmp:
         run_dir = args.run_dir or simulate(args.num_requests, Path(tmp) / "run")
@@ -72,6 +78,7 @@ def main() -> None:
         )
         print(f"  of which drawing {statistics.median(renders):7.2f} s    (measured inside the page)")
         ok = size_mb < SIZE_LIMIT_MB and max(loads) < RENDER_LIMIT_S
+        print(f"at the end: {load()}")
         print("PASS" if ok else "FAIL")
 
 

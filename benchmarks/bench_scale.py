@@ -34,6 +34,12 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: python benchmarks/bench_scale.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.machine import describe, load
 
 CHILD = r"""
 import json, resource, sys, time
@@ -116,6 +122,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, help="also count the Python calls of the default scenario at N requests")
     args = parser.parse_args()
     mode = "plain" if args.plain else "fast"
+    print(describe())
     rows = []
     trees = [("", None)] + ([(f" [{args.against}]", args.against)] if args.against else [])
     if args.calls:
@@ -195,10 +202,11 @@ def main() -> None:
                 )
             )
     width = max(len(r[0]) for r in rows)
-    print(f"mode: {mode}")
+    print(f"mode: {mode}; wall times are medians of {args.repeats} runs, each in a fresh process")
     print(f"{'case':<{width}}  {'servesim':<40}  {'target':<70}  memory")
     for case, got, target, mem in rows:
         print(f"{case:<{width}}  {got:<40}  {target:<70}  {mem}")
+    print(f"at the end: {load()}")
 
 
 if __name__ == "__main__":
