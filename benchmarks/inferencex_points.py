@@ -475,7 +475,9 @@ class Recipe:
     # file's ep 1 and no DP are defaults) or records another (SGLang's --enable-ep-moe, EP = TP, recorded as ep 1)
     layout: Callable[[int, int, int, int], tuple[int, bool]] | None = None
     # the script as it stood before a change that alters what servesim expresses: (day, recipe) pairs in day order;
-    # a point measured before a pair's day ran that pair's recipe (the first such pair), later points this one
+    # a point measured before a pair's day ran that pair's recipe (the first such pair), later points this one. A
+    # point of a change's own day ran the changed script: each such day's run came after the change's push (the
+    # image switch the change made, or the run id's order; checked for every pair below)
     earlier: tuple[tuple[str, Recipe], ...] = ()
 
     @property
