@@ -202,7 +202,11 @@ def main() -> None:
                 )
             )
     width = max(len(r[0]) for r in rows)
-    print(f"mode: {mode}; wall times are medians of {args.repeats} runs, each in a fresh process")
+    cluster_runs = "1 run" if args.against is None else f"{args.repeats} runs"
+    print(
+        f"mode: {mode}; wall times are medians of {args.repeats} runs, each in a fresh process "
+        f"(the 16-replica case: {cluster_runs}, as it takes minutes)"
+    )
     print(f"{'case':<{width}}  {'servesim':<40}  {'target':<70}  memory")
     for case, got, target, mem in rows:
         print(f"{case:<{width}}  {got:<40}  {target:<70}  {mem}")

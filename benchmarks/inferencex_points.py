@@ -476,8 +476,9 @@ class Recipe:
     layout: Callable[[int, int, int, int], tuple[int, bool]] | None = None
     # the script as it stood before a change that alters what servesim expresses: (day, recipe) pairs in day order;
     # a point measured before a pair's day ran that pair's recipe (the first such pair), later points this one. A
-    # point of a change's own day ran the changed script: each such day's run came after the change's push (the
-    # image switch the change made, or the run id's order; checked for every pair below)
+    # pair's day is the first day whose points ran the changed script: the change's own day where that day's run
+    # followed the push (02-03, 01-29, 04-03 and 04-20 below: the image switch the change made, or the run's order), the
+    # day after where the nightly run of 00:00 UTC came before it (2025-11-10's SGLang change, 2025-12-05's B200 one)
     earlier: tuple[tuple[str, Recipe], ...] = ()
 
     @property
@@ -504,7 +505,8 @@ def _trt_dsr1_b200_tokens(isl: int, osl: int, conc: int, tp: int) -> dict[str, A
 
 
 def _trt_dsr1_h200_tokens(isl: int, osl: int, conc: int, tp: int) -> dict[str, Any]:
-    # MAX_NUM_TOKENS=$(( ($CONC+$ISL+64+63)/64*64 )) (no 8192 floor: the H200 script, the B200 ones before 64af5a771)
+    # MAX_NUM_TOKENS=$(( ($CONC+$ISL+64+63)/64*64 )): no 8192 floor before 64af5a771 (2026-01-21), which added it to
+    # the H200 script too (its recipes' commits and points are older)
     return {"max_num_tokens": _round_up(conc + isl + 64, 64), "enable_chunked_prefill": False}
 
 
@@ -590,22 +592,22 @@ _C_SGLANG_0325 = "12ba0ae07289e3212840f8f59913ddee97b07f73"  # 2026-03-25
 _C_SGLANG_0417 = "dd9c285b31409ac34f35ccc25ba5ac3af234df13"  # 2026-04-17
 
 
-# VLLM_MXFP4_USE_MARLIN=1 came into the gpt-oss H100 and H200 scripts on 2026-01-02 (4e52ed4c6, "Fix H100/H200 perf
-# regression"); before, vLLM 0.10.2's and 0.11.2's get_mxfp4_backend ran SM90's MXFP4 experts on OpenAI's triton_kernels
-# (Mxfp4Backend.TRITON, whenever triton_kernels is installed and torch >= 2.8; Marlin only without them)
+# VLLM_MXFP4_USE_MARLIN=1 came into the gpt-oss H100 and H200 scripts on 2026-01-02 (4e52ed4c6, #327 "Update vLLM
+# version to v0.13.0 for NVIDIA configs"); before, vLLM 0.10.2's and 0.11.2's get_mxfp4_backend ran SM90's MXFP4 experts
+# on OpenAI's triton_kernels (Mxfp4Backend.TRITON, whenever triton_kernels is installed and torch >= 2.8; Marlin only
+# without them; both wheels read)
 _GPTOSS_BEFORE_MARLIN = "2026-01-02"
 
 
 def _gptoss_hopper_triton(script: str, commit: str) -> Recipe:
     """A gpt-oss H100/H200 vLLM script before VLLM_MXFP4_USE_MARLIN: async scheduling, no prefix caching, CUDA graphs
-    to 2048 tokens, a budget of 8192, --max-num-seqs CONC, --gpu-memory-utilization 0.9 (its config.yaml), the
+    to 2048 tokens and a budget of 8192 (its config.yaml), --max-num-seqs CONC, --gpu-memory-utilization 0.9, the
     experts on triton_kernels."""
     return Recipe(
         script,
         commit,
-        _vllm(-1, 8192),
+        _vllm(-1, 8192, 2048),
         {"gpu_memory_utilization": 0.9},  # no kv-cache-dtype (auto)
-        "cuda-graph-sizes / max-cudagraph-capture-size 2048",
         moe_kernel=lambda isl, osl, conc, tp, dp: "triton_kernels",
     )
 
@@ -614,8 +616,11 @@ def _with(recipe: Recipe, script: str, commit: str) -> Recipe:
     return replace(recipe, script=script, commit=commit)
 
 
-def _vllm(seqs: int | None, tokens: int | None) -> Callable[[int, int, int, int], dict[str, Any]]:
-    """vLLM's flags: ``seqs`` -1 for ``--max-num-seqs $CONC``, None where unset; ``tokens`` -1 for 2 x ISL."""
+def _vllm(
+    seqs: int | None, tokens: int | None, graphs: int | None = None
+) -> Callable[[int, int, int, int], dict[str, Any]]:
+    """vLLM's flags: ``seqs`` -1 for ``--max-num-seqs $CONC``, None where unset; ``tokens`` -1 for 2 x ISL; ``graphs``
+    ``--max-cudagraph-capture-size`` (vLLM 0.10's ``cuda-graph-sizes`` of one value), None where unset."""
 
     def policy(isl: int, osl: int, conc: int, tp: int) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -623,6 +628,8 @@ def _vllm(seqs: int | None, tokens: int | None) -> Callable[[int, int, int, int]
             out["max_num_seqs"] = conc if seqs == -1 else seqs
         if tokens is not None:
             out["max_num_batched_tokens"] = 2 * isl if tokens == -1 else tokens
+        if graphs is not None:
+            out["max_cudagraph_capture_size"] = graphs
         return out
 
     return policy
@@ -677,11 +684,18 @@ def _trt_dsr1_fp8_b200_moe(isl: int, osl: int, conc: int, tp: int, dp: bool) -> 
 # the 8192 floor of MAX_NUM_TOKENS came with 64af5a771 (2026-01-21); the B200 FP4 script's piecewise CUDA graphs with
 # 6eecc0e66 (2026-02-03), the B200 FP8 script's, its batch waiting, its TRTLLM experts and its 0.75 / 0.7 fractions with
 # ec7bafaae (2026-01-29): before, MOE_BACKEND="DEEPGEMM" and free_gpu_memory_fraction 0.8 for every point
-_TRT_LAYOUT_RECORDED = "2025-11-03"
+_AFTER_1102 = "2025-11-03"  # the first day after the 2025-11-02 runs (main left e06929c70 with 17d5e204f that day)
 _TRT_TOKENS_FLOOR = "2026-01-21"
-_E06929C70 = "e06929c701a09f1f354150682e3c96afab8ebe22"  # 2025-11-01, main until 2025-11-03
-_F6A9D0B6 = "f6a9d0b6adf1b0eb52c7b107b275f086bbb48100"  # 2025-12-15
-_64AF5A771 = "64af5a771b8a14915d907e0dc8abb2af40d9eaf0"  # 2026-01-21
+_TRT_FP8_TRTLLM = "2026-01-29"  # ec7bafaae
+_TRT_FP4_PIECEWISE = "2026-02-03"  # 6eecc0e66
+_C_1101 = "e06929c701a09f1f354150682e3c96afab8ebe22"  # 2025-11-01: main until 2025-11-03, the 2025-11-02 runs'
+_C_1215 = "f6a9d0b6adf1b0eb52c7b107b275f086bbb48100"  # 2025-12-15
+_C_0121 = "64af5a771b8a14915d907e0dc8abb2af40d9eaf0"  # 2026-01-21: the 8192 floor
+
+
+def _experts_over_tp(isl: int, osl: int, conc: int, tp: int) -> tuple[int, bool]:
+    """A script's layout of EP = TP at every load, without attention DP (``Recipe.layout``)."""
+    return tp, False
 
 
 def _trt_dsr1_fp4_b200_layout(isl: int, osl: int, conc: int, tp: int) -> tuple[int, bool]:
@@ -710,7 +724,11 @@ def _dsr1_trt_b200_earlier(fp8: bool) -> tuple[tuple[str, Recipe], ...]:
     script = f"benchmarks/dsr1_{'fp8' if fp8 else 'fp4'}_b200_trt_slurm.sh"
     moe = (lambda isl, osl, conc, tp, dp: "deepgemm") if fp8 else _trt_dsr1_fp4_b200_moe
 
-    def version(commit: str, tokens: Callable[[int, int, int, int], dict[str, Any]], layout=None) -> Recipe:
+    def version(
+        commit: str,
+        tokens: Callable[[int, int, int, int], dict[str, Any]],
+        layout: Callable[[int, int, int, int], tuple[int, bool]] | None = None,
+    ) -> Recipe:
         return Recipe(
             script,
             commit,
@@ -724,12 +742,20 @@ def _dsr1_trt_b200_earlier(fp8: bool) -> tuple[tuple[str, Recipe], ...]:
 
     layout = _trt_dsr1_fp8_b200_layout if fp8 else _trt_dsr1_fp4_b200_layout
     return (
-        (_TRT_LAYOUT_RECORDED, version(_E06929C70, _trt_dsr1_h200_tokens, layout)),
-        (_TRT_TOKENS_FLOOR, version(_F6A9D0B6, _trt_dsr1_h200_tokens)),
-        ("2026-01-29" if fp8 else "2026-02-03", version(_64AF5A771, _trt_dsr1_b200_tokens)),
+        (_AFTER_1102, version(_C_1101, _trt_dsr1_h200_tokens, layout)),
+        (_TRT_TOKENS_FLOOR, version(_C_1215, _trt_dsr1_h200_tokens)),
+        (_TRT_FP8_TRTLLM if fp8 else _TRT_FP4_PIECEWISE, version(_C_0121, _trt_dsr1_b200_tokens)),
     )
 
 
+_GPTOSS_TRT_H200 = Recipe(
+    "benchmarks/gptoss_fp4_h200_trt_slurm.sh",
+    _C_1215,
+    lambda isl, osl, conc, tp: {"max_num_tokens": 20000, "max_batch_size": conc, "enable_chunked_prefill": False},
+    {"free_gpu_memory_fraction": 0.85},  # kv_cache_config dtype: auto
+    "CUDA graphs to CONC",
+    moe_kernel=lambda isl, osl, conc, tp, dp: "triton_kernels",  # moe_config: backend: TRITON (matmul_ogs)
+)
 _DSR1_TRT_B200 = Recipe(
     "",
     "",
@@ -762,17 +788,16 @@ _DSR1_TRT_FP8_H200 = Recipe(
     _DSR1_TRT_UNEXPRESSED,
     moe_kernel=lambda isl, osl, conc, tp, dp: "cutlass",
     dp_attention_policy=_DSR1_TRT_DP,
+)
+_DSR1_TRT_FP8_H200 = replace(
+    _DSR1_TRT_FP8_H200,
     earlier=(
         (
-            _TRT_LAYOUT_RECORDED,
-            Recipe(
-                "benchmarks/dsr1_fp8_h200_trt_slurm.sh",
-                _E06929C70,
-                _trt_dsr1_h200_tokens,
-                _FP8_KV | {"free_gpu_memory_fraction": 0.75},
-                _DSR1_TRT_UNEXPRESSED,
-                moe_kernel=lambda isl, osl, conc, tp, dp: "cutlass",
-                dp_attention_policy=_DSR1_TRT_DP,
+            _AFTER_1102,
+            replace(
+                _DSR1_TRT_FP8_H200,
+                script="benchmarks/dsr1_fp8_h200_trt_slurm.sh",
+                commit=_C_1101,
                 layout=_trt_dsr1_fp8_h200_layout,
             ),
         ),
@@ -786,12 +811,12 @@ _SGL_FP4 = Recipe("", "", _sglang_dsr1_fp4_blackwell, _FP8_KV | {"mem_fraction_s
 _SGL_FP4_B200_EARLIER = (
     (
         "2025-11-11",
-        Recipe(
-            "benchmarks/dsr1_fp4_b200_docker.sh",
-            "4b860b78e34f2860d4a6cacadf65f7b7b93a0da9",
-            _sglang_dsr1_fp4_blackwell,
-            _FP8_KV | {"mem_fraction_static": 0.85},
-            layout=lambda isl, osl, conc, tp: (tp, False),
+        replace(
+            _SGL_FP4,
+            script="benchmarks/dsr1_fp4_b200_docker.sh",
+            commit="4b860b78e34f2860d4a6cacadf65f7b7b93a0da9",
+            unexpressed="the 2025-11-02 runs served nvidia/DeepSeek-R1-0528-FP4, the later ones its -V2",
+            layout=_experts_over_tp,
         ),
     ),
 )
@@ -832,32 +857,10 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         # with DP_ATTENTION=true: attention_dp_config {enable_balance: true} (TensorRT-LLM's defaults for the rest)
         dp_attention_policy={"attention_dp_config": {"enable_balance": True}},
     ),
-    ("trtllm", "openai/gpt-oss-120b", "fp4", "h200_sxm"): Recipe(
-        "benchmarks/gptoss_fp4_h200_trt_slurm.sh",
-        "f6a9d0b6adf1b0eb52c7b107b275f086bbb48100",  # 2025-12-15
-        lambda isl, osl, conc, tp: {"max_num_tokens": 20000, "max_batch_size": conc, "enable_chunked_prefill": False},
-        {"free_gpu_memory_fraction": 0.85},  # kv_cache_config dtype: auto
-        "CUDA graphs to CONC",
-        moe_kernel=lambda isl, osl, conc, tp, dp: "triton_kernels",  # moe_config: backend: TRITON (matmul_ogs)
+    ("trtllm", "openai/gpt-oss-120b", "fp4", "h200_sxm"): replace(
+        _GPTOSS_TRT_H200,
         # at e06929c70 (the points of 2025-11-02) the launch line passed --ep_size=$TP, which the file does not record
-        earlier=(
-            (
-                _TRT_LAYOUT_RECORDED,
-                Recipe(
-                    "benchmarks/gptoss_fp4_h200_trt_slurm.sh",
-                    _E06929C70,
-                    lambda isl, osl, conc, tp: {
-                        "max_num_tokens": 20000,
-                        "max_batch_size": conc,
-                        "enable_chunked_prefill": False,
-                    },
-                    {"free_gpu_memory_fraction": 0.85},
-                    "CUDA graphs to CONC",
-                    moe_kernel=lambda isl, osl, conc, tp, dp: "triton_kernels",
-                    layout=lambda isl, osl, conc, tp: (tp, False),
-                ),
-            ),
-        ),
+        earlier=((_AFTER_1102, replace(_GPTOSS_TRT_H200, commit=_C_1101, layout=_experts_over_tp)),),
     ),
     # TensorRT-LLM, DeepSeek-R1 and -V3: MAX_NUM_TOKENS from CONC and ISL, kv fp8, no --max_batch_size
     ("trtllm", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm"): _with(
@@ -880,7 +883,7 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         "dcc0f53a889dee2f637735b90582e15b7997618d",  # 2026-01-29
     ),
     ("trtllm", "deepseek-ai/DeepSeek-V3", "fp8", "h200_sxm"): _with(
-        _DSR1_TRT_FP8_H200, "benchmarks/dsr1_fp8_h200_trt_slurm.sh", "f6a9d0b6adf1b0eb52c7b107b275f086bbb48100"
+        _DSR1_TRT_FP8_H200, "benchmarks/dsr1_fp8_h200_trt_slurm.sh", _C_1215
     ),  # 2025-12-15
     # SGLang, DeepSeek-R1 and -V3
     ("sglang", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm"): replace(
@@ -895,6 +898,9 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
     ("sglang", "deepseek-ai/DeepSeek-V3", "fp4", "b200_sxm"): replace(
         _with(_SGL_FP4, "benchmarks/single_node/dsr1_fp4_b200.sh", _C_SGLANG_0325), earlier=_SGL_FP4_B200_EARLIER
     ),
+    # its points of 2026-03-25 are kept although run 337 also ran dsr1-fp8-b200-sglang-mtp that day: their
+    # configuration ids (cfg87, cfg271) come before the first MTP configuration's (e62c6acdf, ids from 430), an
+    # inference
     ("sglang", "deepseek-ai/DeepSeek-V3", "fp8", "b200_sxm"): _with(
         _SGL_FP8, "benchmarks/single_node/dsr1_fp8_b200.sh", _C_SGLANG_0325
     ),
@@ -947,6 +953,9 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
     ("sglang", "Qwen/Qwen3.5-397B-A17B", "fp8", "b200_sxm"): _qwen35(
         "qwen3.5_fp8_b200.sh", "6a5dad463efe03fca04526048d0027a47f7e20be", 0.82, fp8=True
     ),
+    # B300: on 04-17 and 04-18 a -mtp configuration ran in the same image and search space as each plain one
+    # (28752f613, 071f849cb, b76876ade); the points are kept as the plain runs, which each day's run order (the plain
+    # push's run id directly before the next plain push's) suggests, an inference the history cannot settle
     ("sglang", "Qwen/Qwen3.5-397B-A17B", "bf16", "b300_sxm"): _qwen35(
         "qwen3.5_bf16_b300.sh", "32274d6c16830f8e1d7d9bcfa4a2d0c2838771e4", 0.82, fp8=False
     ),
@@ -993,23 +1002,24 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
     ("vllm", "openai/gpt-oss-120b", "fp4", "b200_sxm"): Recipe(
         "benchmarks/single_node/gptoss_fp4_b200.sh",
         "8944a358cce877d43064e35b1301c62c17f502f4",  # 2026-02-25
-        _vllm(512, 8192),
+        _vllm(512, 8192, 2048),
         _FP8_KV | {"gpu_memory_utilization": 0.9},
-        "fuse_allreduce_rms compilation pass; max-cudagraph-capture-size 2048",
+        "fuse_allreduce_rms compilation pass",
         # export VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1: the experts run W4A8 (FlashInfer's TRT-LLM MoE)
         quantization="mxfp4_mxfp8",
         earlier=(
             (
-                # kv-cache-dtype: fp8 came into the script's config.yaml on 2025-12-05 (25506e87c, "Upgrade vLLM to
-                # v0.11.2"); before, benchmarks/gptoss_fp4_b200_docker.sh at e06929c70 (2025-11-01) left it auto, with
-                # the same budget, --max-num-seqs 512, async scheduling and VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1
-                "2025-12-05",
+                # kv-cache-dtype: fp8 came into the script's config.yaml with 25506e87c ("Upgrade vLLM to v0.11.2"),
+                # pushed 2025-12-05 21:49 UTC, after that day's 00:00 UTC nightly run: the first day to run it is
+                # 12-06. Before, benchmarks/gptoss_fp4_b200_docker.sh at e06929c70 (2025-11-01) left it auto, with the
+                # same budget, --max-num-seqs 512, async scheduling and VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1
+                "2025-12-06",
                 Recipe(
                     "benchmarks/gptoss_fp4_b200_docker.sh",
-                    "e06929c701a09f1f354150682e3c96afab8ebe22",  # 2025-11-01
-                    _vllm(512, 8192),
+                    _C_1101,
+                    _vllm(512, 8192, 2048),
                     {"gpu_memory_utilization": 0.9},  # no kv-cache-dtype (auto)
-                    "fi_allreduce_fusion and attn_fusion compilation passes; cuda-graph-sizes 2048",
+                    "fi_allreduce_fusion and attn_fusion compilation passes",
                     quantization="mxfp4_mxfp8",
                 ),
             ),
@@ -1018,15 +1028,20 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
     ("vllm", "openai/gpt-oss-120b", "fp4", "h100_sxm"): Recipe(
         "benchmarks/single_node/gptoss_fp4_h100.sh",
         "79a42e20a8559784641ca2279994c75c0608dc39",  # 2026-03-27
-        _vllm(-1, 8192),
+        _vllm(-1, 8192, 2048),
         {"gpu_memory_utilization": 0.9},  # no kv-cache-dtype (auto)
-        "max-cudagraph-capture-size 2048",
         # export VLLM_MXFP4_USE_MARLIN=1: Marlin's W4A16 MoE (vLLM's MXFP4 oracle takes it when set), timed at
         # gpt-oss's shape on RTX PRO 6000 and L40S only (simulator/cost/silicon/borrow.py carries it over)
         moe_kernel=lambda isl, osl, conc, tp, dp: "marlin",
-        # its points of 2025-12-08 ran vLLM 0.11.2 and this script of that day; those of 2025-11-02 vLLM 0.10.2 and the
-        # same flags (e06929c70)
+        # its points of 2025-11-02 ran vLLM 0.10.2 and e06929c70's script; those of 2025-12-05 (no image recorded;
+        # the configuration's then was v0.11.0, whose MXFP4 oracle was not read) and 2025-12-08 (v0.11.2) the same
+        # flags (4e135fd3f). Those December points are all at 512 users, which main's search space never held then
+        # (conc-end 64): runs from outside the scheduled sweep, whose settings are inferred from main's script
         earlier=(
+            (
+                _AFTER_1102,
+                _gptoss_hopper_triton("benchmarks/gptoss_fp4_h100_docker.sh", _C_1101),
+            ),
             (
                 _GPTOSS_BEFORE_MARLIN,
                 _gptoss_hopper_triton(
@@ -1039,29 +1054,21 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
     ("vllm", "openai/gpt-oss-120b", "fp4", "h200_sxm"): Recipe(
         "benchmarks/single_node/gptoss_fp4_h200.sh",
         "79a42e20a8559784641ca2279994c75c0608dc39",  # 2026-03-27
-        _vllm(-1, 8192),
+        _vllm(-1, 8192, 2048),
         {"gpu_memory_utilization": 0.9},  # no kv-cache-dtype (auto)
-        "max-cudagraph-capture-size 2048",
         # export VLLM_MXFP4_USE_MARLIN=1: Marlin's W4A16 MoE (vLLM's MXFP4 oracle takes it when set), timed at
         # gpt-oss's shape on RTX PRO 6000 and L40S only (simulator/cost/silicon/borrow.py carries it over)
         moe_kernel=lambda isl, osl, conc, tp, dp: "marlin",
         # its points of 2025-11-02 ran vLLM 0.10.2 and this script of the day before
-        earlier=(
-            (
-                _GPTOSS_BEFORE_MARLIN,
-                _gptoss_hopper_triton(
-                    "benchmarks/gptoss_fp4_h200_slurm.sh",
-                    "e06929c701a09f1f354150682e3c96afab8ebe22",  # 2025-11-01
-                ),
-            ),
-        ),
+        earlier=((_GPTOSS_BEFORE_MARLIN, _gptoss_hopper_triton("benchmarks/gptoss_fp4_h200_slurm.sh", _C_1101)),),
     ),
     # vLLM, MiniMax-M2.5: Blackwell --max-num-batched-tokens $((ISL * 2)), no --max-num-seqs (vLLM's default)
     ("vllm", "MiniMaxAI/MiniMax-M2.5", "fp4", "b200_sxm"): Recipe(
         "benchmarks/single_node/minimaxm2.5_fp4_b200.sh",
         "8c3eb5b86e065ad3db33e25de61019c08505e4fd",  # 2026-04-22
-        _vllm(None, -1),
+        _vllm(None, -1, 2048),
         _FP8_KV | {"gpu_memory_utilization": 0.9},
+        "--stream-interval 20",
         # .github/configs/nvidia-master.yaml at that commit: {tp: 2, ep: 2, dp-attn: true} at 1k/1k CONC 256-1024,
         # the points of cfg707; cfg706 (tp 2, ep 2 at 1k/1k CONC 128 and 8k/1k CONC 128-512) without
         dp_attention_configs=frozenset({"cfg707"}),
@@ -1069,8 +1076,9 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
     ("vllm", "MiniMaxAI/MiniMax-M2.5", "fp4", "b300_sxm"): Recipe(
         "benchmarks/single_node/minimaxm2.5_fp4_b300.sh",
         "77b259a5e4343f568643463719554681fbf4f577",  # 2026-04-21
-        _vllm(None, -1),
+        _vllm(None, -1, 2048),
         _FP8_KV | {"gpu_memory_utilization": 0.9},
+        "--stream-interval 20",
         # nvidia-master.yaml at that commit: {tp: 2, ep: 2, dp-attn: true} at 1k/1k CONC 256-2048 and 8k/1k CONC
         # 512, the points of cfg727; cfg726 (tp 2, ep 2 at CONC 128-512) without
         dp_attention_configs=frozenset({"cfg727"}),
@@ -1083,7 +1091,7 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
     ("vllm", "moonshotai/Kimi-K2.5", "fp4", "b200_sxm"): Recipe(
         "benchmarks/single_node/kimik2.5_fp4_b200.sh",
         "6c3acebfad91f32ea6b9233afbc6013db2f1f6b5",  # 2026-04-20
-        lambda isl, osl, conc, tp: _vllm(-1, -1)(isl, osl, conc, tp) | {"max_cudagraph_capture_size": 2048},
+        _vllm(-1, -1, 2048),
         _FP8_KV | {"gpu_memory_utilization": 0.9},
         "fuse_allreduce_rms compilation pass; --stream-interval 20",
         tensor_parallel_only=True,
@@ -1104,8 +1112,9 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
     ("vllm", "MiniMaxAI/MiniMax-M2.5", "fp8", "b200_sxm"): Recipe(
         "benchmarks/single_node/minimaxm2.5_fp8_b200.sh",
         "8c3eb5b86e065ad3db33e25de61019c08505e4fd",  # 2026-04-22
-        _vllm(None, -1),
+        _vllm(None, -1, 2048),
         _FP8_KV | {"gpu_memory_utilization": 0.9, "block_size": 32},
+        "--stream-interval 20",
         earlier=(
             (
                 # until bddbf4031 (2026-04-03) the script (0f78cf4eb, run 2026-03-28, vllm/vllm-openai:v0.17.0-cu130)
@@ -1129,8 +1138,9 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
     ("vllm", "MiniMaxAI/MiniMax-M2.5", "fp8", "b300_sxm"): Recipe(
         "benchmarks/single_node/minimaxm2.5_fp8_b300.sh",
         "77b259a5e4343f568643463719554681fbf4f577",  # 2026-04-21
-        _vllm(None, -1),
+        _vllm(None, -1, 2048),
         _FP8_KV | {"gpu_memory_utilization": 0.9, "block_size": 32},
+        "--stream-interval 20",
     ),
     ("vllm", "MiniMaxAI/MiniMax-M2.5", "fp8", "h200_sxm"): Recipe(
         "benchmarks/single_node/minimaxm2.5_fp8_h200.sh",
@@ -1142,12 +1152,15 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         expert_parallel=True,
         earlier=(
             (
-                # --enable-expert-parallel and --no-enable-prefix-caching came in on 2026-03-13 (5e2c705d3, "enable
-                # ep"); the script of 2026-03-01 (a36346339, image vllm/vllm-openai:v0.16.0) ran TP alone with vLLM's
-                # prefix caching (on by default), and vLLM 0.16.0's FP8 MoE oracle (oracle/fp8.py
-                # select_fp8_moe_backend) takes FlashInfer's CUTLASS experts first on SM90 for block-scaled FP8
+                # --enable-expert-parallel came in with 5e2c705d3 (2026-03-13, "enable ep") and
+                # --no-enable-prefix-caching with 0f78cf4eb (2026-03-28 02:17 UTC; no point was measured between):
+                # the script of 2026-03-01 (a36346339, image vllm/vllm-openai:v0.16.0) ran TP alone with vLLM's prefix
+                # caching (on by default), and vLLM 0.16.0's FP8 MoE oracle (oracle/fp8.py select_fp8_moe_backend)
+                # takes FlashInfer's CUTLASS experts first on SM90 for block-scaled FP8
                 # (FlashInferExperts._supports_quant_scheme: kFp8Static128BlockSym weights on capability 9.0), before
-                # DeepGEMM and Triton
+                # DeepGEMM and Triton. The points of 2026-03-28 ran 0f78cf4eb (most likely: run 344 follows the push
+                # of 03-27 22:21) or 1d5cae141 (prefix caching on), which the history cannot tell apart; they keep
+                # this recipe's setting, off
                 "2026-03-13",
                 Recipe(
                     "benchmarks/single_node/minimaxm2.5_fp8_h200.sh",

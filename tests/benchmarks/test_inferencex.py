@@ -169,11 +169,16 @@ def test_sglang_glm5_and_vllm_gptoss_recipes(points, monkeypatch):
         dsr1 = scenario_for(own_agg(points, "sglang", "deepseek-ai/DeepSeek-R1", "fp8", "b200_sxm", tp_size=tp))
         assert dsr1["kv_cache"]["mem_fraction_static"] == fraction
     monkeypatch.undo()
-    # gptoss_fp4_h200.sh: --max-num-seqs $CONC, max-num-batched-tokens 8192, --gpu-memory-utilization 0.9 and
-    # no --kv-cache-dtype (auto: the checkpoint's KV dtype, not the generic FP8)
+    # gptoss_fp4_h200.sh: --max-num-seqs $CONC, max-num-batched-tokens 8192, max-cudagraph-capture-size 2048,
+    # --gpu-memory-utilization 0.9 and no --kv-cache-dtype (auto: the checkpoint's KV dtype, not the generic FP8)
     oss = scenario_for(own_agg(points, "vllm", "openai/gpt-oss-120b", "fp4", "h200_sxm"))
     conc = oss["workload"]["concurrency"]
-    assert oss["policy"] == {"kind": "vllm", "max_num_seqs": conc, "max_num_batched_tokens": 8192}
+    assert oss["policy"] == {
+        "kind": "vllm",
+        "max_num_seqs": conc,
+        "max_num_batched_tokens": 8192,
+        "max_cudagraph_capture_size": 2048,
+    }
     assert oss["kv_cache"] == {"prefix_caching": False, "gpu_memory_utilization": 0.9}
     # minimaxm2.5_fp8_h200.sh: only --gpu-memory-utilization 0.95: vLLM's defaults for the batch; its
     # `[ "$EP_SIZE" -ge 1 ]` passes --enable-expert-parallel for every point: EP = TP
@@ -241,8 +246,9 @@ def test_a_point_runs_the_script_as_it_stood_on_its_day(points):
     validate_scenario(scenario_for(april))
     # a change takes effect on its day; a point without a recorded day runs the latest script
     recipe = RECIPES[oss]
-    assert recipe.on("2026-01-01") is recipe.earlier[0][1]
+    assert recipe.on("2026-01-01") is recipe.earlier[-1][1] and recipe.on("2025-11-02") is recipe.earlier[0][1]
     assert recipe.on("2026-01-02") is recipe.on(None) is recipe
+    assert recipe_label(on_day(points, *oss, "2025-11-02")) == "benchmarks/gptoss_fp4_h100_docker.sh@e06929c701"
 
 
 def test_the_2025_11_02_deepseek_trtllm_points_run_the_layout_their_scripts_chose(points):
@@ -275,9 +281,48 @@ def test_the_2025_11_02_deepseek_trtllm_points_run_the_layout_their_scripts_chos
         seen.add((dp, scenario["parallelism"].get("ep", 1) == tp))
     assert seen == {(True, True), (False, True)}  # both layouts; every point of the day was above the EP threshold
     assert inferencex_points._trt_dsr1_fp4_b200_layout(1024, 1024, 8, 8) == (1, False)  # TP 8, 1k/1k: EP above 8
-    # dsr1_fp8_b200_trt_slurm.sh of 2025-12-15 (f6a9d0b6): DEEPGEMM experts for every point, the recorded layout
-    v3 = scenario_for(on_day(points, "trtllm", "deepseek-ai/DeepSeek-V3", "fp8", "b200_sxm", "2025-12-15"))
-    assert v3["cost_model"]["moe_kernel"] == "deepgemm" and v3["parallelism"]["ep"] == 8
+    # dsr1_fp8_b200_trt_slurm.sh of 2025-12-15 (f6a9d0b6): DEEPGEMM experts for every point, the recorded layout, and
+    # no floor yet (1k prompts at CONC + ISL + 64 rounded up to 64)
+    day = points["silicon_data_source"].str.extract(MEASURED_DAY, expand=False)
+    v3_1215 = points[
+        (points["model"] == "deepseek-ai/DeepSeek-V3")
+        & (points["engine"] == "trtllm")
+        & (points["system"] == "b200_sxm")
+        & (points["precision"] == "fp8")
+        & (points["mode"] == "agg")
+        & (points["isl"] == 1024)
+        & (day == "2025-12-15")
+    ]
+    assert len(v3_1215)
+    for _, row in v3_1215.iterrows():
+        scenario = scenario_for(row)
+        conc = scenario["workload"]["concurrency"]
+        assert scenario["cost_model"]["moe_kernel"] == "deepgemm" and scenario["parallelism"]["ep"] == 8
+        assert scenario["policy"]["max_num_tokens"] == -(-(conc + 1024 + 64) // 64) * 64 < 8192
+        assert "piecewise_cuda_graph_max_tokens" not in scenario["policy"]
+    # e06929c70's FP8 scripts: EP = TP at every load, attention DP above 32 users at 1k/1k on B200 (64 otherwise) and
+    # above 32 at 8k/1k on H200 (64 otherwise)
+    layouts = {
+        ("b200_sxm", 1024, 1024, 64): (8, True),
+        ("b200_sxm", 1024, 1024, 32): (8, False),
+        ("b200_sxm", 8192, 1024, 64): (8, False),
+        ("h200_sxm", 8192, 1024, 64): (8, True),
+        ("h200_sxm", 8192, 1024, 32): (8, False),
+        ("h200_sxm", 1024, 1024, 64): (8, False),
+    }
+    rules = {
+        "b200_sxm": inferencex_points._trt_dsr1_fp8_b200_layout,
+        "h200_sxm": inferencex_points._trt_dsr1_fp8_h200_layout,
+    }
+    for (system, isl, osl, conc), layout in layouts.items():
+        assert rules[system](isl, osl, conc, 8) == layout, (system, isl, osl, conc)
+    h200 = on_day(points, "trtllm", "deepseek-ai/DeepSeek-R1", "fp8", "h200_sxm", "2025-11-02")
+    assert int(h200["moe_ep_size"]) == 1 and scenario_for(h200)["parallelism"]["ep"] == int(h200["tp_size"])
+    # gptoss_fp4_h200_trt_slurm.sh at e06929c70 launched --ep_size=$TP
+    oss = on_day(points, "trtllm", "openai/gpt-oss-120b", "fp4", "h200_sxm", "2025-11-02")
+    tp = int(oss["tp_size"])
+    assert int(oss["moe_ep_size"]) == 1 and tp > 1
+    assert scenario_for(oss)["parallelism"] == {"tp": tp, "ep": tp}
     # dsr1_fp4_b200_docker.sh of 2025-11-02 and -10 (SGLang): --enable-ep-moe, EP = TP where the file says 1
     sglang = on_day(points, "sglang", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm", "2025-11-10")
     assert int(sglang["moe_ep_size"]) == 1

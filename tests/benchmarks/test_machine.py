@@ -16,8 +16,8 @@ def test_the_machine_line_names_the_cpu_cores_and_load():
     assert line.startswith("machine: ")
     assert f"{os.cpu_count()} logical cores" in line
     assert "Python " in line
-    assert re.search(r"load (\d+\.\d\d / ){2}\d+\.\d\d|load n/a", line)
-    assert load() in line
+    assert re.search(r"load (\d+\.\d\d / ){2}\d+\.\d\d \(1 / 5 / 15 min\)$|load n/a$", line)
+    assert re.fullmatch(r"load (\d+\.\d\d / ){2}\d+\.\d\d \(1 / 5 / 15 min\)|load n/a", load())
 
 
 def test_every_timing_benchmark_prints_the_machine_and_medians_of_several_runs():
