@@ -10,11 +10,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from servesim import display
-from simulator.config.precision import KV_CACHE_DTYPE_BYTES, QUANTIZATIONS
-
-# SiliconParams.moe_kernel's families (simulator/cost/silicon/convert.py MOE_KERNEL_FAMILIES), named here so that
-# the parser does not import the cost models
-MOE_KERNELS = ("trtllm_gen", "deepgemm", "marlin", "cutlass", "triton_kernels", "triton")
+from simulator.config.precision import KV_CACHE_DTYPE_BYTES, MOE_KERNELS, QUANTIZATIONS
 
 if TYPE_CHECKING:
     from simulator.cost import BatchShape

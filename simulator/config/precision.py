@@ -1,7 +1,7 @@
-"""Bytes per element of the precisions a scenario names (a module of its own, so the command line's
-parsers can list them without importing the simulator)."""
+"""Bytes per element of the precisions a scenario names, and the MoE kernel families it can name (a module of its
+own, so the command line's parsers can list them without importing the simulator)."""
 
-from typing import Literal
+from typing import Literal, get_args
 
 # Bytes per cached K or V element of each kv_cache.dtype ("auto" keeps the model's).
 KV_CACHE_DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0}
@@ -67,3 +67,9 @@ QUANTIZATIONS: dict[str, Quantization] = {
         0.5625, None, "INT4 routed experts, group-32 bf16 scales, bf16 attention (Kimi-K2.5; W4A16)", experts_only=True
     ),
 }
+
+
+# The MoE kernel families a deployment can name (``cost_model.moe_kernel``, ``servesim estimate --moe-kernel``); each
+# is recognised in the measured tables by simulator/cost/silicon/convert.py's ``MOE_KERNEL_FAMILIES``.
+MoeKernelName = Literal["trtllm_gen", "deepgemm", "marlin", "cutlass", "triton_kernels", "triton"]
+MOE_KERNELS: tuple[str, ...] = get_args(MoeKernelName)

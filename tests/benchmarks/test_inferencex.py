@@ -189,19 +189,22 @@ def test_sglang_glm5_and_vllm_gptoss_recipes(points, monkeypatch):
     validate_scenario(minimax)
 
 
+def day_rows(
+    points: pd.DataFrame, engine: str, model: str, precision: str, system: str, day: str, **where
+) -> pd.DataFrame:
+    """The agg points of InferenceX's group measured on ``day`` (and with each column of ``where`` equal)."""
+    rows = points[points["silicon_data_source"].str.extract(MEASURED_DAY, expand=False) == day]
+    for column, value in dict(
+        source=INFERENCEX, mode="agg", engine=engine, model=model, precision=precision, system=system, **where
+    ).items():
+        rows = rows[rows[column] == value]
+    assert len(rows), f"no {engine} / {model} / {precision} / {system} point of {day} with {where}"
+    return rows
+
+
 def on_day(points: pd.DataFrame, engine: str, model: str, precision: str, system: str, day: str) -> pd.Series:
     """The first agg point of InferenceX's group (by id) measured on ``day``."""
-    rows = points[
-        (points["source"] == INFERENCEX)
-        & (points["mode"] == "agg")
-        & (points["engine"] == engine)
-        & (points["model"] == model)
-        & (points["precision"] == precision)
-        & (points["system"] == system)
-        & (points["silicon_data_source"].str.extract(MEASURED_DAY, expand=False) == day)
-    ]
-    assert len(rows), f"no {engine} / {model} / {precision} / {system} point of {day}"
-    return rows.sort_values("id").iloc[0]
+    return day_rows(points, engine, model, precision, system, day).sort_values("id").iloc[0]
 
 
 def test_a_point_runs_the_script_as_it_stood_on_its_day(points):
@@ -254,15 +257,7 @@ def test_a_point_runs_the_script_as_it_stood_on_its_day(points):
 def test_the_2025_11_02_deepseek_trtllm_points_run_the_layout_their_scripts_chose(points):
     # e06929c70's dsr1_*_trt_slurm.sh set EP_SIZE, DP_ATTENTION and MOE_BACKEND from ISL, OSL and CONC and the file
     # records none of them; MAX_NUM_TOKENS had no 8192 floor before 64af5a771 (2026-01-21)
-    fp4 = ("trtllm", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm")
-    rows = points[
-        (points["engine"] == "trtllm")
-        & (points["model"] == fp4[1])
-        & (points["precision"] == "fp4")
-        & (points["system"] == "b200_sxm")
-        & (points["mode"] == "agg")
-        & (points["silicon_data_source"].str.extract(MEASURED_DAY, expand=False) == "2025-11-02")
-    ]
+    rows = day_rows(points, "trtllm", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm", "2025-11-02")
     seen = set()
     for _, row in rows.iterrows():
         isl, osl, tp = int(row["isl"]), int(row["osl"]), int(row["tp_size"])
@@ -283,17 +278,7 @@ def test_the_2025_11_02_deepseek_trtllm_points_run_the_layout_their_scripts_chos
     assert inferencex_points._trt_dsr1_fp4_b200_layout(1024, 1024, 8, 8) == (1, False)  # TP 8, 1k/1k: EP above 8
     # dsr1_fp8_b200_trt_slurm.sh of 2025-12-15 (f6a9d0b6): DEEPGEMM experts for every point, the recorded layout, and
     # no floor yet (1k prompts at CONC + ISL + 64 rounded up to 64)
-    day = points["silicon_data_source"].str.extract(MEASURED_DAY, expand=False)
-    v3_1215 = points[
-        (points["model"] == "deepseek-ai/DeepSeek-V3")
-        & (points["engine"] == "trtllm")
-        & (points["system"] == "b200_sxm")
-        & (points["precision"] == "fp8")
-        & (points["mode"] == "agg")
-        & (points["isl"] == 1024)
-        & (day == "2025-12-15")
-    ]
-    assert len(v3_1215)
+    v3_1215 = day_rows(points, "trtllm", "deepseek-ai/DeepSeek-V3", "fp8", "b200_sxm", "2025-12-15", isl=1024)
     for _, row in v3_1215.iterrows():
         scenario = scenario_for(row)
         conc = scenario["workload"]["concurrency"]

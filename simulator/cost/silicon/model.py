@@ -34,7 +34,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from simulator.config.precision import QUANTIZATIONS
+from simulator.config.precision import QUANTIZATIONS, MoeKernelName
 from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost.overhead import padded_batch_size
 from simulator.cost.roofline import (
@@ -245,7 +245,7 @@ class SiliconParams(BaseModel):
         description="The engine version whose tables are read (e.g. 0.24.0); None: the newest measured on the GPU. "
         "Each table then comes from the newest version measured at or before it.",
     )
-    moe_kernel: Literal["trtllm_gen", "deepgemm", "marlin", "cutlass", "triton_kernels", "triton"] | None = Field(
+    moe_kernel: MoeKernelName | None = Field(
         None,
         description="The MoE kernel family the engine runs, read from any engine's measurement of it on the GPU "
         "(TensorRT-LLM's moe_config.backend TRTLLM: trtllm_gen, DEEPGEMM: deepgemm, CUTLASS: cutlass, TRITON: "

@@ -2,15 +2,18 @@
 
 import math
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 import pytest
 
+from simulator.config.precision import MOE_KERNELS, MoeKernelName
 from simulator.config.presets import hardware_presets, resolve_model
 from simulator.cost import BatchShape
 from simulator.cost.roofline import RooflineParams
 from simulator.cost.silicon import SiliconCostModel, SiliconParams
 from simulator.cost.silicon.borrow import borrowed_moe, family_curves, transfer
+from simulator.cost.silicon.convert import MOE_KERNEL_FAMILIES
 from simulator.cost.silicon.database import Selection, TableSet
 from simulator.cost.silicon.tables import load_tables
 
@@ -117,3 +120,10 @@ def test_no_carry_over_for_a_folder_or_a_kernel_timed_nowhere(tmp_path: Path):
     named = SiliconCostModel(SiliconParams(moe_kernel="deepgemm"), GPT_OSS, HW["h200"], 8)
     shape = BatchShape(num_decode_seqs=8, decode_context_tokens=8 * 1000, num_sampled_tokens=8)
     assert named._moe_source is None and moe_ms(named, shape) == moe_ms(fastest, shape)
+
+
+def test_the_kernel_families_a_deployment_names_are_the_tables_families():
+    """``cost_model.moe_kernel`` and ``servesim estimate --moe-kernel`` offer the names simulator/config/precision.py
+    lists, each a family convert.py recognises in the measured tables (and no other)."""
+    assert tuple(family for family, _ in MOE_KERNEL_FAMILIES) == MOE_KERNELS
+    assert get_args(SiliconParams.model_fields["moe_kernel"].annotation) == (MoeKernelName, type(None))
