@@ -1,5 +1,6 @@
 """A named MoE kernel timed at the model's shape on other GPUs only, carried over (cost/silicon/borrow.py)."""
 
+import itertools
 import math
 from pathlib import Path
 from typing import get_args
@@ -127,3 +128,25 @@ def test_the_kernel_families_a_deployment_names_are_the_tables_families():
     lists, each a family convert.py recognises in the measured tables (and no other)."""
     assert tuple(family for family, _ in MOE_KERNEL_FAMILIES) == MOE_KERNELS
     assert get_args(SiliconParams.model_fields["moe_kernel"].annotation) == (MoeKernelName, type(None))
+
+
+def test_the_carried_curve_never_falls_with_more_tokens():
+    """The raw carry-over to H200 at gpt-oss's TP 8 layout falls from 2 to 8 tokens (Kimi-K2's reference experts
+    leave the donors' L2 there, gpt-oss's do not): the curve keeps the largest time at fewer tokens, so it never
+    falls, and where the raw estimate rises it is unchanged."""
+    sel = load_tables("h200_sxm", "vllm").selection
+    curve, _ = borrowed_moe(sel, "marlin", ("mxfp4",), (2880, 2880, 4, 128), ("power_law_1.2", 8, 1))
+    assert all(a <= b for a, b in itertools.pairwise(curve.times_s))
+    assert curve(4.0) == curve(8.0) == curve(2.0) > curve(1.0)
+    assert curve(32.0) > curve(16.0)
+    here = family_curves("h200_sxm", "vllm", "marlin", "0.24.0")
+    raw = []
+    for donor in ("l40s", "rtx_pro_6000_server"):
+        there = family_curves(donor, "vllm", "marlin", "0.24.0")
+        key = (("int4_wo", 7168, 2048, 8, 384), ("power_law_1.2", 8, 1))
+        own = there[(("mxfp4", 2880, 2880, 4, 128), ("power_law_1.2", 8, 1))]
+        raw.append(transfer(own, [(here[key], there[key])]))
+    raw_8 = math.exp((raw[0][8.0] + raw[1][8.0]) / 2) * 1e-3
+    assert raw_8 < 0.7 * curve(8.0)  # the dip the running maximum removes
+    top = max(curve.xs)
+    assert curve(top) == pytest.approx(math.exp((raw[0][top] + raw[1][top]) / 2) * 1e-3, rel=1e-9)
