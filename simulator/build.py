@@ -23,7 +23,7 @@ from simulator.config.presets import resolve_hardware, resolve_model
 from simulator.config.schema import MAX_KV_BLOCKS, KvCacheConfig, ReplicaGroupConfig, ScenarioConfig
 from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost import COST_MODELS
-from simulator.cost.dp_attention import DpAttentionCostModel
+from simulator.cost.dp_attention import DpAttentionCostModel, exchange_bytes_per_row
 from simulator.cost.eager import measured_eager_host_s_per_layer
 from simulator.cost.link import Link
 from simulator.cost.profile import CalibrationProfile, load_profile
@@ -311,6 +311,20 @@ def _cpu_overlap(params: Any) -> bool:
     return False
 
 
+def _roofline_params(params: Any) -> Any:
+    """Resolved cost-model parameters' roofline: theirs where they are the roofline's, their nested one, or None."""
+    if "expert_all_to_all" in type(params).model_fields:
+        return params
+    return getattr(params, "roofline", None)
+
+
+def _dp_attention_mlp(params: Any) -> str:
+    """Where resolved cost-model parameters run the MLPs under attention DP (``RooflineParams.dp_attention_mlp``);
+    SGLang's gathered layout for a model without the setting."""
+    roofline = _roofline_params(params)
+    return (roofline.dp_attention_mlp if roofline is not None else None) or "gathered"
+
+
 def resolve_cost_model(
     params: Any,
     policy_kind: str,
@@ -344,6 +358,8 @@ def resolve_cost_model(
             nested["cpu_overlap"] = traits.overlaps_cpu
         if roofline.expert_all_to_all is None:
             nested["expert_all_to_all"] = traits.engine == "vllm" and dp_attention > 1 and ep > 1
+        if roofline.dp_attention_mlp is None:
+            nested["dp_attention_mlp"] = "local" if traits.dp_attention_local_mlp else "gathered"
         if roofline.eager_host_s_per_layer is None:
             eager = (traits.eager_prefill or enforce_eager) and model is not None
             nested["eager_host_s_per_layer"] = measured_eager_host_s_per_layer(model) if eager else 0.0
@@ -498,6 +514,13 @@ def make_cost_model(
     kwargs.pop("ep", None)
     attention_tp = tp // dp_attention
     attention = COST_MODELS.get(params.kind)(params, model, hardware, attention_tp, pp, **kwargs)
+    local = _dp_attention_mlp(params) == "local"
+    exchange = None
+    if local and model.is_moe:
+        activation_bytes = _roofline_params(params).activation_bytes if _roofline_params(params) else 2.0
+        exchange = exchange_bytes_per_row(
+            model.hidden_size, model.num_experts_per_token, model.quantization, activation_bytes
+        )
     return DpAttentionCostModel(
         attention,
         shared,
@@ -505,6 +528,8 @@ def make_cost_model(
         attention_tp=attention_tp,
         dense_layer_share=model.num_dense_layers / model.num_layers,
         cpu_overlap=_cpu_overlap(params),
+        local_mlp=local,
+        exchange_bytes_per_row=exchange,
     )
 
 

@@ -62,6 +62,18 @@ class BatchTraits:
     come from (vLLM V1's hybrid KV cache manager, simulator/kv/window.py): a sequence holds its full layers' blocks
     per token and its sliding layers' per window. Otherwise every layer's keys are held for every token (TensorRT-LLM
     1.0-1.2 without ``max_attention_window``; SGLang's separate window pool is not modelled)."""
+    dp_attention_local_mlp: bool = False
+    """With attention data parallelism its engine runs everything but the routed experts on each rank's own tokens
+    at the rank's attention TP (the dense layers' MLP, the shared experts, the MoE router, the LM head), and the
+    routed experts alone on every rank's tokens: the MoE module all-gathers them before the experts and
+    reduce-scatters the experts' output after, with no all-reduce in the layer (TensorRT-LLM:
+    ``tensorrt_llm/_torch/models/modeling_deepseekv3.py``, ``_compute_mlp_tp_size`` and
+    ``_compute_shared_expert_tp_size`` give 1 with attention DP and ``Deepseekv3MoE.forward`` all-reduces only
+    without it; the fused-MoE modules' ``allgather`` of the quantized tokens with ``sizes=all_rank_num_tokens``,
+    ``modules/fused_moe/fused_moe_cutlass.py``; vLLM, whose DP ranks are engines of their own sharing only the
+    experts, reached through its all-to-all). Otherwise every MLP runs on the gathered rows split over all tp
+    GPUs, gathered and reduced by two all-reduces a layer (SGLang's ``LayerCommunicator``, ``moe_dense_tp_size``
+    None): simulator/cost/dp_attention.py."""
     hardware_defaults: bool = False
     """Its parameters leave some defaults to the GPU (the engine's own per-device defaults): its parameter model
     has ``resolve_for_hardware(device_memory_bytes, device_name)``, which ``build`` calls for each replica group."""

@@ -199,6 +199,7 @@ def _context_only(req: RequestView) -> int:
         kv_transfer=True,
         eager_prefill=True,
         seats_before_transfer=True,
+        dp_attention_local_mlp=True,
     ),
 )
 class TrtllmPolicy:

@@ -161,6 +161,7 @@ class VllmParams(BaseModel):
         recomputes_first_token=True,
         eager_prefill=True,  # above the largest CUDA-graph capture size only: ``piecewise_graph_max_tokens``
         windows_sliding_kv=True,
+        dp_attention_local_mlp=True,  # each DP rank its own engine and model but for the experts (EP over all)
     ),
 )
 class VllmPolicy:

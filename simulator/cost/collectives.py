@@ -407,6 +407,46 @@ class MeasuredAllReduce:
         return None if table is None else table.at(max(message_bytes, table.x[0]))
 
 
+class MeasuredCollective:
+    """One NCCL collective's measured times (``nccl/<op>/<gpus>`` tables: nccl-tests' message bytes, seconds) by
+    number of GPUs, read as ``MeasuredAllReduce`` reads its tables (log-log between sizes). A message below the
+    smallest size measured takes that size's time (the collective's latency); above the largest, the largest's
+    time scaled by the bytes (bandwidth-bound there). A number of GPUs not measured reads the nearest that was
+    (the larger on a tie) at the same message bytes: each GPU sends and receives (n - 1)/n of the buffer, within
+    a few percent from 4 GPUs up. With ``scale_out``, a group spanning nodes runs within each node's GPUs, then
+    between the nodes: half an all-reduce's network term (``ScaleOut.between_nodes_s``), an all-reduce being a
+    reduce-scatter then an all-gather."""
+
+    __slots__ = ("_tables", "scale_out")
+
+    def __init__(self, tables: Mapping[int, np.ndarray], scale_out: ScaleOut | None = None) -> None:
+        if not tables:
+            raise ValueError("MeasuredCollective needs a table for at least one number of GPUs")
+        self._tables = {
+            int(n): _Table(np.asarray(a[0], np.float64), np.asarray(a[1], np.float64)) for n, a in tables.items()
+        }
+        self.scale_out = scale_out
+
+    def seconds(self, message_bytes: float, num_gpus: int) -> float:
+        """Seconds of one collective of ``message_bytes`` over ``num_gpus`` GPUs (0 on one GPU or for no bytes)."""
+        if num_gpus <= 1 or message_bytes <= 0:
+            return 0.0
+        out = self.scale_out
+        if out is not None and out.spans(num_gpus):
+            return self.seconds(message_bytes, out.gpus_per_node) + out.between_nodes_s(message_bytes, num_gpus) / 2
+        table = self._tables.get(num_gpus)
+        if table is None:
+            table = self._tables[min(self._tables, key=lambda k: (abs(k - num_gpus), -k))]
+        lo, hi = table.x[0], table.x[-1]
+        if message_bytes <= lo:
+            return table.s[0]
+        if message_bytes >= hi:
+            return table.s[-1] * message_bytes / hi
+        found = table.at(message_bytes)
+        assert found is not None
+        return found
+
+
 _ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "fp16": 2, "bf16": 2, "float32": 4, "float": 4, "int8": 1}
 
 

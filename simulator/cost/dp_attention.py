@@ -1,7 +1,7 @@
 """Attention data parallelism's step: every rank's attention side by side, then all their tokens through the MLPs.
 
 With ``parallelism.dp_attention`` N a replica of tp GPUs runs N ranks of tp/N GPUs in lockstep (SGLang's
-``--enable-dp-attention --dp-size N``, TensorRT-LLM's ``enable_attention_dp``). Each layer (SGLang's
+``--enable-dp-attention --dp-size N``, TensorRT-LLM's ``enable_attention_dp``). In SGLang's layout each layer (its
 ``LayerCommunicator``, python/sglang/srt/layers/communicator.py, and ``dp_gather``/``dp_scatter`` in
 python/sglang/srt/layers/dp_attention.py):
 
@@ -39,6 +39,23 @@ Gathered rows (SGLang's ``DpPaddingMode.get_dp_padding_mode``): a step with a pr
 of the ranks' tokens (SUM_LEN); a decode-only step pads every rank, idle ones included, to the largest rank's
 count when 2 x sum > N x max (MAX_LEN, ``all_gather_into_tensor``), else gathers the sum.
 
+TensorRT-LLM lays the MLPs out otherwise (``local_mlp``; ``BatchTraits.dp_attention_local_mlp``, read in
+``tensorrt_llm/_torch/models/modeling_deepseekv3.py`` and ``modules/fused_moe/``): with attention DP the dense layers'
+MLP and the shared experts run at TP 1 (``_compute_mlp_tp_size``, ``_compute_shared_expert_tp_size``), the router on
+each rank's own tokens (``Deepseekv3MoE.compute_routed_output``), and no all-reduce follows attention or the MoE
+(``disable_attn_allreduce``; the MoE's all-reduce only ``if not self.use_dp``). Only the routed experts see every
+rank's tokens: the fused-MoE module quantizes its rank's tokens and all-gathers them with their top-k ids and
+weights (``allgather(..., sizes=all_rank_num_tokens)``: the sum of the ranks' tokens, no padding), runs its experts,
+and reduce-scatters the output back. vLLM's DP ranks are engines of their own that share only the experts (its MoE
+all-to-all, ``expert_all_to_all``): the same layout. So with ``local_mlp``:
+
+- attention side, at the rank's own tokens: the ops above, ``moe_router``, ``lm_head`` and the MLP ops of the
+  shared experts and dense layers (a dense model's whole MLP), at the rank's attention TP;
+- shared side, at the sum of the ranks' tokens: the routed experts' MLP ops, and ``all_to_all`` the exchange
+  (``moe_exchange``: an all-gather of ``exchange_bytes_per_row[0]`` a row before the experts, a reduce-scatter of
+  ``exchange_bytes_per_row[1]`` after, each MoE layer; or DeepEP's dispatch and combine with
+  ``expert_all_to_all``), no ``all_reduce``.
+
 A model without a per-op breakdown (``constant``: its whole time is ``cpu_overhead``) gives the slowest rank's
 time. Swaps before a step (host-link time) are the lockstep group's to add (``simulator/engine/lockstep.py``).
 """
@@ -71,16 +88,36 @@ EMPTY = BatchShape()
 """An idle rank's step (SGLang's ``ForwardMode.IDLE``): no tokens of its own, it joins the collectives."""
 
 
-def gathered_shape(shapes: Sequence[BatchShape]) -> BatchShape:
+MLP_OPS = ("mlp_gate_up", "mlp_act", "mlp_down")
+LOCAL_OPS = ATTENTION_OPS | {"moe_router", "lm_head"}
+"""Ops each rank runs on its own tokens in the ``local_mlp`` layout, besides its shared experts' and dense layers'."""
+
+
+def exchange_bytes_per_row(
+    hidden_size: int, experts_per_token: int, quantization: str | None, activation_bytes: float
+) -> tuple[float, float]:
+    """Bytes a token carries in TensorRT-LLM's MoE exchange under attention DP: all-gathered, its hidden state as
+    the experts take it plus its top-k expert ids (int32) and weights (fp32); reduce-scattered, the experts' output
+    in the activation dtype. The fused-MoE modules quantize before the all-gather where their kernels take
+    quantized activations (``quantize_input(..., post_quant_comm=True)``: NVFP4, one FP8 scale per 16 values; FP8
+    per-tensor), and all-gather the bf16 state for DeepSeek's FP8 block scales (quantized inside the kernels:
+    ``use_deepseek_fp8_block_scale``) and weight-only experts."""
+    per_value = {"nvfp4": 0.5 + 1 / 16, "fp8": 1.0}.get(quantization or "", activation_bytes)
+    return hidden_size * per_value + 8 * experts_per_token, hidden_size * activation_bytes
+
+
+def gathered_shape(shapes: Sequence[BatchShape], pad: bool = True) -> BatchShape:
     """The rows the shared layers run at, as one shape: the ranks' prefill tokens as one chunk (the shared ops
-    depend only on the row count) and their decodes, padded as SGLang pads them (module docstring)."""
+    depend only on the row count) and their decodes, padded as SGLang pads them where ``pad`` (module docstring)."""
     prefill = sum(sum(s.prefill_new_tokens) for s in shapes)
     decode = sum(s.num_decode_seqs for s in shapes)
     sampled = sum(s.num_sampled_tokens for s in shapes)
-    if not prefill:
+    if not prefill and pad:
         most = max(s.num_decode_seqs for s in shapes)
         if 2 * decode > len(shapes) * most:  # MAX_LEN: every rank padded to the largest
             decode = len(shapes) * most
+        return BatchShape((), (), decode, decode, sampled)
+    if not prefill:
         return BatchShape((), (), decode, decode, sampled)
     return BatchShape((prefill,), (0,), decode, decode, sampled)
 
@@ -100,14 +137,26 @@ class DpAttentionCostModel:
         attention_tp: int,
         dense_layer_share: float,
         cpu_overlap: bool,
+        local_mlp: bool = False,
+        exchange_bytes_per_row: tuple[float, float] | None = None,
     ) -> None:
         assert dp_attention > 1
+        if local_mlp:
+            for model, needs in ((attention, ("mlp_by_part",)), (shared, ("mlp_by_part", "moe_exchange"))):
+                if not all(callable(getattr(model, name, None)) for name in needs):
+                    raise ValueError(
+                        f"the {type(model).__name__} cost model cannot split its MLP by part, which TensorRT-LLM's "
+                        "attention-DP layout needs (the routed experts on all ranks' tokens, the rest on each "
+                        "rank's own): use cost_model kind silicon or roofline"
+                    )
         self.attention = attention
         self.shared = shared
         self.dp_attention = dp_attention
         self.attention_tp = attention_tp
         self.dense_layer_share = dense_layer_share  # dense layers / all layers: their gathers remain with all-to-all
         self.cpu_overlap = cpu_overlap
+        self.local_mlp = local_mlp  # TensorRT-LLM's layout (module docstring)
+        self.exchange_bytes_per_row = exchange_bytes_per_row  # None: no routed experts (a dense model)
         self._attention_memo: dict[BatchShape, tuple[float, float, dict[str, OpCost]]] = {}
         # a decode-only rank's attention side without its ops: every op but attn_decode depends on the sequences only,
         # so they are priced once per (sequences, sampled rows) and attn_decode read at each context
@@ -164,7 +213,7 @@ class DpAttentionCostModel:
             if gpu > attention_s or first:
                 attention_s, slowest, first = gpu, ops, False
             cpu_s = max(cpu_s, cpu)
-        shared_s, shared_ops, eager_s = self._shared_part(gathered_shape(shapes))
+        shared_s, shared_ops, eager_s = self._shared_part(gathered_shape(shapes, pad=not self.local_mlp))
         gpu_s = eager_step_s(attention_s + shared_s, eager_s)  # one rank's prefill makes every rank's step eager
         total = overlap_total(gpu_s, cpu_s) if self.cpu_overlap else gpu_s + cpu_s
         if not with_ops:
@@ -184,10 +233,24 @@ class DpAttentionCostModel:
         if found is not None:
             return found
         ops = self.attention.breakdown(shape).ops or {}
-        part = {name: op for name, op in ops.items() if name in ATTENTION_OPS}
         reduce = ops.get("all_reduce")
-        if reduce is not None and self.attention_tp > 1:  # one of the two per layer: after attention
-            part["all_reduce"] = OpCost(reduce.seconds / 2, reduce.flops / 2, reduce.bytes / 2)
+        if self.local_mlp:
+            part = {name: op for name, op in ops.items() if name in LOCAL_OPS}
+            if self.exchange_bytes_per_row is None:  # a dense model: its whole MLP on the rank's tokens
+                part |= {name: op for name, op in ops.items() if name in MLP_OPS}
+            else:
+                for kind, kind_ops in self.attention.mlp_by_part(shape).items():
+                    if kind == "routed":  # the experts run on the gathered rows (the shared side)
+                        continue
+                    for name, op in kind_ops.items():
+                        prev = part.get(name)
+                        part[name] = op if prev is None else OpCost(*(x + y for x, y in zip(prev, op, strict=True)))
+            if reduce is not None and self.attention_tp > 1:  # the rank's own TP group: attention's and the MLP's
+                part["all_reduce"] = reduce
+        else:
+            part = {name: op for name, op in ops.items() if name in ATTENTION_OPS}
+            if reduce is not None and self.attention_tp > 1:  # one of the two per layer: after attention
+                part["all_reduce"] = OpCost(reduce.seconds / 2, reduce.flops / 2, reduce.bytes / 2)
         cpu = ops.get("cpu_overhead")
         found = (sum(op.seconds for op in part.values()), cpu.seconds if cpu is not None else 0.0, part)
         if len(self._attention_memo) >= self.MEMO_SIZE:
@@ -226,11 +289,21 @@ class DpAttentionCostModel:
         if found is not None:
             return found
         ops = self.shared.breakdown(gathered).ops or {}
-        part = {name: op for name, op in ops.items() if name not in ATTENTION_OPS and name not in _NOT_GPU}
-        reduce = part.get("all_reduce")
-        if reduce is not None and "all_to_all" in part:  # DeepEP replaces the MoE layers' gather and reduce
-            share = self.dense_layer_share
-            part["all_reduce"] = OpCost(reduce.seconds * share, reduce.flops * share, reduce.bytes * share)
+        if self.local_mlp:
+            part = {}
+            if self.exchange_bytes_per_row is not None:  # the routed experts, and the tokens' way to them and back
+                part |= self.shared.mlp_by_part(gathered).get("routed", {})
+                exchange = ops.get("all_to_all")  # DeepEP's, with expert_all_to_all
+                if exchange is None:
+                    rows = gathered.num_new_tokens
+                    exchange = self.shared.moe_exchange(rows, *self.exchange_bytes_per_row)
+                part["all_to_all"] = exchange
+        else:
+            part = {name: op for name, op in ops.items() if name not in ATTENTION_OPS and name not in _NOT_GPU}
+            reduce = part.get("all_reduce")
+            if reduce is not None and "all_to_all" in part:  # DeepEP replaces the MoE layers' gather and reduce
+                share = self.dense_layer_share
+                part["all_reduce"] = OpCost(reduce.seconds * share, reduce.flops * share, reduce.bytes * share)
         eager = ops.get("eager_host")
         found = (sum(op.seconds for op in part.values()), part, eager.seconds if eager is not None else 0.0)
         if len(self._shared_memo) >= self.MEMO_SIZE:

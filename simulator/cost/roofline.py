@@ -120,6 +120,15 @@ class RooflineParams(BaseModel):
         "use_ep, vllm/model_executor/layers/fused_moe/config.py); SGLang's and TensorRT-LLM's default attention-DP "
         "layout gathers the tokens instead (no all-to-all).",
     )
+    dp_attention_mlp: Literal["gathered", "local"] | None = Field(
+        None,
+        description="With attention data parallelism, where the MLPs run (simulator/cost/dp_attention.py): "
+        "'gathered', every MLP on all the ranks' tokens split over tp, gathered and reduced by two all-reduces a "
+        "layer (SGLang's default layout); 'local', the dense layers' MLP, the shared experts, the router and the LM "
+        "head on each rank's own tokens and the routed experts alone on all the ranks' tokens, all-gathered before "
+        "them and reduce-scattered after (TensorRT-LLM; vLLM through its all-to-all). None: what the batch "
+        "policy's engine does (its traits).",
+    )
     cuda_graph_padding: bool = Field(
         True, description="Run a decode-only step's linear layers at the next captured CUDA-graph batch size."
     )
@@ -405,6 +414,29 @@ class RooflineCostModel:
             for name, op in part.items():
                 prev = ops.get(name)
                 ops[name] = op if prev is None else OpCost(*(x + y for x, y in zip(prev, op, strict=True)))
+
+    def mlp_by_part(self, shape: BatchShape) -> dict[str, dict[str, OpCost]]:
+        """The MLP ops (``mlp_gate_up``, ``mlp_act``, ``mlp_down``) of ``shape`` by part (``mlp_parts``' parts at the
+        step's linear rows), each summed over its layers as ``breakdown`` sums them; the router is an op of its own."""
+        return {
+            part: {name: op for name, op in ops.items() if name != "moe_router"}
+            for part, ops in self.mlp_parts(self.linear_rows(shape)).items()
+        }
+
+    def moe_exchange(self, rows: float, gather_bytes_per_row: float, scatter_bytes_per_row: float) -> OpCost:
+        """The MoE layers' token exchange over the tp GPUs where each expert GPU sees every token (TensorRT-LLM's
+        attention-DP layout, ``BatchTraits.dp_attention_local_mlp``): an all-gather of ``rows`` x
+        ``gather_bytes_per_row`` before the experts and a reduce-scatter of ``rows`` x ``scatter_bytes_per_row``
+        after, each one link latency plus the (tp - 1)/tp share of its bytes each GPU sends and receives at
+        ``interconnect_efficiency`` x the link bandwidth (as ``_all_to_all``), once per MoE layer."""
+        n = self.tp
+        if n <= 1 or rows <= 0:
+            return OpCost(0.0)
+        share = (n - 1) / n
+        sent = share * rows * (gather_bytes_per_row + scatter_bytes_per_row)
+        one = 2 * self.hardware.interconnect_latency_s + sent / self._ic_bw
+        layers = self.model.num_moe_layers
+        return OpCost(one * layers, 0.0, sent * layers)
 
     def mlp_parts(self, T: int) -> dict[str, dict[str, OpCost]]:
         """The MLP ops of a step of ``T`` tokens by part: ``routed`` (a dense model's MLP, an MoE model's

@@ -15,6 +15,9 @@ What is kept, per table (all times float32 milliseconds on rectilinear grids, Na
 - ``allreduce/<vllm_graph|vllm_eager|nccl>/<gpus>``: the engine's custom all-reduce (CUDA-graph and eager; the keys
   are the calibration profile's, named for vLLM, and hold SGLang's or TensorRT-LLM's kernel for those engines) and
   NCCL's, by message bytes;
+- ``nccl/<all_gather|reduce_scatter>/<gpus>``: NCCL's all-gather and reduce-scatter by message bytes (nccl-tests'
+  size: the whole gathered buffer, the whole buffer reduced), for the MoE token exchange of TensorRT-LLM's
+  attention-DP layout;
 - ``moe/<dtype>/<distribution>/<hidden>/<inter>/<topk>/<experts>/<tp>/<ep>``: the fused MoE layer by token count
   (the fastest kernel measured, as the engines' MoE kernel selection aims to take);
 - ``moew/<context|generation>/<dtype>/...`` (the ``moe`` key's fields): SGLang's MoE experts under DeepEP by the EP
@@ -527,14 +530,16 @@ def _all_reduce(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]
     if frame is not None:
         meta["allreduce/nccl"] = nccl.describe()
         frames.append(("nccl", frame[(frame.op_name == "all_reduce") & (frame.nccl_dtype == "half")]))
+    if frame is not None:
+        for op in ("all_gather", "reduce_scatter"):
+            frames.append((f"nccl/{op}", frame[(frame.op_name == op) & (frame.nccl_dtype == "half")]))
     for backend, part in frames:
         part = part[part.latency > 0]
         for n_gpus, rows in part.groupby("num_gpus"):
             rows = rows.groupby("message_size").latency.mean().sort_index()
             # message_size counts 2-byte elements (bfloat16 / half): bytes and seconds
-            out[f"allreduce/{backend}/{n_gpus}"] = np.stack(
-                [rows.index.to_numpy(np.float64) * 2, rows.to_numpy(np.float64) * 1e-3]
-            )
+            key = f"{backend}/{n_gpus}" if backend.startswith("nccl/") else f"allreduce/{backend}/{n_gpus}"
+            out[key] = np.stack([rows.index.to_numpy(np.float64) * 2, rows.to_numpy(np.float64) * 1e-3])
 
 
 def _moe_tables(sel: Selection, table: Table) -> tuple[list[Table], list[Table]]:

@@ -30,7 +30,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -304,6 +304,7 @@ class SiliconCostModel:
         self._moe_deepep: dict[bool, Curve] = {}  # SGLang's DeepEP MoE by "the step holds a prefill"
         self._all_reduce = None
         self._all_to_all: tuple[Curve, Curve] | None = None  # DeepEP's dispatch and combine
+        self._exchange: dict[str, Any] = {}  # NCCL's all-gather and reduce-scatter (moe_exchange)
         self._mla_module = False  # MLA attention priced by the measured module (projections included)
         self._module_name = "DSA" if m.is_dsa else "MLA"
         # the attention module tables' key prefix (read only where the shape was measured: _load)
@@ -444,11 +445,16 @@ class SiliconCostModel:
             if dispatch is not None and combine is not None:
                 self._all_to_all = (dispatch, combine)
         if tp > 1:
-            from simulator.cost.collectives import MeasuredAllReduce
+            from simulator.cost.collectives import MeasuredAllReduce, MeasuredCollective, ScaleOut
 
             arrays = t.allreduce_arrays()
             # vLLM's table times its whole all-reduce dispatch (custom, symmetric-memory, pynccl) at every size
             self._all_reduce = MeasuredAllReduce.from_arrays(arrays, custom_max_bytes=None) if arrays else None
+            if m.is_moe:
+                for op in ("all_gather", "reduce_scatter"):
+                    found = t.nccl_arrays(op)
+                    if found:
+                        self._exchange[op] = MeasuredCollective(found, ScaleOut.of(self.hardware))
 
     # -- public -------------------------------------------------------------------------
 
@@ -1062,30 +1068,60 @@ class SiliconCostModel:
         return total * self.model.num_moe_layers, source
 
     def _mlp_split(self, rows: int, has_prefill: bool = False) -> dict[str, tuple[float, str]]:
-        """The MLP ops' seconds over all layers: the routed experts from the fused-MoE table, or SGLang's DeepEP MoE
-        table of the step's kind (split over the ops in the roofline's proportions; the roofline where no table
-        matches), shared experts and dense layers from the GEMM table (their activation by the roofline)."""
+        """The MLP ops' seconds over all layers (``_mlp_parts``' parts summed: routed, then shared, then dense)."""
+        parts = iter(self._mlp_parts(rows, has_prefill).items())
+        _, routed = next(parts)
+        out = dict(routed)
+        for part, ops in parts:
+            for name, (seconds, source) in ops.items():
+                t, s = out[name]
+                out[name] = (t + seconds, s if s == source else f"{s}; {part}: {source}")
+        return out
+
+    def _mlp_parts(self, rows: int, has_prefill: bool = False) -> dict[str, dict[str, tuple[float, str]]]:
+        """The MLP ops' seconds over all layers and their sources, by part: the routed experts from the fused-MoE
+        table, or SGLang's DeepEP MoE table of the step's kind (split over the ops in the roofline's proportions;
+        the roofline where no table matches), shared experts and dense layers from the GEMM table (their
+        activation by the roofline)."""
         parts = self.roofline.mlp_parts(rows)
         curve = self._moe_deepep.get(has_prefill, self._moe)
-        out = (
+        routed = (
             self._moe_split(rows, parts["routed"], curve)
             if curve is not None
             else {name: (op.seconds, "roofline (no MoE table)") for name, op in parts["routed"].items()}
         )
+        out = {"routed": routed}
         for part, layers in (("shared", self.model.num_moe_layers), ("dense", self.model.num_dense_layers)):
             if part not in parts:
                 continue
+            ops = out[part] = {}
             for name, op in parts[part].items():
                 key = f"{part}/{name}"
                 if key in self._gemm:
                     found = self._count_ops.get((key, rows))
                     if found is None:
                         found = self._count_ops[(key, rows)] = self._gemm_lookup(key, rows)
-                    seconds, source = found[0] * layers, found[1]
+                    ops[name] = (found[0] * layers, found[1])
                 else:
-                    seconds, source = op.seconds, "roofline (no table)"
-                t, s = out[name]
-                out[name] = (t + seconds, s if s == source else f"{s}; {part}: {source}")
+                    ops[name] = (op.seconds, "roofline (no table)")
+        return out
+
+    def mlp_by_part(self, shape: BatchShape) -> dict[str, dict[str, OpCost]]:
+        """The MLP ops (``mlp_gate_up``, ``mlp_act``, ``mlp_down``) of ``shape`` by part (routed, shared, dense), the
+        seconds ``breakdown`` sums for them (the router is an op of its own); a dense model's MLP is its routed
+        part, as the roofline names it."""
+        rows = self.roofline.linear_rows(shape)
+        roof = self.roofline.mlp_by_part(shape)
+        if self._moe is None and not self._moe_deepep and not self._mlp_extra:  # a dense MLP: the step's own ops
+            ops = self.breakdown(shape).ops or {}
+            return {"routed": {name: ops[name] for name in MLP_OPS if name in ops}}
+        out = {}
+        for part, ops in self._mlp_parts(rows, bool(shape.prefill_new_tokens)).items():
+            out[part] = {
+                name: OpCost(seconds, roof[part][name].flops, roof[part][name].bytes)
+                for name, (seconds, _) in ops.items()
+                if name in MLP_OPS
+            }
         return out
 
     def _moe_split(self, rows: int, roof: dict[str, OpCost], curve: Curve) -> dict[str, tuple[float, str]]:
@@ -1103,6 +1139,17 @@ class SiliconCostModel:
             source = f"roofline anchored at tokens={rc:g}"
         total = t * self.model.num_moe_layers
         return {name: (total * roof[name].seconds / roof_total, source) for name in MLP_OPS if name in roof}
+
+    def moe_exchange(self, rows: float, gather_bytes_per_row: float, scatter_bytes_per_row: float) -> OpCost:
+        """The roofline's ``moe_exchange`` (an all-gather before the routed experts and a reduce-scatter after, each
+        MoE layer, over the tp GPUs) timed by NCCL's measured all-gather and reduce-scatter where this GPU's tables
+        hold both (``MeasuredCollective``: nccl-tests' message is the whole buffer, ``rows`` x the bytes a row)."""
+        roof = self.roofline.moe_exchange(rows, gather_bytes_per_row, scatter_bytes_per_row)
+        if self.tp <= 1 or rows <= 0 or len(self._exchange) < 2:
+            return roof
+        gather = self._exchange["all_gather"].seconds(rows * gather_bytes_per_row, self.tp)
+        scatter = self._exchange["reduce_scatter"].seconds(rows * scatter_bytes_per_row, self.tp)
+        return OpCost((gather + scatter) * self.model.num_moe_layers, 0.0, roof.bytes)
 
     def _all_reduce_lookup(self, shape: BatchShape, rows: int, roofline_s: float) -> tuple[float, str]:
         """Two all-reduces of the step's activations per layer; a decode-only step runs in a CUDA graph."""

@@ -296,6 +296,11 @@ class SiliconTables:
     def allreduce_arrays(self) -> dict[str, np.ndarray]:
         return {k: self._npz[k] for k in self.keys if k.startswith("allreduce/")}
 
+    def nccl_arrays(self, op: str) -> dict[int, np.ndarray]:
+        """NCCL's ``op`` ("all_gather", "reduce_scatter") by number of GPUs: (message bytes, seconds) rows."""
+        prefix = f"nccl/{op}/"
+        return {int(k[len(prefix) :]): self._npz[k] for k in self.keys if k.startswith(prefix)}
+
     def moe(self, key: str) -> Curve | None:
         """The fused MoE layer's seconds against token count for ``moe/<dtype>/<dist>/h/inter/topk/E/tp/ep``."""
         arr = self.array(key)

@@ -176,6 +176,85 @@ def test_the_cost_of_a_lockstep_step_on_the_roofline():
     assert gathered_shape([busy] * 7 + [light]) == BatchShape((), (), 512, 512, 7 * 64 + 8)
 
 
+def _sum(ops) -> float:
+    return sum(op.seconds for op in ops.values())
+
+
+@pytest.mark.parametrize("kind", ["roofline", "silicon"])
+def test_tensorrt_llm_runs_all_but_the_routed_experts_on_each_ranks_own_tokens(kind):
+    """TensorRT-LLM's attention-DP layout (modeling_deepseekv3.py: MLP and shared-expert TP 1 with attention DP, the
+    router on the rank's tokens, no all-reduce; the fused MoE all-gathers the quantized tokens and reduce-scatters
+    the output): each rank's side is its attention, router, LM head, shared experts and dense layers at TP 1 on its
+    own rows; the shared side is the routed experts at the ranks' summed rows (no padding) over EP 8 plus the
+    exchange, and no all-reduce anywhere."""
+    model, hardware = resolve_model(R1), resolve_hardware("b200")
+    base = RooflineParams() if kind == "roofline" else validate_scenario({"cost_model": {"kind": "silicon"}}).cost_model
+    params = resolve_cost_model(base, "trtllm", 8, 8, model)
+    assert (params if kind == "roofline" else params.roofline).dp_attention_mlp == "local"
+    cost = make_cost_model(params, model, hardware, 8, 1, None, 8, 8)
+    attention = make_cost_model(params, model, hardware, 1, 1)
+    shared = make_cost_model(params, model, hardware, 8, 1, None, 8)
+    busy, light = BatchShape((), (), 64, 64 * 4000, 64), BatchShape((), (), 8, 8 * 500, 8)
+    ranks = [busy, light, *[EMPTY] * 6]
+    step = cost.breakdown_ranks(ranks)
+    assert "all_reduce" not in step.ops
+    own = attention.breakdown(busy).ops
+    parts = attention.mlp_by_part(busy)
+    local = {n: op for n, op in own.items() if n in ATTENTION_OPS | {"moe_router", "lm_head"}}
+    local_s = _sum(local) + _sum(parts["shared"]) + _sum(parts["dense"])
+    gathered = BatchShape((), (), 72, 72, 72)  # the sum, not SGLang's padded maximum
+    routed = shared.mlp_by_part(gathered)["routed"]
+    assert model.quantization == "fp8_block"  # the checkpoint's: DeepSeek's FP8 block scales all-gather bf16
+    gather_row, scatter_row = 7168 * 2 + 8 * 8, 7168 * 2  # bf16 state, top-k ids and weights; bf16 output
+    exchange = shared.moe_exchange(72, gather_row, scatter_row)
+    assert step.ops["all_to_all"] == exchange and exchange.seconds > 0
+    assert step.total_s == pytest.approx(max(local_s + _sum(routed) + exchange.seconds, own["cpu_overhead"].seconds))
+    assert step.ops["lm_head"] == own["lm_head"] and step.ops["moe_router"] == own["moe_router"]
+    assert cost.step_time_ranks(ranks).total_s == step.total_s
+    # SGLang's layout of the same ranks: every MLP on the padded gathered rows over tp, two all-reduces a layer
+    sglang = make_cost_model(resolve_cost_model(base, "sglang", 8, 8, model), model, hardware, 8, 1, None, 8, 8)
+    assert "all_reduce" in sglang.breakdown_ranks(ranks).ops
+
+
+def test_the_exchange_carries_each_tokens_quantized_state_and_the_bf16_output():
+    """NVFP4 experts take their tokens quantized before the all-gather (4-bit values, one FP8 scale per 16) with the
+    top-k ids (int32) and weights (fp32); DeepSeek's FP8 block scales and weight-only experts take bf16."""
+    from simulator.cost.dp_attention import exchange_bytes_per_row
+
+    assert exchange_bytes_per_row(7168, 8, "nvfp4", 2.0) == (4096.0, 14336.0)
+    assert exchange_bytes_per_row(7168, 8, "fp8", 2.0) == (7168 + 64, 14336.0)
+    assert exchange_bytes_per_row(7168, 8, "fp8_block", 2.0) == (14336 + 64, 14336.0)
+    assert exchange_bytes_per_row(7168, 8, None, 2.0) == (14336 + 64, 14336.0)
+
+
+def test_mlp_by_part_sums_to_the_steps_mlp_ops():
+    """The parts a model gives are the ones its breakdown sums (routed, then shared, then dense)."""
+    model, hardware = resolve_model(R1), resolve_hardware("b200")
+    for params in (RooflineParams(), validate_scenario({"cost_model": {"kind": "silicon"}}).cost_model):
+        cost = make_cost_model(params, model, hardware, 8, 1, None, 8)
+        for shape in (BatchShape((), (), 64, 64 * 4000, 64), BatchShape((3000,), (0,), 10, 10 * 900, 11)):
+            ops, parts = cost.breakdown(shape).ops, cost.mlp_by_part(shape)
+            assert list(parts) == ["routed", "shared", "dense"]
+            for name in ("mlp_gate_up", "mlp_act", "mlp_down"):
+                total = parts["routed"][name].seconds
+                for part in ("shared", "dense"):
+                    total += parts[part][name].seconds
+                assert total == ops[name].seconds
+
+
+def test_a_cost_model_that_cannot_split_its_mlp_is_refused_for_the_local_layout():
+    from simulator.cost.dp_attention import DpAttentionCostModel
+
+    class Whole:
+        def breakdown(self, shape):  # pragma: no cover - never priced
+            raise AssertionError
+
+    with pytest.raises(ValueError, match="cannot split its MLP by part"):
+        DpAttentionCostModel(
+            Whole(), Whole(), 8, attention_tp=1, dense_layer_share=0.0, cpu_overlap=True, local_mlp=True
+        )
+
+
 # (d) conservation and determinism -------------------------------------------------------------------
 
 

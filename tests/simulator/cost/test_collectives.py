@@ -299,3 +299,27 @@ def test_arrays_from_parquet_converts_elements_and_milliseconds(tmp_path):
     assert all(a.dtype == np.float64 and a.shape[0] == 2 for a in arrays.values())
     m = MeasuredAllReduce.from_arrays(arrays)
     assert m.seconds(256, 2) == 4e-6
+
+
+def test_measured_all_gather_and_reduce_scatter_are_read_as_measured():
+    """NCCL's all-gather and reduce-scatter tables (nccl-tests' whole-buffer bytes) on B200: a measured size reads
+    its time; below the smallest, the smallest's time; above the largest, the largest's scaled by the bytes; an
+    unmeasured number of GPUs reads the nearest (the larger on a tie); a group spanning nodes adds half an
+    all-reduce's network term."""
+    from simulator.cost.collectives import MeasuredCollective, ScaleOut
+    from simulator.cost.silicon.tables import load_tables
+
+    arrays = load_tables("b200_sxm", "trtllm").nccl_arrays("all_gather")
+    assert sorted(arrays) == [2, 4, 8]
+    x, s = arrays[8]
+    gather = MeasuredCollective(arrays)
+    assert gather.seconds(float(x[5]), 8) == float(s[5])
+    assert gather.seconds(float(x[0]) / 10, 8) == float(s[0])
+    assert gather.seconds(float(x[-1]) * 3, 8) == pytest.approx(float(s[-1]) * 3)
+    assert gather.seconds(float(x[5]), 6) == float(arrays[8][1][5])  # 6 -> 8 (4 and 8 are as near: the larger)
+    assert gather.seconds(float(x[5]), 1) == 0.0 and gather.seconds(0.0, 8) == 0.0
+    nodes = ScaleOut(8, 50e9, 5e-6)
+    spanning = MeasuredCollective(arrays, nodes)
+    b = float(x[10])
+    assert spanning.seconds(b, 16) == pytest.approx(float(s[10]) + nodes.between_nodes_s(b, 16) / 2)
+    assert spanning.seconds(b, 8) == float(s[10])

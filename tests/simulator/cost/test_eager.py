@@ -155,7 +155,9 @@ def test_vllms_enforce_eager_prices_a_prefill_groups_launches_and_is_refused_whe
     from simulator.config.scenario import validate_scenario
 
     assert resolve_cost_model(RooflineParams(), "vllm", model=resolve_model(R1), enforce_eager=True) == (
-        resolve_cost_model(RooflineParams(), "sglang", model=resolve_model(R1)).model_copy(update={"framework": "vllm"})
+        resolve_cost_model(RooflineParams(), "sglang", model=resolve_model(R1)).model_copy(
+            update={"framework": "vllm", "dp_attention_mlp": "local"}  # vLLM's DP ranks keep their MLPs (traits)
+        )
     )
     eager = {"kind": "vllm", "max_num_seqs": 8, "enforce_eager": True}
     base = {"model": R1, "hardware": "h200", "parallelism": {"tp": 8}, "workload": {"num_requests": 4}}
