@@ -149,6 +149,28 @@ def image_of(silicon_data_source: str) -> str | None:
     return image.strip().strip('"').replace("nvcr.io#", "nvcr.io/", 1)
 
 
+# SGLang fused a Gated DeltaNet layer's input projections into in_proj_qkvz and in_proj_ba (sgl-project/sglang#21019,
+# merged 2026-03-20, first released in v0.5.10): images of v0.5.9 and before, and nightlies built before that day,
+# run in_proj_qkv, in_proj_z, in_proj_b and in_proj_a in turn (v0.5.9's python/sglang/srt/models/qwen3_5.py, read)
+_GATED_DELTANET_MODELS = ("Qwen3.5", "Qwen3-Next")  # the hybrid models whose layers SGLang's images run so
+_SGLANG_GDN_FUSED_RELEASE = (0, 5, 10)
+_SGLANG_GDN_FUSED_NIGHTLY = "20260320"
+_SGLANG_RELEASE = re.compile(r"lmsysorg/sglang:v(\d+)\.(\d+)\.(\d+)")
+_SGLANG_NIGHTLY = re.compile(r"lmsysorg/sglang:nightly-dev-(\d{8})")
+
+
+def sglang_gdn_unfused(image: str | None) -> bool:
+    """Whether an SGLang image runs a Gated DeltaNet layer's four input projections unfused (its release before
+    0.5.10 or its nightly build before 2026-03-20); False for another engine's image or none recorded."""
+    if image is None:
+        return False
+    release = _SGLANG_RELEASE.match(image)
+    if release is not None:
+        return tuple(int(x) for x in release.groups()) < _SGLANG_GDN_FUSED_RELEASE
+    nightly = _SGLANG_NIGHTLY.match(image)
+    return nightly is not None and nightly.group(1) < _SGLANG_GDN_FUSED_NIGHTLY
+
+
 def check_not_mtp(silicon_data_source: str) -> None:
     """PointRefused for a point measured in an image that only InferenceX's MTP configurations ran."""
     image = image_of(silicon_data_source)
@@ -1344,6 +1366,10 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
         )
         if kernel is not None:
             scenario["cost_model"] = {"kind": "silicon", "moe_kernel": kernel}
+    hybrid = any(name in model for name in _GATED_DELTANET_MODELS)
+    if hybrid and row["backend"] == "sglang" and sglang_gdn_unfused(image_of(str(row["silicon_data_source"]))):
+        cost_model = scenario.setdefault("cost_model", {"kind": "silicon"})
+        cost_model["roofline"] = {"gdn_input_projections": "separate"}
     if row["mode"] == "disagg" and row["backend"] == "vllm":
         # vLLM's disaggregated prefill workers run --enforce-eager: every vLLM recipe InferenceX's disaggregated
         # points were launched with (NVIDIA/srt-slurm recipes/vllm/kimi-k2.5/{1k1k,8k1k}/disagg-gb200-*.yaml, branch

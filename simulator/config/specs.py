@@ -320,6 +320,13 @@ class ModelSpec(NoBoolNumbers):
         assert self.linear_num_value_heads is not None
         return 2 * self.linear_key_size + 2 * self.linear_value_size + 2 * self.linear_num_value_heads
 
+    def linear_in_proj_widths(self) -> tuple[int, int, int, int]:
+        """``linear_in_proj_width`` as the four projections an unfused layer runs: q, k and v (in_proj_qkv), the gate
+        z (in_proj_z), beta (in_proj_b) and the decay a (in_proj_a)."""
+        assert self.linear_num_value_heads is not None
+        heads = self.linear_num_value_heads
+        return 2 * self.linear_key_size + self.linear_value_size, self.linear_value_size, heads, heads
+
     def linear_attention_params_per_layer(self) -> int:
         """Weights of one Gated DeltaNet layer: the input projections, the depthwise causal convolution over q, k
         and v, the per-head decay (A_log, dt_bias), the gated RMSNorm over a value head, and out_proj."""

@@ -129,6 +129,14 @@ class RooflineParams(BaseModel):
         "them and reduce-scattered after (TensorRT-LLM; vLLM through its all-to-all). None: what the batch "
         "policy's engine does (its traits).",
     )
+    gdn_input_projections: Literal["fused", "separate"] = Field(
+        "fused",
+        description="How a Gated DeltaNet layer's input projections run: 'fused', one GEMM of their width (SGLang from "
+        "0.5.10: in_proj_qkvz with in_proj_ba beside it on a second stream, sgl-project/sglang#21019); 'separate', "
+        "four GEMMs (q/k/v, the gate z, beta, the decay a) and q, k and v copied contiguous for the recurrent "
+        "kernel (SGLang 0.5.9's qwen3_5.py runs in_proj_qkv, in_proj_z, in_proj_b and in_proj_a in turn, and its "
+        "Triton decode kernel's input_guard makes the split views contiguous).",
+    )
     cuda_graph_padding: bool = Field(
         True, description="Run a decode-only step's linear layers at the next captured CUDA-graph batch size."
     )
@@ -364,7 +372,7 @@ class RooflineCostModel:
                     Lf,
                 )
             if m.num_linear_layers:
-                ops["linear_in_proj"] = self._linear_proj(T, m.linear_in_proj_width() / self.tp, m.hidden_size)
+                ops["linear_in_proj"] = self._linear_in_proj(T)
         if self._is_mla:
             if shape.prefill_new_tokens:
                 ops["attn_prefill"] = self._mla_prefill(shape.prefill_new_tokens, shape.prefill_cached_tokens)
@@ -603,6 +611,25 @@ class RooflineCostModel:
             + m.indexer_key_bytes * (keys + queries)  # DSA: the indexer's keys read and the new ones written
         )
         return self._op(flops, nbytes, 3 + 2 * m.is_dsa, self._attn_rate, m.num_layers)
+
+    def _linear_in_proj(self, T: int) -> OpCost:
+        """The Gated DeltaNet layers' input projections at ``T`` rows: one GEMM of their width, or four and the copies
+        of q, k and v (``gdn_input_projections``: ``_gdn_copies``)."""
+        m = self.model
+        if self.params.gdn_input_projections == "fused":
+            return self._linear_proj(T, m.linear_in_proj_width() / self.tp, m.hidden_size)
+        out = self._gdn_copies(T)
+        for width in m.linear_in_proj_widths():
+            out = _sum_ops(out, self._linear_proj(T, width / self.tp, m.hidden_size))
+        return out
+
+    def _gdn_copies(self, T: int) -> OpCost:
+        """An unfused Gated DeltaNet layer's three copies at ``T`` rows (``gdn_input_projections`` 'separate'): q, k
+        and v, views of the projection's output, made contiguous for the recurrent kernel, each read and written
+        once; one kernel each."""
+        m = self.model
+        width = (2 * m.linear_key_size + m.linear_value_size) / self.tp
+        return self._op(0.0, 2 * self.params.activation_bytes * T * width, 3, self._gemm_rate, m.num_linear_layers)
 
     def _linear_proj(self, T: int, n: float, k: float) -> OpCost:
         """One of the Gated DeltaNet layers' projections at ``T`` rows, ``k`` inputs to ``n`` outputs per GPU (the

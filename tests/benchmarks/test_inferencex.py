@@ -927,3 +927,29 @@ def test_an_sglang_recipes_server_flags_are_read_by_role():
         "prefill": {"policy": {}, "kv_cache": {}},
         "decode": {"policy": {}, "kv_cache": {}},
     }
+
+
+def test_sglang_images_before_the_gdn_fusion_run_the_input_projections_unfused(points):
+    """sgl-project/sglang#21019 (merged 2026-03-20, released in v0.5.10) fused a Gated DeltaNet layer's four input
+    projections: Qwen3.5 points of v0.5.9 images and of nightlies built before that day are priced unfused, later
+    ones (and other models, other engines) as before."""
+    assert inferencex_points.sglang_gdn_unfused("lmsysorg/sglang:v0.5.9-cu130-amd64")
+    assert inferencex_points.sglang_gdn_unfused("lmsysorg/sglang:nightly-dev-20260216-d3bae71e")
+    assert not inferencex_points.sglang_gdn_unfused("lmsysorg/sglang:nightly-dev-20260402-d7256eb6")
+    assert not inferencex_points.sglang_gdn_unfused("lmsysorg/sglang:v0.5.10.post1-cu130")
+    assert not inferencex_points.sglang_gdn_unfused("vllm/vllm-openai:v0.15.1")
+    assert not inferencex_points.sglang_gdn_unfused(None)
+    qwen = points[
+        points.model_path.str.contains("Qwen3.5") & (points.backend == "sglang") & (points.source == "inferencex")
+    ]
+    seen = set()
+    for _, row in qwen.iterrows():
+        image = inferencex_points.image_of(str(row["silicon_data_source"]))
+        try:
+            scenario = scenario_for(row)
+        except inferencex_points.PointRefused:
+            continue
+        unfused = scenario.get("cost_model", {}).get("roofline", {}).get("gdn_input_projections") == "separate"
+        assert unfused == ("v0.5.9" in image or "20260216" in image), image
+        seen.add(unfused)
+    assert seen == {True, False}

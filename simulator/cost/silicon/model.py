@@ -129,6 +129,7 @@ def dsa_architecture(model: ModelSpec) -> str | None:
 
 
 MLP_OPS = ("mlp_gate_up", "mlp_act", "mlp_down")
+GDN_IN_PROJ_PARTS = ("qkv", "z", "b", "a")  # an unfused Gated DeltaNet layer's input projections (ModelSpec)
 # OpCost(*fields) without the named tuple's Python __new__ (one call fewer for each op priced; the same tuple)
 _new_op = partial(tuple.__new__, OpCost)
 # the ops of a step that are not its linear ops (_step_parts prices them apart)
@@ -362,7 +363,11 @@ class SiliconCostModel:
             q_out = self._q * (2 if m.attn_output_gate else 1)  # the output gate's second query width
             shapes = {"qkv_proj": (q_out + 2 * self._kv, m.hidden_size)} | shapes
         if m.num_linear_layers:  # Gated DeltaNet's projections, split over tp by heads
-            shapes["linear_in_proj"] = (m.linear_in_proj_width() / tp, m.hidden_size)
+            if self.params.roofline.gdn_input_projections == "fused":
+                shapes["linear_in_proj"] = (m.linear_in_proj_width() / tp, m.hidden_size)
+            else:  # four GEMMs, looked up at their own widths (``_ops``), and the copies of q, k and v
+                for part, width in zip(GDN_IN_PROJ_PARTS, m.linear_in_proj_widths(), strict=True):
+                    shapes[f"linear_in_proj/{part}"] = (width / tp, m.hidden_size)
             shapes["linear_out_proj"] = (m.hidden_size, m.linear_value_size / tp)
         if not m.is_moe:
             shapes["mlp_gate_up"] = (up * m.intermediate_size / tp, m.hidden_size)
@@ -716,6 +721,18 @@ class SiliconCostModel:
             if self._mla_module and name in ("qkv_proj", "o_proj"):
                 seconds, source = 0.0, f"in the measured {self._module_name} module (attn_prefill, attn_decode)"
                 looked = False
+            elif name == "linear_in_proj" and f"{name}/qkv" in self._gemm:  # unfused (gdn_input_projections)
+                seconds = self.roofline._gdn_copies(rows).seconds
+                source = ""
+                for part in GDN_IN_PROJ_PARTS:
+                    key = (f"{name}/{part}", rows)
+                    found = self._count_ops.get(key)
+                    if found is None:
+                        found = self._count_ops[key] = self._gemm_lookup(key[0], rows)
+                    seconds += found[0] * self.model.num_linear_layers
+                    source = source or found[1]
+                source += f" GEMMs ({', '.join(GDN_IN_PROJ_PARTS)}) + roofline copies"
+                fell = source.startswith("roofline")
             elif name in self._gemm:
                 count = shape.num_sampled_tokens if name == "lm_head" else rows
                 key = (name, count)

@@ -333,3 +333,40 @@ def test_the_converter_sums_each_phases_two_kernels_per_head_layout(tmp_path):
     assert out[f"gdn_prefill/{key}/ms"].ravel().tolist() == pytest.approx([0.06, 0.12, 0.12, 0.24])
     assert out[f"gdn_decode/{key}"].ravel().tolist() == pytest.approx([1.0, 8.0, 0.006, 0.048])
     assert meta["gdn"].endswith("chunk_gated_delta_rule_triton, fused_recurrent_gated_delta_rule_packed_decode")
+
+
+@pytest.mark.parametrize("kind", ["roofline", "silicon"])
+def test_unfused_input_projections_are_four_gemms_and_three_copies(kind):
+    """SGLang 0.5.9's Gated DeltaNet layer runs in_proj_qkv, in_proj_z, in_proj_b and in_proj_a in turn and copies q,
+    k and v contiguous (``gdn_input_projections: separate``): the op is the four GEMMs at their own widths plus the
+    copies, longer than the one fused GEMM of their summed width; every other op is unchanged, and the memoized step
+    time is the breakdown's."""
+    assert sum(QWEN35.linear_in_proj_widths()) == QWEN35.linear_in_proj_width()
+    assert QWEN35.linear_in_proj_widths() == (2 * 2048 + 8192, 8192, 64, 64)
+
+    def model(mode):
+        roof = RooflineParams(gdn_input_projections=mode)
+        if kind == "roofline":
+            return RooflineCostModel(roof, QWEN35, B200, 8)
+        return SiliconCostModel(SiliconParams(framework="sglang", roofline=roof), QWEN35, B200, 8)
+
+    fused, separate = model("fused"), model("separate")
+    roof = RooflineCostModel(RooflineParams(gdn_input_projections="separate"), QWEN35, B200, 8)
+    for shape in (
+        BatchShape((), (), 4, 4 * 1500, 4),
+        BatchShape((), (), 32, 32 * 1500, 32),
+        BatchShape((900,), (0,), 3, 4500, 4),
+    ):
+        a, b = fused.breakdown(shape).ops, separate.breakdown(shape).ops
+        assert b["linear_in_proj"].seconds > a["linear_in_proj"].seconds
+        assert {n: op for n, op in a.items() if n != "linear_in_proj"} == {
+            n: op for n, op in b.items() if n != "linear_in_proj"
+        }
+        assert separate.step_time(shape).total_s == separate.breakdown(shape).total_s
+        rows = roof.linear_rows(shape)
+        copies = roof._gdn_copies(rows).seconds
+        if kind == "roofline":
+            parts = [roof._linear_proj(rows, w / 8, QWEN35.hidden_size).seconds for w in QWEN35.linear_in_proj_widths()]
+        else:
+            parts = [separate._gemm_lookup(f"linear_in_proj/{p}", rows)[0] * 45 for p in ("qkv", "z", "b", "a")]
+        assert b["linear_in_proj"].seconds == pytest.approx(copies + sum(parts), rel=1e-12)
