@@ -26,6 +26,9 @@ What is kept, per table (all times float32 milliseconds on rectilinear grids, Na
 
 A GEMM grid point the collector did not run (only at the largest n x k) is filled from its neighbours along m.
 
+**Untuned GEMM tables** (``UNTUNED_GEMMS``): TensorRT-LLM's NVFP4 GEMM rows were timed outside the engine's
+autotuner, which the serving engine runs at startup; they are read from another engine's NVFP4 table of the GPU.
+
 **Host-bound GEMM tables.** A GEMM kernel timed outside a CUDA graph through its Python wrapper measures the host's
 dispatch wherever that is longer than the kernel: its smallest problems then all take the same time, far above any
 kernel's launch floor. Every other GEMM table of the dependency takes 6-13 us on its smallest shapes (one kernel
@@ -152,6 +155,14 @@ HOST_BOUND_MODULE_RATIO = 1.5
 # The engines whose tables stand in for a host-bound one, in order (SGLang's block-FP8 GEMM is DeepGEMM's
 # fp8_gemm_nt, the kernel vLLM calls for block FP8 by default).
 STAND_IN_FRAMEWORKS = ("sglang", "trtllm", "vllm")
+# GEMM dtypes whose kernel an engine picks by its autotuner, timed by the engine's collector outside it: the table
+# holds the fallback tactic, where the serving engine tunes every such op at startup. TensorRT-LLM's NVFP4 GEMM
+# (``trtllm::nvfp4_gemm``, ``AutoTuner.choose_one`` over its runners' tactics) is tuned by the PyExecutor's
+# ``_run_autotuner_warmup`` (``enable_autotuner`` defaults to True), while aiconfigurator's collector/trtllm/
+# collect_gemm.py runs ``Linear.forward`` without ``autotune()`` (its MoE collector tunes): on B200 its rows take
+# 22.3 us at m = 8 of n x k = 7168 x 8192, where SGLang's and vLLM's NVFP4 GEMMs take 12.5 and 13.3 us. Such a
+# table is read from another engine's measurement of the dtype on the same GPU (``STAND_IN_FRAMEWORKS``).
+UNTUNED_GEMMS = {"trtllm": ("nvfp4",)}
 
 
 def preferred_kernel(frame: pd.DataFrame, preferences: tuple[str, ...]) -> str | None:
@@ -339,10 +350,12 @@ def _gemm(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> N
             continue
         source, note = table, ""
         floor = host_bound_floor_ms(part)
-        if floor is not None:
+        untuned = dtype in UNTUNED_GEMMS.get(table.framework, ())
+        if floor is not None or untuned:
             stand_in = _stand_in(sel, dtype)
             if stand_in is not None:
-                note = f" ({table.describe()} {kernels[0]} host-bound: {floor * 1e3:.0f} us on its smallest shapes)"
+                why = f"host-bound: {floor * 1e3:.0f} us on its smallest shapes" if floor is not None else "untuned"
+                note = f" ({table.describe()} {kernels[0]} {why})"
                 source, part, kernels = stand_in
         if source.framework == "trtllm" and dtype == "fp8":
             part, scale_note = _static_activation_scale(sel, part)

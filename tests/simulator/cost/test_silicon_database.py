@@ -222,6 +222,28 @@ def test_a_gemm_table_that_times_the_host_is_replaced_by_one_that_times_the_kern
     assert o_proj.ops["o_proj"].seconds / LLAMA_8B.num_layers < 20e-6
 
 
+def test_tensorrt_llms_untuned_nvfp4_gemms_are_read_from_a_tuned_engines_table():
+    """TensorRT-LLM's NVFP4 GEMM picks its tactic by the autotuner its PyExecutor runs at startup; aiconfigurator's
+    collector times it outside ``autotune()`` (the fallback tactic: 22.3 us at m = 8, n x k = 7168 x 8192 on B200,
+    against SGLang's 12.5 us and vLLM's 13.3). Its NVFP4 GEMMs are read from SGLang's table of the same GPU, named in
+    the source; its other GEMM dtypes stay its own."""
+    import pandas as pd
+
+    from simulator.cost.silicon import convert
+
+    trt = database.select(database.table_set("b200_sxm"), "trtllm")
+    frame = pd.read_parquet(trt.table("gemm", "gemm_perf.parquet").path)
+    rows = frame[(frame.gemm_dtype == "nvfp4") & (frame.m == 8) & (frame.n == 7168) & (frame.k == 8192)]
+    assert rows.latency.min() == pytest.approx(0.0223, abs=5e-4)
+    arrays, meta = convert.convert(trt)
+    assert meta["gemm/nvfp4"].startswith("sglang 0.5.14, sglang_flashinfer_cutedsl_nvfp4 (trtllm 1.3.0rc20 ")
+    assert meta["gemm/nvfp4"].endswith("untuned)")
+    assert all(meta[f"gemm/{key}"].startswith("trtllm ") for key in ("bf16", "fp8", "fp8_block"))
+    m, n, k = (arrays[f"gemm/nvfp4/{axis}"] for axis in "mnk")
+    ms = arrays["gemm/nvfp4/ms"][list(m).index(8), list(n).index(7168), list(k).index(8192)]
+    assert ms == pytest.approx(0.0125, abs=5e-4)
+
+
 def test_an_mla_decode_module_table_that_times_the_host_is_replaced_by_one_that_times_the_kernels():
     """vLLM 0.24.0's MLA generation module takes 87 us at batch 1 on b300 (a flat floor over heads and lengths) where
     TensorRT-LLM's measurement of the same module on that GPU takes 46 us, as vLLM's own on b200 does: a CUDA-graph
