@@ -152,7 +152,7 @@ def image_of(silicon_data_source: str) -> str | None:
 # SGLang fused a Gated DeltaNet layer's input projections into in_proj_qkvz and in_proj_ba (sgl-project/sglang#21019,
 # merged 2026-03-20, first released in v0.5.10): images of v0.5.9 and before, and nightlies built before that day,
 # run in_proj_qkv, in_proj_z, in_proj_b and in_proj_a in turn (v0.5.9's python/sglang/srt/models/qwen3_5.py, read)
-_GATED_DELTANET_MODELS = ("Qwen3.5", "Qwen3-Next")  # the hybrid models whose layers SGLang's images run so
+_GATED_DELTANET_MODELS = ("Qwen3.5",)  # Qwen3-Next's checkpoint holds in_proj_qkvz and in_proj_ba fused already
 _SGLANG_GDN_FUSED_RELEASE = (0, 5, 10)
 _SGLANG_GDN_FUSED_NIGHTLY = "20260320"
 _SGLANG_RELEASE = re.compile(r"lmsysorg/sglang:v(\d+)\.(\d+)\.(\d+)")

@@ -360,6 +360,8 @@ def resolve_cost_model(
             nested["expert_all_to_all"] = traits.engine == "vllm" and dp_attention > 1 and ep > 1
         if roofline.dp_attention_mlp is None:
             nested["dp_attention_mlp"] = "local" if traits.dp_attention_local_mlp else "gathered"
+        if roofline.dp_attention_padding is None:
+            nested["dp_attention_padding"] = traits.dp_attention_padding
         if roofline.eager_host_s_per_layer is None:
             eager = (traits.eager_prefill or enforce_eager) and model is not None
             nested["eager_host_s_per_layer"] = measured_eager_host_s_per_layer(model) if eager else 0.0
@@ -530,6 +532,8 @@ def make_cost_model(
         cpu_overlap=_cpu_overlap(params),
         local_mlp=local,
         exchange_bytes_per_row=exchange,
+        padding=(roofline.dp_attention_padding if (roofline := _roofline_params(params)) is not None else None)
+        or "sglang",
     )
 
 

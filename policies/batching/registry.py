@@ -9,7 +9,7 @@ capability its traits leave out, which would otherwise be silently ignored).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from policies.interface import BatchPolicy
 from policies.registry import Registry
@@ -71,9 +71,15 @@ class BatchTraits:
     ``_compute_shared_expert_tp_size`` give 1 with attention DP and ``Deepseekv3MoE.forward`` all-reduces only
     without it; the fused-MoE modules' ``allgather`` of the quantized tokens with ``sizes=all_rank_num_tokens``,
     ``modules/fused_moe/fused_moe_cutlass.py``; vLLM, whose DP ranks are engines of their own sharing only the
-    experts, reached through its all-to-all). Otherwise every MLP runs on the gathered rows split over all tp
+    experts, reached by DeepEP's all-to-all with ep > 1, else by the all-gather and reduce-scatter). Otherwise every
+    MLP runs on the gathered rows split over all tp
     GPUs, gathered and reduced by two all-reduces a layer (SGLang's ``LayerCommunicator``, ``moe_dense_tp_size``
     None): simulator/cost/dp_attention.py."""
+    dp_attention_padding: Literal["sglang", "largest", "none"] = "sglang"
+    """With attention data parallelism, the rows a decode-only step's shared layers run at: "sglang", every rank
+    padded to the largest where 2 x sum > N x max (SGLang's ``DpPaddingMode``); "largest", every rank padded to the
+    largest (vLLM's ``_post_process_dp_padding`` where the ranks replay CUDA graphs); "none", the ranks' sum
+    (TensorRT-LLM's ``all_rank_num_tokens``, no padding on SM100). simulator/cost/dp_attention.py."""
     hardware_defaults: bool = False
     """Its parameters leave some defaults to the GPU (the engine's own per-device defaults): its parameter model
     has ``resolve_for_hardware(device_memory_bytes, device_name)``, which ``build`` calls for each replica group."""

@@ -200,6 +200,7 @@ def _context_only(req: RequestView) -> int:
         eager_prefill=True,
         seats_before_transfer=True,
         dp_attention_local_mlp=True,
+        dp_attention_padding="none",
     ),
 )
 class TrtllmPolicy:

@@ -162,6 +162,7 @@ class VllmParams(BaseModel):
         eager_prefill=True,  # above the largest CUDA-graph capture size only: ``piecewise_graph_max_tokens``
         windows_sliding_kv=True,
         dp_attention_local_mlp=True,  # each DP rank its own engine and model but for the experts (EP over all)
+        dp_attention_padding="largest",
     ),
 )
 class VllmPolicy:

@@ -411,11 +411,13 @@ class MeasuredCollective:
     """One NCCL collective's measured times (``nccl/<op>/<gpus>`` tables: nccl-tests' message bytes, seconds) by
     number of GPUs, read as ``MeasuredAllReduce`` reads its tables (log-log between sizes). A message below the
     smallest size measured takes that size's time (the collective's latency); above the largest, the largest's
-    time scaled by the bytes (bandwidth-bound there). A number of GPUs not measured reads the nearest that was
-    (the larger on a tie) at the same message bytes: each GPU sends and receives (n - 1)/n of the buffer, within
-    a few percent from 4 GPUs up. With ``scale_out``, a group spanning nodes runs within each node's GPUs, then
-    between the nodes: half an all-reduce's network term (``ScaleOut.between_nodes_s``), an all-reduce being a
-    reduce-scatter then an all-gather."""
+    time scaled by the bytes (bandwidth-bound there). A number of GPUs between measured ones reads the nearest (the
+    larger on a tie) at the same message bytes; one above every measured count reads the largest's time scaled by
+    the share of the buffer each GPU sends and receives, (n - 1)/n against (m - 1)/m: a lower bound, the ring's
+    steps (and NCCL's latency) growing with n too (B200's 8-GPU tables take 1.25-1.58x the 4-GPU ones at 64 KB to
+    1 MB, where that share grows 1.17x). With ``scale_out``, a group spanning nodes runs within each node's GPUs,
+    then between the nodes: half an all-reduce's network term (``ScaleOut.between_nodes_s``), an all-reduce being
+    a reduce-scatter then an all-gather."""
 
     __slots__ = ("_tables", "scale_out")
 
@@ -434,17 +436,22 @@ class MeasuredCollective:
         out = self.scale_out
         if out is not None and out.spans(num_gpus):
             return self.seconds(message_bytes, out.gpus_per_node) + out.between_nodes_s(message_bytes, num_gpus) / 2
+        share = 1.0
         table = self._tables.get(num_gpus)
         if table is None:
-            table = self._tables[min(self._tables, key=lambda k: (abs(k - num_gpus), -k))]
+            largest = max(self._tables)
+            if num_gpus > largest:
+                table, share = self._tables[largest], (num_gpus - 1) / num_gpus * largest / (largest - 1)
+            else:
+                table = self._tables[min(self._tables, key=lambda k: (abs(k - num_gpus), -k))]
         lo, hi = table.x[0], table.x[-1]
         if message_bytes <= lo:
-            return table.s[0]
+            return table.s[0] * share
         if message_bytes >= hi:
-            return table.s[-1] * message_bytes / hi
+            return table.s[-1] * message_bytes / hi * share
         found = table.at(message_bytes)
         assert found is not None
-        return found
+        return found * share
 
 
 _ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "fp16": 2, "bf16": 2, "float32": 4, "float": 4, "int8": 1}

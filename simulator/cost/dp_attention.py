@@ -106,18 +106,19 @@ def exchange_bytes_per_row(
     return hidden_size * per_value + 8 * experts_per_token, hidden_size * activation_bytes
 
 
-def gathered_shape(shapes: Sequence[BatchShape], pad: bool = True) -> BatchShape:
+def gathered_shape(shapes: Sequence[BatchShape], padding: str = "sglang") -> BatchShape:
     """The rows the shared layers run at, as one shape: the ranks' prefill tokens as one chunk (the shared ops
-    depend only on the row count) and their decodes, padded as SGLang pads them where ``pad`` (module docstring)."""
+    depend only on the row count) and their decodes; a decode-only step's padded as the engine pads it
+    (``padding``): "sglang", every rank to the largest where 2 x sum > N x max (module docstring); "largest", every
+    rank to the largest (vLLM's ``_post_process_dp_padding`` where the ranks replay CUDA graphs, a decode step's;
+    a step with a prompt runs unpadded); "none", the sum (TensorRT-LLM's ``all_rank_num_tokens``)."""
     prefill = sum(sum(s.prefill_new_tokens) for s in shapes)
     decode = sum(s.num_decode_seqs for s in shapes)
     sampled = sum(s.num_sampled_tokens for s in shapes)
-    if not prefill and pad:
-        most = max(s.num_decode_seqs for s in shapes)
-        if 2 * decode > len(shapes) * most:  # MAX_LEN: every rank padded to the largest
-            decode = len(shapes) * most
-        return BatchShape((), (), decode, decode, sampled)
     if not prefill:
+        most = max(s.num_decode_seqs for s in shapes)
+        if padding == "largest" or (padding == "sglang" and 2 * decode > len(shapes) * most):
+            decode = len(shapes) * most  # MAX_LEN: every rank padded to the largest
         return BatchShape((), (), decode, decode, sampled)
     return BatchShape((prefill,), (0,), decode, decode, sampled)
 
@@ -139,15 +140,16 @@ class DpAttentionCostModel:
         cpu_overlap: bool,
         local_mlp: bool = False,
         exchange_bytes_per_row: tuple[float, float] | None = None,
+        padding: str = "sglang",
     ) -> None:
         assert dp_attention > 1
-        if local_mlp:
+        if local_mlp and exchange_bytes_per_row is not None:  # an MoE model: its MLP is split by part
             for model, needs in ((attention, ("mlp_by_part",)), (shared, ("mlp_by_part", "moe_exchange"))):
                 if not all(callable(getattr(model, name, None)) for name in needs):
                     raise ValueError(
-                        f"the {type(model).__name__} cost model cannot split its MLP by part, which TensorRT-LLM's "
-                        "attention-DP layout needs (the routed experts on all ranks' tokens, the rest on each "
-                        "rank's own): use cost_model kind silicon or roofline"
+                        f"the {type(model).__name__} cost model cannot split its MLP by part, which the local "
+                        "attention-DP layout (TensorRT-LLM's, vLLM's) needs (the routed experts on all ranks' "
+                        "tokens, the rest on each rank's own): use cost_model kind silicon, roofline or profiled"
                     )
         self.attention = attention
         self.shared = shared
@@ -157,6 +159,7 @@ class DpAttentionCostModel:
         self.cpu_overlap = cpu_overlap
         self.local_mlp = local_mlp  # TensorRT-LLM's layout (module docstring)
         self.exchange_bytes_per_row = exchange_bytes_per_row  # None: no routed experts (a dense model)
+        self.padding = padding  # how a decode-only step's gathered rows are padded (gathered_shape)
         self._attention_memo: dict[BatchShape, tuple[float, float, dict[str, OpCost]]] = {}
         # a decode-only rank's attention side without its ops: every op but attn_decode depends on the sequences only,
         # so they are priced once per (sequences, sampled rows) and attn_decode read at each context
@@ -213,7 +216,7 @@ class DpAttentionCostModel:
             if gpu > attention_s or first:
                 attention_s, slowest, first = gpu, ops, False
             cpu_s = max(cpu_s, cpu)
-        shared_s, shared_ops, eager_s = self._shared_part(gathered_shape(shapes, pad=not self.local_mlp))
+        shared_s, shared_ops, eager_s = self._shared_part(gathered_shape(shapes, self.padding))
         gpu_s = eager_step_s(attention_s + shared_s, eager_s)  # one rank's prefill makes every rank's step eager
         total = overlap_total(gpu_s, cpu_s) if self.cpu_overlap else gpu_s + cpu_s
         if not with_ops:

@@ -208,6 +208,26 @@ class ProfiledCostModel:
         ops = self._ops(shape)
         return StepTime(sum(op.seconds for op in ops.values()), ops)
 
+    def mlp_by_part(self, shape: BatchShape) -> dict[str, dict[str, OpCost]]:
+        """The MLP ops of ``shape`` by part (routed, shared, dense): each op's time split over the parts in the
+        roofline's proportions (a profile times an op whole)."""
+        counts = self.fallbacks.copy(), self.num_lookups  # priced with the step already: not the run's lookups
+        ops = self._ops(shape)
+        self.fallbacks, self.num_lookups = counts
+        roof = self.roofline.mlp_by_part(shape)
+        out: dict[str, dict[str, OpCost]] = {part: {} for part in roof}
+        for name, op in ops.items():
+            parts = [(part, found[name]) for part, found in roof.items() if name in found]
+            whole = sum(r.seconds for _, r in parts)
+            for part, r in parts:
+                share = r.seconds / whole if whole > 0 else 1.0 / len(parts)
+                out[part][name] = OpCost(op.seconds * share, r.flops, r.bytes)
+        return out
+
+    def moe_exchange(self, rows: float, gather_bytes_per_row: float, scatter_bytes_per_row: float) -> OpCost:
+        """The roofline's (a profile is one device's: no collective in it)."""
+        return self.roofline.moe_exchange(rows, gather_bytes_per_row, scatter_bytes_per_row)
+
     @property
     def fallback_fraction(self) -> float:
         """Share of op lookups that fell back to the roofline (0 before any; per-count ops are looked up once)."""

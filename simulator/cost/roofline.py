@@ -129,6 +129,12 @@ class RooflineParams(BaseModel):
         "them and reduce-scattered after (TensorRT-LLM; vLLM through its all-to-all). None: what the batch "
         "policy's engine does (its traits).",
     )
+    dp_attention_padding: Literal["sglang", "largest", "none"] | None = Field(
+        None,
+        description="With attention data parallelism, how a decode-only step's gathered rows are padded: 'sglang' "
+        "(every rank to the largest where 2 x sum > N x max), 'largest' (every rank to the largest: vLLM under CUDA "
+        "graphs), 'none' (the sum: TensorRT-LLM). None: what the batch policy's engine does (its traits).",
+    )
     gdn_input_projections: Literal["fused", "separate"] = Field(
         "fused",
         description="How a Gated DeltaNet layer's input projections run: 'fused', one GEMM of their width (SGLang from "

@@ -365,9 +365,12 @@ class SiliconCostModel:
         if m.num_linear_layers:  # Gated DeltaNet's projections, split over tp by heads
             if self.params.roofline.gdn_input_projections == "fused":
                 shapes["linear_in_proj"] = (m.linear_in_proj_width() / tp, m.hidden_size)
-            else:  # four GEMMs, looked up at their own widths (``_ops``), and the copies of q, k and v
+            else:  # four GEMMs, looked up at their own widths (``_ops``), and the copies of q, k and v; a GEMM
+                # narrower than any the table measured (beta's and the decay's, a head's column each) takes the
+                # narrowest's time at its k: a small kernel's latency, which the roofline's scaling would shrink
+                narrowest = float(min(linear.n)) if linear is not None else 0.0
                 for part, width in zip(GDN_IN_PROJ_PARTS, m.linear_in_proj_widths(), strict=True):
-                    shapes[f"linear_in_proj/{part}"] = (width / tp, m.hidden_size)
+                    shapes[f"linear_in_proj/{part}"] = (max(width / tp, narrowest), m.hidden_size)
             shapes["linear_out_proj"] = (m.hidden_size, m.linear_value_size / tp)
         if not m.is_moe:
             shapes["mlp_gate_up"] = (up * m.intermediate_size / tp, m.hidden_size)
@@ -723,16 +726,17 @@ class SiliconCostModel:
                 looked = False
             elif name == "linear_in_proj" and f"{name}/qkv" in self._gemm:  # unfused (gdn_input_projections)
                 seconds = self.roofline._gdn_copies(rows).seconds
-                source = ""
+                found_sources = []
                 for part in GDN_IN_PROJ_PARTS:
                     key = (f"{name}/{part}", rows)
                     found = self._count_ops.get(key)
                     if found is None:
                         found = self._count_ops[key] = self._gemm_lookup(key[0], rows)
                     seconds += found[0] * self.model.num_linear_layers
-                    source = source or found[1]
-                source += f" GEMMs ({', '.join(GDN_IN_PROJ_PARTS)}) + roofline copies"
-                fell = source.startswith("roofline")
+                    found_sources.append(found[1])
+                fell = any(x.startswith("roofline") for x in found_sources)
+                worst = next((x for x in found_sources if x.startswith("roofline")), found_sources[0])
+                source = f"{worst} GEMMs ({', '.join(GDN_IN_PROJ_PARTS)}) + roofline copies"
             elif name in self._gemm:
                 count = shape.num_sampled_tokens if name == "lm_head" else rows
                 key = (name, count)
@@ -1130,7 +1134,9 @@ class SiliconCostModel:
         rows = self.roofline.linear_rows(shape)
         roof = self.roofline.mlp_by_part(shape)
         if self._moe is None and not self._moe_deepep and not self._mlp_extra:  # a dense MLP: the step's own ops
-            ops = self.breakdown(shape).ops or {}
+            counts = self.fallbacks.copy(), self.num_lookups  # priced with the step already: not the run's lookups
+            ops = self._ops(shape)
+            self.fallbacks, self.num_lookups = counts
             return {"routed": {name: ops[name] for name in MLP_OPS if name in ops}}
         out = {}
         for part, ops in self._mlp_parts(rows, bool(shape.prefill_new_tokens)).items():

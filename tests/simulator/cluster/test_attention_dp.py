@@ -202,7 +202,9 @@ def test_tensorrt_llm_runs_all_but_the_routed_experts_on_each_ranks_own_tokens(k
     parts = attention.mlp_by_part(busy)
     local = {n: op for n, op in own.items() if n in ATTENTION_OPS | {"moe_router", "lm_head"}}
     local_s = _sum(local) + _sum(parts["shared"]) + _sum(parts["dense"])
-    gathered = BatchShape((), (), 72, 72, 72)  # the sum, not SGLang's padded maximum
+    assert gathered_shape(ranks, "none") == BatchShape((), (), 72, 72, 72)  # TensorRT-LLM: the sum, no padding
+    assert gathered_shape(ranks, "largest") == BatchShape((), (), 512, 512, 72)  # vLLM: every rank to the largest
+    gathered = BatchShape((), (), 72, 72, 72)
     routed = shared.mlp_by_part(gathered)["routed"]
     assert model.quantization == "fp8_block"  # the checkpoint's: DeepSeek's FP8 block scales all-gather bf16
     gather_row, scatter_row = 7168 * 2 + 8 * 8, 7168 * 2  # bf16 state, top-k ids and weights; bf16 output
@@ -214,6 +216,23 @@ def test_tensorrt_llm_runs_all_but_the_routed_experts_on_each_ranks_own_tokens(k
     # SGLang's layout of the same ranks: every MLP on the padded gathered rows over tp, two all-reduces a layer
     sglang = make_cost_model(resolve_cost_model(base, "sglang", 8, 8, model), model, hardware, 8, 1, None, 8, 8)
     assert "all_reduce" in sglang.breakdown_ranks(ranks).ops
+
+
+def test_the_profiled_model_splits_its_mlp_in_the_rooflines_proportions():
+    """A calibration profile times an op whole: under the local layout its MLP ops are split over the parts as the
+    roofline splits them, the parts summing to the op."""
+    from simulator.cost.profiled import ProfiledParams
+
+    model, hardware = resolve_model(R1), resolve_hardware("h200")
+    params = resolve_cost_model(ProfiledParams(), "trtllm", 8, 1, model)  # (the profiled model takes no ep)
+    cost = make_cost_model(params, model, hardware, 8, 1, None, 1, 8)
+    ranks = [BatchShape((), (), 16, 16 * 2000, 16)] * 8
+    assert cost.breakdown_ranks(ranks).total_s == cost.step_time_ranks(ranks).total_s > 0
+    single = make_cost_model(params, model, hardware, 8, 1)
+    shape = BatchShape((), (), 64, 64 * 2000, 64)
+    whole, parts = single.breakdown(shape).ops, single.mlp_by_part(shape)
+    for name in ("mlp_gate_up", "mlp_down"):
+        assert sum(p[name].seconds for p in parts.values() if name in p) == pytest.approx(whole[name].seconds)
 
 
 def test_the_exchange_carries_each_tokens_quantized_state_and_the_bf16_output():
@@ -251,8 +270,17 @@ def test_a_cost_model_that_cannot_split_its_mlp_is_refused_for_the_local_layout(
 
     with pytest.raises(ValueError, match="cannot split its MLP by part"):
         DpAttentionCostModel(
-            Whole(), Whole(), 8, attention_tp=1, dense_layer_share=0.0, cpu_overlap=True, local_mlp=True
+            Whole(),
+            Whole(),
+            8,
+            attention_tp=1,
+            dense_layer_share=0.0,
+            cpu_overlap=True,
+            local_mlp=True,
+            exchange_bytes_per_row=(4096.0, 14336.0),
         )
+    # a dense model's MLP is whole on each rank: no split needed
+    DpAttentionCostModel(Whole(), Whole(), 8, attention_tp=1, dense_layer_share=0.0, cpu_overlap=True, local_mlp=True)
 
 
 # (d) conservation and determinism -------------------------------------------------------------------

@@ -323,3 +323,5 @@ def test_measured_all_gather_and_reduce_scatter_are_read_as_measured():
     b = float(x[10])
     assert spanning.seconds(b, 16) == pytest.approx(float(s[10]) + nodes.between_nodes_s(b, 16) / 2)
     assert spanning.seconds(b, 8) == float(s[10])
+    # above every measured count (one NVLink domain of 32): the largest's time by each GPU's share of the buffer
+    assert gather.seconds(b, 32) == pytest.approx(float(s[10]) * (31 / 32) / (7 / 8))

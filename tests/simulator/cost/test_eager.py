@@ -156,7 +156,8 @@ def test_vllms_enforce_eager_prices_a_prefill_groups_launches_and_is_refused_whe
 
     assert resolve_cost_model(RooflineParams(), "vllm", model=resolve_model(R1), enforce_eager=True) == (
         resolve_cost_model(RooflineParams(), "sglang", model=resolve_model(R1)).model_copy(
-            update={"framework": "vllm", "dp_attention_mlp": "local"}  # vLLM's DP ranks keep their MLPs (traits)
+            # vLLM's DP ranks keep their MLPs and pad to the largest rank (its traits)
+            update={"framework": "vllm", "dp_attention_mlp": "local", "dp_attention_padding": "largest"}
         )
     )
     eager = {"kind": "vllm", "max_num_seqs": 8, "enforce_eager": True}
