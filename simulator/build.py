@@ -318,13 +318,6 @@ def _roofline_params(params: Any) -> Any:
     return getattr(params, "roofline", None)
 
 
-def _dp_attention_mlp(params: Any) -> str:
-    """Where resolved cost-model parameters run the MLPs under attention DP (``RooflineParams.dp_attention_mlp``);
-    SGLang's gathered layout for a model without the setting."""
-    roofline = _roofline_params(params)
-    return (roofline.dp_attention_mlp if roofline is not None else None) or "gathered"
-
-
 def resolve_cost_model(
     params: Any,
     policy_kind: str,
@@ -351,7 +344,7 @@ def resolve_cost_model(
         update["framework"] = traits.engine
     if "cpu_overlap" in fields and params.cpu_overlap is None:
         update["cpu_overlap"] = traits.overlaps_cpu
-    roofline = params if "expert_all_to_all" in fields else getattr(params, "roofline", None)
+    roofline = _roofline_params(params)
     if roofline is not None:
         nested: dict[str, Any] = {}
         if roofline.cpu_overlap is None and roofline is not params:
@@ -516,12 +509,13 @@ def make_cost_model(
     kwargs.pop("ep", None)
     attention_tp = tp // dp_attention
     attention = COST_MODELS.get(params.kind)(params, model, hardware, attention_tp, pp, **kwargs)
-    local = _dp_attention_mlp(params) == "local"
+    # the engine's attention-DP layout (RooflineParams.dp_attention_*); SGLang's for a model without the settings
+    roofline = _roofline_params(params)
+    local = roofline is not None and roofline.dp_attention_mlp == "local"
     exchange = None
     if local and model.is_moe:
-        activation_bytes = _roofline_params(params).activation_bytes if _roofline_params(params) else 2.0
         exchange = exchange_bytes_per_row(
-            model.hidden_size, model.num_experts_per_token, model.quantization, activation_bytes
+            model.hidden_size, model.num_experts_per_token, model.quantization, roofline.activation_bytes
         )
     return DpAttentionCostModel(
         attention,
@@ -532,8 +526,7 @@ def make_cost_model(
         cpu_overlap=_cpu_overlap(params),
         local_mlp=local,
         exchange_bytes_per_row=exchange,
-        padding=(roofline.dp_attention_padding if (roofline := _roofline_params(params)) is not None else None)
-        or "sglang",
+        padding=(roofline.dp_attention_padding if roofline is not None else None) or "sglang",
     )
 
 

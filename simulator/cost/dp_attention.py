@@ -64,9 +64,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from simulator.config.precision import QUANTIZATIONS
 from simulator.cost.eager import eager_step_s
 from simulator.cost.overhead import overlap_total
-from simulator.cost.shape import BatchShape, CostModel, OpCost, StepTime
+from simulator.cost.shape import MLP_OPS, BatchShape, CostModel, OpCost, StepTime, merge_op
 
 _NOT_GPU = frozenset(("cpu_overhead", "eager_host"))
 _NO_OPS: dict[str, OpCost] = {}  # a rank's attention side priced without its ops (``step_time_ranks``)
@@ -88,7 +89,6 @@ EMPTY = BatchShape()
 """An idle rank's step (SGLang's ``ForwardMode.IDLE``): no tokens of its own, it joins the collectives."""
 
 
-MLP_OPS = ("mlp_gate_up", "mlp_act", "mlp_down")
 LOCAL_OPS = ATTENTION_OPS | {"moe_router", "lm_head"}
 """Ops each rank runs on its own tokens in the ``local_mlp`` layout, besides its shared experts' and dense layers'."""
 
@@ -102,7 +102,8 @@ def exchange_bytes_per_row(
     quantized activations (``quantize_input(..., post_quant_comm=True)``: NVFP4, one FP8 scale per 16 values; FP8
     per-tensor), and all-gather the bf16 state for DeepSeek's FP8 block scales (quantized inside the kernels:
     ``use_deepseek_fp8_block_scale``) and weight-only experts."""
-    per_value = {"nvfp4": 0.5 + 1 / 16, "fp8": 1.0}.get(quantization or "", activation_bytes)
+    quantized = quantization in ("nvfp4", "fp8")  # the activation quantized to the weights' format
+    per_value = QUANTIZATIONS[quantization].weight_bytes if quantized else activation_bytes
     return hidden_size * per_value + 8 * experts_per_token, hidden_size * activation_bytes
 
 
@@ -223,8 +224,7 @@ class DpAttentionCostModel:
             return StepTime(total)
         ops = dict(slowest)
         for name, op in shared_ops.items():
-            prev = ops.get(name)  # the all-reduce is on both sides with tp/N > 1
-            ops[name] = op if prev is None else OpCost(*(x + y for x, y in zip(prev, op, strict=True)))
+            merge_op(ops, name, op)  # the all-reduce is on both sides with tp/N > 1
         ops["cpu_overhead"] = OpCost(cpu_s)
         if eager_s:
             ops["eager_host"] = OpCost(eager_s)
@@ -246,8 +246,7 @@ class DpAttentionCostModel:
                     if kind == "routed":  # the experts run on the gathered rows (the shared side)
                         continue
                     for name, op in kind_ops.items():
-                        prev = part.get(name)
-                        part[name] = op if prev is None else OpCost(*(x + y for x, y in zip(prev, op, strict=True)))
+                        merge_op(part, name, op)
             if reduce is not None and self.attention_tp > 1:  # the rank's own TP group: attention's and the MLP's
                 part["all_reduce"] = reduce
         else:

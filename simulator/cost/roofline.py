@@ -74,7 +74,7 @@ from simulator.cost.overhead import (
     overlap_total,
     padded_batch_size,
 )
-from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime
+from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime, merge_op, sum_ops
 from workloads.validators import MAX_TOKENS
 
 
@@ -408,7 +408,7 @@ class RooflineCostModel:
             if self.tp > 1:
                 ops["all_reduce"] = self._all_reduce(a * T * h, 2 * L)
                 if m.qk_norm_across_heads:  # each token's q and k variance (2 fp32), once a layer
-                    ops["all_reduce"] = _sum_ops(ops["all_reduce"], self._all_reduce(QK_NORM_VARIANCE_BYTES * T, L))
+                    ops["all_reduce"] = sum_ops(ops["all_reduce"], self._all_reduce(QK_NORM_VARIANCE_BYTES * T, L))
             if self.ep > 1 and self.params.expert_all_to_all:
                 ops["all_to_all"] = self._all_to_all(T)
         if S:
@@ -426,8 +426,7 @@ class RooflineCostModel:
         """The MLP's three ops: the routed (or only) MLP, plus an MoE model's shared experts and dense layers."""
         for part in self.mlp_parts(T).values():
             for name, op in part.items():
-                prev = ops.get(name)
-                ops[name] = op if prev is None else OpCost(*(x + y for x, y in zip(prev, op, strict=True)))
+                merge_op(ops, name, op)
 
     def mlp_by_part(self, shape: BatchShape) -> dict[str, dict[str, OpCost]]:
         """The MLP ops (``mlp_gate_up``, ``mlp_act``, ``mlp_down``) of ``shape`` by part (``mlp_parts``' parts at the
@@ -626,7 +625,7 @@ class RooflineCostModel:
             return self._linear_proj(T, m.linear_in_proj_width() / self.tp, m.hidden_size)
         out = self._gdn_copies(T)
         for width in m.linear_in_proj_widths():
-            out = _sum_ops(out, self._linear_proj(T, width / self.tp, m.hidden_size))
+            out = sum_ops(out, self._linear_proj(T, width / self.tp, m.hidden_size))
         return out
 
     def _gdn_copies(self, T: int) -> OpCost:
@@ -654,7 +653,7 @@ class RooflineCostModel:
             out = self._op(*self.gdn_prefill_work(len(new), sum(new) / len(new)), self._attn_rate, m.num_linear_layers)
         if num_decode_seqs:
             decode = self._op(*self.gdn_decode_work(num_decode_seqs), self._attn_rate, m.num_linear_layers)
-            out = decode if out is None else _sum_ops(out, decode)
+            out = decode if out is None else sum_ops(out, decode)
         assert out is not None
         return out
 
@@ -739,7 +738,7 @@ class RooflineCostModel:
         window = min(context_tokens, num_seqs * m.sliding_window)
         full = m.num_layers - m.num_sliding_layers
         sliding = self._gqa_decode(num_seqs, window, m.num_sliding_layers)
-        return sliding if not full else _sum_ops(self._gqa_decode(num_seqs, context_tokens, full), sliding)
+        return sliding if not full else sum_ops(self._gqa_decode(num_seqs, context_tokens, full), sliding)
 
     def _windowed_prefill(self, new: Sequence[int], cached: Sequence[int]) -> OpCost:
         """Prefill attention of a model with sliding-window layers: the full layers causal, the sliding ones within
@@ -747,7 +746,7 @@ class RooflineCostModel:
         m = self.model
         full = m.num_layers - m.num_sliding_layers
         sliding = self._gqa_prefill(new, cached, m.sliding_window, m.num_sliding_layers)
-        return sliding if not full else _sum_ops(self._gqa_prefill(new, cached, None, full), sliding)
+        return sliding if not full else sum_ops(self._gqa_prefill(new, cached, None, full), sliding)
 
     def _mla_decode(self, num_seqs: int, context_tokens: int) -> OpCost:
         """MLA decode in the absorbed form (vLLM's MLA decode; DeepSeek-V2 sec. 2.1.2): W_UK folds into the
@@ -775,11 +774,6 @@ class RooflineCostModel:
         tp = self.tp
         sent = 2 * (tp - 1) / tp * message_bytes
         return OpCost(self._ar.seconds(message_bytes, tp) * count, 0.0, sent * count)
-
-
-def _sum_ops(x: OpCost, y: OpCost) -> OpCost:
-    """Two costs of one op added field by field (seconds, FLOPs, bytes)."""
-    return OpCost(x.seconds + y.seconds, x.flops + y.flops, x.bytes + y.bytes)
 
 
 def _top_k_pairs(new: int, cached: int, top_k: int | None) -> int:

@@ -73,6 +73,10 @@ class BatchShape(NamedTuple):
         return self.num_seqs == 0
 
 
+MLP_OPS: tuple[str, ...] = ("mlp_gate_up", "mlp_act", "mlp_down")
+"""The MLP's ops (a dense MLP's, or an MoE model's routed experts with its shared experts and dense layers)."""
+
+
 class OpCost(NamedTuple):
     """One op's cost in a step, summed over layers: seconds, FLOPs and bytes moved per GPU (a named tuple:
     a dozen are built per step costed)."""
@@ -80,6 +84,17 @@ class OpCost(NamedTuple):
     seconds: float
     flops: float = 0.0
     bytes: float = 0.0
+
+
+def sum_ops(x: OpCost, y: OpCost) -> OpCost:
+    """Two costs of one op added field by field (seconds, FLOPs, bytes)."""
+    return OpCost(x.seconds + y.seconds, x.flops + y.flops, x.bytes + y.bytes)
+
+
+def merge_op(ops: dict[str, OpCost], name: str, op: OpCost) -> None:
+    """Add ``op`` to ``ops[name]`` (set it where there is none)."""
+    prev = ops.get(name)
+    ops[name] = op if prev is None else sum_ops(prev, op)
 
 
 @dataclass(frozen=True, slots=True)

@@ -543,7 +543,6 @@ def _all_reduce(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]
     if frame is not None:
         meta["allreduce/nccl"] = nccl.describe()
         frames.append(("nccl", frame[(frame.op_name == "all_reduce") & (frame.nccl_dtype == "half")]))
-    if frame is not None:
         for op in ("all_gather", "reduce_scatter"):
             frames.append((f"nccl/{op}", frame[(frame.op_name == op) & (frame.nccl_dtype == "half")]))
     for backend, part in frames:

@@ -45,7 +45,7 @@ from simulator.cost.roofline import (
     _total,
     gemm_peak_flops_per_s,
 )
-from simulator.cost.shape import COST_MODELS, BatchShape, OpCost, StepTime
+from simulator.cost.shape import COST_MODELS, MLP_OPS, BatchShape, OpCost, StepTime
 from simulator.cost.silicon.tables import AttentionTable, Curve, GemmTable, load_tables
 
 GEMM_OPS = ("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down", "lm_head")
@@ -128,7 +128,6 @@ def dsa_architecture(model: ModelSpec) -> str | None:
     )
 
 
-MLP_OPS = ("mlp_gate_up", "mlp_act", "mlp_down")
 GDN_IN_PROJ_PARTS = ("qkv", "z", "b", "a")  # an unfused Gated DeltaNet layer's input projections (ModelSpec)
 # OpCost(*fields) without the named tuple's Python __new__ (one call fewer for each op priced; the same tuple)
 _new_op = partial(tuple.__new__, OpCost)
