@@ -1130,15 +1130,14 @@ class SiliconCostModel:
         """The MLP ops (``mlp_gate_up``, ``mlp_act``, ``mlp_down``) of ``shape`` by part (routed, shared, dense), the
         seconds ``breakdown`` sums for them (the router is an op of its own); a dense model's MLP is its routed
         part, as the roofline names it."""
-        rows = self.roofline.linear_rows(shape)
-        roof = self.roofline.mlp_by_part(shape)
         if self._moe is None and not self._moe_deepep and not self._mlp_extra:  # a dense MLP: the step's own ops
             counts = self.fallbacks.copy(), self.num_lookups  # priced with the step already: not the run's lookups
             ops = self._ops(shape)
             self.fallbacks, self.num_lookups = counts
             return {"routed": {name: ops[name] for name in MLP_OPS if name in ops}}
+        roof = self.roofline.mlp_by_part(shape)
         out = {}
-        for part, ops in self._mlp_parts(rows, bool(shape.prefill_new_tokens)).items():
+        for part, ops in self._mlp_parts(self.roofline.linear_rows(shape), bool(shape.prefill_new_tokens)).items():
             out[part] = {
                 name: OpCost(seconds, roof[part][name].flops, roof[part][name].bytes)
                 for name, (seconds, _) in ops.items()
