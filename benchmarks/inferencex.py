@@ -50,6 +50,7 @@ POINT_COLUMNS = (
     ["id", *GROUP_FIELDS, "mode", "isl", "osl", "concurrency"]
     + [f"{kind}_{m}_ms" for m in METRICS for kind in ("measured", "pred")]
     + [f"rel_err_{m}" for m in METRICS]
+    + ["pred_ttft_first_wave_ms", "first_wave_ttft_share"]
     + ["recipe", "refused", "wall_s"]
 )
 
@@ -116,6 +117,8 @@ def point_table(points: pd.DataFrame, results: dict[str, dict[str, Any]], refuse
         row["recipe"] = recipe_label(p)
         row["refused"] = refused.get(pid, result.get("refused"))
         row["wall_s"] = result.get("wall_s")
+        row["pred_ttft_first_wave_ms"] = result.get("pred_ttft_first_wave_ms")
+        row["first_wave_ttft_share"] = result.get("first_wave_ttft_share")
         for m in METRICS:
             measured = float(p[f"silicon_{m}_ms"])
             pred = result.get(f"pred_{m}_ms")
@@ -140,6 +143,23 @@ def error_table(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return done.groupby(by, dropna=False).agg(**agg).reset_index()
 
 
+def first_wave_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Per source and engine: the simulated points, and the mean and the largest share of the predicted mean TTFT
+    that the closed loop's first wave makes up (``first_wave_ttft``)."""
+    done = table[table["refused"].isna() & table["first_wave_ttft_share"].notna()]
+    if done.empty:
+        return pd.DataFrame(columns=["source", "engine", "points"])
+    return (
+        done.groupby(["source", "engine"])
+        .agg(
+            points=("id", "size"),
+            first_wave_share_mean=("first_wave_ttft_share", "mean"),
+            first_wave_share_max=("first_wave_ttft_share", "max"),
+        )
+        .reset_index()
+    )
+
+
 def _markdown(df: pd.DataFrame) -> str:
     if df.empty:
         return "(none)\n"
@@ -147,7 +167,7 @@ def _markdown(df: pd.DataFrame) -> str:
     for column in shown.columns:
         if column.endswith("_bias"):
             shown[column] = shown[column].map("{:+.1%}".format)
-        elif column.endswith("_mape"):
+        elif column.endswith("_mape") or "_share_" in column:
             shown[column] = shown[column].map("{:.1%}".format)
     header = "| " + " | ".join(map(str, shown.columns)) + " |"
     rule = "| " + " | ".join("---" for _ in shown.columns) + " |"
@@ -192,6 +212,12 @@ def summary_markdown(table: pd.DataFrame, runtime_s: float, settings: str) -> st
             "## Per group",
             "",
             _markdown(error_table(table, list(GROUP_FIELDS))),
+            "## The first wave's share of the predicted mean TTFT",
+            "",
+            "The requests each user sends first arrive together and queue behind one another's prompts; their share "
+            "of the sum of the predicted TTFTs (points.csv: pred_ttft_first_wave_ms, first_wave_ttft_share).",
+            "",
+            _markdown(first_wave_table(table)),
             "## InferenceX's launch scripts (agg points of source inferencex)",
             "",
             f"Each group's settings come from the script named (SemiAnalysisAI/InferenceX, path@commit); "

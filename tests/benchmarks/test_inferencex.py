@@ -591,7 +591,10 @@ def test_end_to_end_two_points_through_the_benchmark_path(points, tmp_path):
         assert simulated[f"pred_{m}_ms"] > 0
         assert simulated[f"rel_err_{m}"] == pytest.approx(simulated[f"pred_{m}_ms"] / simulated[f"measured_{m}_ms"] - 1)
     assert refused["refused"] == "disaggregated point without worker counts"
+    # a closed loop of at most 4 users: its first wave is their first requests, a share of the TTFTs' sum
+    assert simulated["pred_ttft_first_wave_ms"] > 0 and 0 < simulated["first_wave_ttft_share"] < 1
     summary = summary_markdown(table, runtime_s, "test")
+    assert "## The first wave's share of the predicted mean TTFT" in summary
     assert "| inferencex | meta-llama/Llama-3.1-70B | h200_sxm | vllm | fp8 | 1 |" in summary
     assert "disaggregated point without worker counts | 1 |" in summary
     assert (
@@ -953,3 +956,19 @@ def test_sglang_images_before_the_gdn_fusion_run_the_input_projections_unfused(p
         assert unfused == ("v0.5.9" in image or "20260216" in image), image
         seen.add(unfused)
     assert seen == {True, False}
+
+
+def test_the_first_wave_is_the_requests_no_other_waits_for():
+    """A closed loop's first requests (no parent): their mean TTFT and their share of all TTFTs; NaN where no request
+    waits on another (an open loop) or none of the first got a first token."""
+    from benchmarks.inferencex_points import first_wave_ttft
+
+    loop = pd.DataFrame({"parent": [-1, -1, 0, 1], "ttft_s": [1.0, 3.0, 0.5, 0.5]})
+    first_ms, share = first_wave_ttft(loop)
+    assert first_ms == pytest.approx(2000.0) and share == pytest.approx(4.0 / 5.0)
+    # the mean TTFT is the first wave's share of the sum over the count
+    assert loop["ttft_s"].mean() * share * len(loop) == pytest.approx(first_ms / 1e3 * 2)
+    open_loop = pd.DataFrame({"parent": [-1, -1], "ttft_s": [1.0, 2.0]})
+    assert all(math.isnan(v) for v in first_wave_ttft(open_loop))
+    rejected = pd.DataFrame({"parent": [-1, 0], "ttft_s": [float("nan"), 1.0]})
+    assert all(math.isnan(v) for v in first_wave_ttft(rejected))
