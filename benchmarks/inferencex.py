@@ -11,6 +11,7 @@ TPOT, and the points refused by reason. It measures only: nothing of the model i
     python -m benchmarks.inferencex [--per-group 8 | --all] [--seed 0] [--source inferencex]
         [--engine vllm] [--model meta-llama/Llama-3.1-70B] [--system h200_sxm]
         [--workers N] [--ray] [--out runs/inferencex] [--point-timeout 60]
+    python -m benchmarks.inferencex --explain POINT_ID [--seed 0]
 
 Writes ``points.csv`` (one row per point), ``summary.md`` (the tables, also printed) and
 ``report.html`` (predicted against measured, plotly embedded: opens offline) to ``--out``.
@@ -294,6 +295,21 @@ def report_html(table: pd.DataFrame, path: Path) -> None:
     fig.write_html(str(path), include_plotlyjs=True, full_html=True)
 
 
+def explain_point(parser: argparse.ArgumentParser, point_id: str, seed: int) -> int:
+    """``--explain``: print the report on one point; an unknown or refused point is one line and exit status 2."""
+    from benchmarks.inferencex_explain import explain
+
+    points = read_points()
+    found = points[points["id"] == point_id]
+    if found.empty:
+        parser.error(f"--explain: no measured point has the id {point_id!r} (the ids are points.csv's)")
+    try:
+        print(explain(found.iloc[0], seed), end="")
+    except PointRefused as exc:
+        parser.error(f"--explain: point {point_id} is refused: {exc}")
+    return 0
+
+
 def run_benchmark(
     points: pd.DataFrame, seed: int, workers: int, use_ray: bool = False, point_timeout_s: float | None = None
 ) -> tuple[pd.DataFrame, float]:
@@ -312,6 +328,12 @@ def main(argv: list[str] | None = None) -> int:
     sample = parser.add_mutually_exclusive_group()
     sample.add_argument("--per-group", type=int, default=8, help="Points drawn per group (default 8).")
     sample.add_argument("--all", action="store_true", help="Every point (of the filters).")
+    sample.add_argument(
+        "--explain",
+        metavar="POINT_ID",
+        help="Take one point apart instead (its scenario, its predicted TTFT's parts, its prompt step's ops: "
+        "benchmarks/inferencex_explain.py); the id as in points.csv.",
+    )
     parser.add_argument("--seed", type=int, default=0, help="Seed of the sample and of every run (default 0).")
     parser.add_argument("--source", choices=("inferencex", "gap-analysis"))
     parser.add_argument("--engine", choices=("vllm", "sglang", "trtllm"))
@@ -332,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--per-group must be at least 1 (got {args.per_group})")
     if not args.point_timeout >= 0 or args.point_timeout == float("inf"):
         parser.error(f"--point-timeout must be a number of seconds >= 0 (got {args.point_timeout})")
+    if args.explain is not None:
+        return explain_point(parser, args.explain, args.seed)
     filters = {"source": args.source, "engine": args.engine, "model": args.model, "system": args.system}
     points = select_points(read_points(), None if args.all else args.per_group, args.seed, filters)
     if points.empty:

@@ -972,3 +972,50 @@ def test_the_first_wave_is_the_requests_no_other_waits_for():
     assert all(math.isnan(v) for v in first_wave_ttft(open_loop))
     rejected = pd.DataFrame({"parent": [-1, 0], "ttft_s": [float("nan"), 1.0]})
     assert all(math.isnan(v) for v in first_wave_ttft(rejected))
+
+
+def test_explain_takes_one_point_apart(points, capsys):
+    """``--explain ID``: the scenario, the errors, the TTFT's parts (which sum to the TTFT of the requests after the
+    first wave) and the prompt step op by op; an unknown id is one line and exit status 2."""
+    from benchmarks.inferencex import main
+    from benchmarks.inferencex_explain import ttft_parts
+
+    llama = points[
+        (points["model"] == "meta-llama/Llama-3.1-70B")
+        & (points["system"] == "h200_sxm")
+        & (points["engine"] == "vllm")
+        & (points["mode"] == "agg")
+        & (points["batch_size"] <= 4)
+        & (points["isl"] == 1024)
+        & (points["osl"] == 1024)
+    ].sort_values("id")
+    point_id = str(llama.iloc[0]["id"])
+    assert main(["--explain", point_id]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"point {point_id} (vllm, h200_sxm, fp8, agg, ISL 1024, OSL 1024)")
+    assert '"kind": "closed_loop"' in out and "| mean TTFT, ms |" in out and "| mean TPOT, ms |" in out
+    assert "first wave: mean TTFT" in out and "= way in" in out
+    assert "mixed engine, a step of one" in out and "attn_prefill" in out and "interpolated" in out
+
+    requests = pd.DataFrame(
+        {
+            "parent": [-1, 0],
+            "ttft_s": [1.0, 0.5],
+            "arrival_s": [0.0, 2.0],
+            "enqueued_s": [0.1, 2.05],
+            "first_scheduled_s": [0.3, 2.25],
+            "first_token_s": [1.0, 2.5],
+        }
+    )
+    parts = ttft_parts(requests)  # the first wave's request left out
+    assert parts["requests"] == 1 and parts["ttft"] == pytest.approx(500.0)
+    assert parts["way in"] + parts["queued"] + parts["prompt"] == pytest.approx(parts["ttft"])
+    moved = requests.assign(transfer_start_s=[0.6, 2.4], transfer_end_s=[0.9, 2.45], first_token_s=[1.0, 2.5])
+    parts = ttft_parts(moved)  # prefilled on one engine, decoded on another
+    assert list(parts) == ["requests", "ttft", "to prefill", "prefill and lease", "transfer", "after"]
+    assert sum(list(parts.values())[2:]) == pytest.approx(parts["ttft"]) and parts["transfer"] == pytest.approx(50.0)
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--explain", "no-such-point"])
+    assert exc.value.code == 2
+    assert "--explain: no measured point has the id 'no-such-point'" in capsys.readouterr().err

@@ -1,0 +1,111 @@
+"""One InferenceX point taken apart: its scenario, where its predicted TTFT goes, and what its prompt step costs.
+
+    python -m benchmarks.inferencex --explain POINT_ID [--seed 0]
+
+For finding the mechanism behind a gap (docs/accuracy.md), without writing a probe each time:
+
+- the scenario servesim wrote for the point (``scenario_for``) and the launch script its settings come from;
+- measured and predicted mean TTFT and TPOT;
+- the predicted TTFT split: the first wave (the first CONC requests, sent together: ``first_wave_ttft``) and the
+  rest, and the rest's mean split into its way in (from the client's send to the engine's queue: the request path,
+  tokenising, and a step's wait in the input queue of an engine that plans one step ahead), its wait in the queue
+  (to the step that first schedules it) and its prompt (from that step's start to the first token); on a
+  disaggregated point into the way to the prefill step, prefilling and waiting for a decode engine's lease, the KV
+  transfer, and from its landing to the first token (``ttft_parts``);
+- the step of one prompt of the point's mean prompt length and nothing else on the first engine of each role that
+  runs prompts (mixed, prefill), op by op, with where each op's time comes from (the cost model's ``breakdown`` and
+  ``sources``, where it has them).
+"""
+
+from __future__ import annotations
+
+import json
+from itertools import pairwise
+from typing import Any
+
+import pandas as pd
+
+from benchmarks.inferencex_points import first_wave_ttft, recipe_label, scenario_for
+from simulator.cost.shape import BatchShape
+
+
+def ttft_parts(requests: pd.DataFrame) -> dict[str, float]:
+    """The mean TTFT, ms, of the requests after the first wave (all of them outside a closed loop), and its parts,
+    which sum to it request by request. On one engine: ``way in`` (client send to the engine's queue), ``queued``
+    (the queue to the first step scheduling it), ``prompt`` (that step's start to the first token). Prefilled on
+    one engine and decoded on another: ``to prefill`` (send to the first prefill step), ``prefill and lease``
+    (prefilling, then waiting for a decode engine to lease blocks for the KV), ``transfer`` (the KV's way) and
+    ``after`` (its landing to the first token)."""
+    done = requests[requests["ttft_s"].notna()]
+    if "parent" in done and (done["parent"] >= 0).any():
+        done = done[done["parent"] >= 0]
+    moved = "transfer_start_s" in done and bool(done["transfer_start_s"].notna().all()) and not done.empty
+    if moved:
+        bounds = ["arrival_s", "first_scheduled_s", "transfer_start_s", "transfer_end_s", "first_token_s"]
+        names = ["to prefill", "prefill and lease", "transfer", "after"]
+    else:
+        bounds = ["arrival_s", "enqueued_s", "first_scheduled_s", "first_token_s"]
+        names = ["way in", "queued", "prompt"]
+    out = {"requests": float(len(done)), "ttft": float(done["ttft_s"].mean()) * 1e3}
+    for name, (start, end) in zip(names, pairwise(bounds), strict=True):
+        out[name] = float((done[end] - done[start]).mean()) * 1e3
+    return out
+
+
+def prompt_step_ops(sim: Any, prompt_tokens: int) -> list[tuple[str, list[tuple[str, float, str]], float]]:
+    """For the first engine of each role that runs prompts (mixed, prefill): a step of one prompt of
+    ``prompt_tokens`` tokens and nothing else, as (role, [(op, ms, source)], total ms); an engine whose cost model
+    has no ``breakdown`` gives no ops, only the total."""
+    shape = BatchShape((prompt_tokens,), (0,), 0, 0, 1)
+    out = []
+    seen: set[str] = set()
+    for engine in sim.engines:
+        role = engine.executor.role
+        if role in seen or role == "decode":  # a decode engine runs no prompt
+            continue
+        seen.add(role)
+        model = engine.cost_model
+        breakdown = getattr(model, "breakdown", None)
+        step = breakdown(shape) if breakdown is not None else model.step_time(shape)
+        sources_of = getattr(model, "sources", None)
+        sources = sources_of(shape) if sources_of is not None else {}
+        ops = [(name, op.seconds * 1e3, sources.get(name, "")) for name, op in (step.ops or {}).items()]
+        out.append((role, ops, step.total_s * 1e3))
+    return out
+
+
+def explain(row: pd.Series, seed: int = 0) -> str:
+    """The report on measured point ``row`` (see the module doc), as text."""
+    from simulator.build import build
+    from simulator.config.scenario import validate_scenario
+
+    scenario = scenario_for(row, seed)
+    sim = build(validate_scenario(scenario), record_steps=False)
+    run = sim.run()
+    summary = run.summary
+    lines = [
+        f"point {row['id']} ({row['engine']}, {row['system']}, {row['precision']}, {row['mode']}, "
+        f"ISL {row['isl']}, OSL {row['osl']})",
+        f"settings: {recipe_label(row)}",
+        "scenario: " + json.dumps(scenario, default=str),
+        "",
+        "| | measured | servesim | error |",
+        "| --- | --- | --- | --- |",
+    ]
+    for metric, measured in (("ttft", row["silicon_ttft_ms"]), ("tpot", row["silicon_tpot_ms"])):
+        pred = summary[f"mean_{metric}_ms"]
+        lines.append(f"| mean {metric.upper()}, ms | {measured:.1f} | {pred:.1f} | {pred / measured - 1:+.1%} |")
+    first_ms, share = first_wave_ttft(run.requests)
+    parts = ttft_parts(run.requests)
+    count, ttft = parts.pop("requests"), parts.pop("ttft")
+    lines += [
+        "",
+        f"first wave: mean TTFT {first_ms:.1f} ms, {share:.1%} of the predicted TTFTs' sum",
+        f"the other {count:.0f} requests: mean TTFT {ttft:.1f} ms = "
+        + " + ".join(f"{name} {ms:.1f}" for name, ms in parts.items()),
+    ]
+    prompt_tokens = round(float(run.requests["num_prompt_tokens"].mean()))
+    for role, ops, total_ms in prompt_step_ops(sim, prompt_tokens):
+        lines += ["", f"{role} engine, a step of one {prompt_tokens}-token prompt alone: {total_ms:.2f} ms"]
+        lines += [f"  {name:<16} {ms:9.3f} ms  {source}" for name, ms, source in ops]
+    return "\n".join(lines) + "\n"
