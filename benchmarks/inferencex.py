@@ -35,6 +35,7 @@ if __package__ in (None, ""):  # run as a script: python benchmarks/inferencex.p
 from benchmarks.inferencex_points import (
     GROUP_FIELDS,
     PointRefused,
+    one_line,
     read_points,
     recipe_label,
     run_point,
@@ -296,7 +297,8 @@ def report_html(table: pd.DataFrame, path: Path) -> None:
 
 
 def explain_point(parser: argparse.ArgumentParser, point_id: str, seed: int) -> int:
-    """``--explain``: print the report on one point; an unknown or refused point is one line and exit status 2."""
+    """``--explain``: print the report on one point; an unknown point, or one servesim refuses (writing its scenario,
+    validating or building it), is one line and exit status 2."""
     from benchmarks.inferencex_explain import explain
 
     points = read_points()
@@ -305,8 +307,8 @@ def explain_point(parser: argparse.ArgumentParser, point_id: str, seed: int) -> 
         parser.error(f"--explain: no measured point has the id {point_id!r} (the ids are points.csv's)")
     try:
         print(explain(found.iloc[0], seed), end="")
-    except PointRefused as exc:
-        parser.error(f"--explain: point {point_id} is refused: {exc}")
+    except (PointRefused, ValueError) as exc:  # written, or validated and built, as the benchmark would refuse it
+        parser.error(f"--explain: point {point_id} is refused: {one_line(exc)}")
     return 0
 
 

@@ -13,8 +13,8 @@ For finding the mechanism behind a gap (docs/accuracy.md), without writing a pro
   disaggregated point into the way to the prefill step, prefilling and waiting for a decode engine's lease, the KV
   transfer, and from its landing to the first token (``ttft_parts``);
 - the step of one prompt of the point's mean prompt length and nothing else on the first engine of each role that
-  runs prompts (mixed, prefill), op by op, with where each op's time comes from (the cost model's ``breakdown`` and
-  ``sources``, where it has them).
+  runs prompts (mixed, prefill), op by op, with where each op's time comes from (the cost model's ``breakdown``, and
+  its ``sources`` where it has them).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from benchmarks.inferencex_points import first_wave_ttft, recipe_label, scenario_for
+from benchmarks.inferencex_points import first_wave_mask, first_wave_ttft, recipe_label, scenario_for
 from simulator.cost.shape import BatchShape
 
 
@@ -37,8 +37,9 @@ def ttft_parts(requests: pd.DataFrame) -> dict[str, float]:
     (prefilling, then waiting for a decode engine to lease blocks for the KV), ``transfer`` (the KV's way) and
     ``after`` (its landing to the first token)."""
     done = requests[requests["ttft_s"].notna()]
-    if "parent" in done and (done["parent"] >= 0).any():
-        done = done[done["parent"] >= 0]
+    first_wave = first_wave_mask(done)
+    if first_wave is not None:
+        done = done[~first_wave]
     moved = "transfer_start_s" in done and bool(done["transfer_start_s"].notna().all()) and not done.empty
     if moved:
         bounds = ["arrival_s", "first_scheduled_s", "transfer_start_s", "transfer_end_s", "first_token_s"]
@@ -54,8 +55,8 @@ def ttft_parts(requests: pd.DataFrame) -> dict[str, float]:
 
 def prompt_step_ops(sim: Any, prompt_tokens: int) -> list[tuple[str, list[tuple[str, float, str]], float]]:
     """For the first engine of each role that runs prompts (mixed, prefill): a step of one prompt of
-    ``prompt_tokens`` tokens and nothing else, as (role, [(op, ms, source)], total ms); an engine whose cost model
-    has no ``breakdown`` gives no ops, only the total."""
+    ``prompt_tokens`` tokens and nothing else, as (role, [(op, ms, source)], total ms); a cost model without
+    ``sources`` leaves each op's source empty."""
     shape = BatchShape((prompt_tokens,), (0,), 0, 0, 1)
     out = []
     seen: set[str] = set()
@@ -65,8 +66,7 @@ def prompt_step_ops(sim: Any, prompt_tokens: int) -> list[tuple[str, list[tuple[
             continue
         seen.add(role)
         model = engine.cost_model
-        breakdown = getattr(model, "breakdown", None)
-        step = breakdown(shape) if breakdown is not None else model.step_time(shape)
+        step = model.breakdown(shape)
         sources_of = getattr(model, "sources", None)
         sources = sources_of(shape) if sources_of is not None else {}
         ops = [(name, op.seconds * 1e3, sources.get(name, "")) for name, op in (step.ops or {}).items()]

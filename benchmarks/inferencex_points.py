@@ -1439,6 +1439,14 @@ def one_line(exc: BaseException, limit: int = 240) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def first_wave_mask(requests: pd.DataFrame) -> pd.Series | None:
+    """Which requests are a closed loop's first wave (the ones its users send first, waiting on no other); None where
+    no request waits on another (not a closed loop)."""
+    if "parent" not in requests or not (requests["parent"] >= 0).any():
+        return None
+    return requests["parent"] < 0
+
+
 def first_wave_ttft(requests: pd.DataFrame) -> tuple[float, float]:
     """A closed loop's first wave: the mean TTFT, ms, of the requests its users send first (all at once, before any
     has an answer), and their share of the sum of every request's TTFT, which the mean TTFT divides by the count.
@@ -1448,10 +1456,11 @@ def first_wave_ttft(requests: pd.DataFrame) -> tuple[float, float]:
     works off a burst of prompts more than the TTFT of a steady state. NaN for both where no request waits on another
     (not a closed loop) or none of the first wave got a first token.
     """
-    if "parent" not in requests or not (requests["parent"] >= 0).any():
+    first_wave = first_wave_mask(requests)
+    if first_wave is None:
         return float("nan"), float("nan")
     ttft_s = requests["ttft_s"]
-    first = ttft_s[requests["parent"] < 0].dropna()
+    first = ttft_s[first_wave].dropna()
     total_s = float(ttft_s.sum())
     if first.empty or total_s <= 0:
         return float("nan"), float("nan")

@@ -573,8 +573,9 @@ def test_sample_is_seeded_and_capped_per_group(points):
     assert select_points(points, 3, seed=1, filters={"system": "h200_sxm"})["id"].tolist() != a["id"].tolist()
 
 
-def test_end_to_end_two_points_through_the_benchmark_path(points, tmp_path):
-    llama = points[
+def _llama_70b_h200_vllm_1k(points: pd.DataFrame) -> pd.DataFrame:
+    """Llama-3.1-70B agg points of vLLM on H200 at 1k/1k and at most 4 users, by id: quick to simulate."""
+    return points[
         (points["model"] == "meta-llama/Llama-3.1-70B")
         & (points["system"] == "h200_sxm")
         & (points["engine"] == "vllm")
@@ -583,6 +584,10 @@ def test_end_to_end_two_points_through_the_benchmark_path(points, tmp_path):
         & (points["isl"] == 1024)
         & (points["osl"] == 1024)
     ].sort_values("id")
+
+
+def test_end_to_end_two_points_through_the_benchmark_path(points, tmp_path):
+    llama = _llama_70b_h200_vllm_1k(points)
     chosen = pd.concat([llama.iloc[:1], _no_workers(points).to_frame().T])
     table, runtime_s = run_benchmark(chosen, seed=0, workers=1)
     simulated, refused = table.iloc[0], table.iloc[1]
@@ -980,15 +985,7 @@ def test_explain_takes_one_point_apart(points, capsys):
     from benchmarks.inferencex import main
     from benchmarks.inferencex_explain import ttft_parts
 
-    llama = points[
-        (points["model"] == "meta-llama/Llama-3.1-70B")
-        & (points["system"] == "h200_sxm")
-        & (points["engine"] == "vllm")
-        & (points["mode"] == "agg")
-        & (points["batch_size"] <= 4)
-        & (points["isl"] == 1024)
-        & (points["osl"] == 1024)
-    ].sort_values("id")
+    llama = _llama_70b_h200_vllm_1k(points)
     point_id = str(llama.iloc[0]["id"])
     assert main(["--explain", point_id]) == 0
     out = capsys.readouterr().out
@@ -1019,3 +1016,11 @@ def test_explain_takes_one_point_apart(points, capsys):
         main(["--explain", "no-such-point"])
     assert exc.value.code == 2
     assert "--explain: no measured point has the id 'no-such-point'" in capsys.readouterr().err
+    # a point servesim refuses when it validates the scenario: one line, not a traceback
+    refused = "2026_04_06_deepseek_r1_gb200_trtllm_fp4_agg_1024x1024_c4300_tp24_ep1_35"
+    with pytest.raises(SystemExit) as exc:
+        main(["--explain", refused])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--explain: point {refused} is refused: " in err and "tp=24 does not divide" in err
+    assert "Traceback" not in err
