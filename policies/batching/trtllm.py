@@ -225,7 +225,11 @@ class TrtllmPolicy:
 
     def plan_step(self, view: ReplicaView, now_s: float) -> StepPlan:
         plan = StepPlan()
-        running = view.running
+        # An engine that keeps its decoding requests as a batch lists them as they are, counters behind (as vLLM's
+        # plan reads them): a member still wants one token, so the split below holds; schedule_running takes the
+        # members through the batch's totals, and the admission test brings them current before reading their KV.
+        unsynced = getattr(view, "running_unsynced", None)
+        running = view.running if unsynced is None else unsynced
         unit = view.block_size
 
         def chunk(remaining: int, tokens_left: int) -> int:
@@ -268,6 +272,8 @@ class TrtllmPolicy:
         def reserves_to_completion(req: RequestView, need: int) -> bool:
             nonlocal spare
             if spare is None:
+                if (sync := getattr(view, "bring_up_to_date", None)) is not None:
+                    sync()  # the members' KV blocks are read below
                 spare = view.num_free_blocks - sum(view.num_new_blocks(r, to_completion(r)) for r in running)
             whole = view.num_new_blocks(req, to_completion(req))
             if whole > spare and not (unblock and not plan.scheduled and req.num_generated_tokens):

@@ -41,9 +41,13 @@ CUDA graphs (``piecewise_graph_max_tokens``, read by the cost model): V1 replays
 capture size (``max_cudagraph_capture_size``, default ``min(2 x max_num_seqs, 512)``) from CUDA graphs and runs a
 larger one without, its kernels launched from the host (simulator/cost/eager.py prices a step holding a prompt so).
 
-Left out: async scheduling's one-step overlap (V1 schedules step N+1 while step N runs on
-the GPU, hiding the scheduler's CPU time; that is a change in how the engine times steps,
-not in what a step holds, so it is not modelled in the plan), speculative decoding inside the
+Async scheduling (V1 schedules step N+1 while step N runs on the GPU) changes how the engine times
+steps, not what a step holds, so it is not in this plan but in the engine and the cost model: the
+trait ``overlaps_cpu`` hides the scheduler's CPU time behind the GPU's (``cpu_overlap``) and makes the
+engine plan one step ahead, so a request arriving mid-step joins the step after the next
+(simulator/engine/loop.py, ``plans_ahead``).
+
+Left out: speculative decoding inside the
 policy (it is a deployment setting, ``speculative:``, that every policy runs under),
 priority scheduling (see ``priority``), structured outputs, multimodal encoder budgets,
 and the ``max_num_partial_prefills`` option.
