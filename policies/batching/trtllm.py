@@ -253,8 +253,15 @@ class TrtllmPolicy:
             return oversized(req, self.max_num_tokens) if fresh and not self.chunked else None
 
         # generation requests first, then the contexts in progress (chunked), each in admission order
-        decodes = [r for r in running if r.num_tokens - r.num_computed_tokens == 1]
-        contexts = [r for r in running if r.num_tokens - r.num_computed_tokens > 1]
+        # the decode batch's members, when they lead the list, each want one token: only the rest are walked
+        steady = getattr(view, "steady_decodes", None) if unsynced is not None else None
+        lead = steady(running) if steady is not None else None
+        members = lead[0] if lead is not None else 0
+        rest = running[members:] if members else running
+        decodes = [r for r in rest if r.num_tokens - r.num_computed_tokens == 1]
+        contexts = [r for r in rest if r.num_tokens - r.num_computed_tokens > 1]
+        if members:
+            decodes[:0] = running[:members]
         budget = Budget(self.max_num_tokens, self.max_batch_size - len(running), view.num_free_blocks)
         schedule_running(view, decodes + contexts, plan, budget, admission_order(running), chunk=running_chunk)
         if plan.preempt:
