@@ -103,6 +103,18 @@ def never_fits(view: ReplicaView, req: RequestView) -> str | None:
     return None
 
 
+def running_unsynced(view: ReplicaView) -> Sequence[RequestView] | None:
+    """The running requests of a view that keeps its decoding requests as a batch, the members' counters possibly
+    behind (a member still wants one token); None for a view that lists them current only (``view.running``)."""
+    return getattr(view, "running_unsynced", None)
+
+
+def bring_up_to_date(view: ReplicaView) -> None:
+    """Bring the running requests' counters and blocks current, on a view that may keep them behind."""
+    if (sync := getattr(view, "bring_up_to_date", None)) is not None:
+        sync()
+
+
 def schedule_running(
     view: ReplicaView,
     order: Sequence[RequestView],
@@ -137,8 +149,8 @@ def schedule_running(
         scheduled.extend(zip(pending[:i], repeat(1)))
         tokens -= i
         free -= need
-    elif steady is not None and (sync := getattr(view, "bring_up_to_date", None)) is not None:
-        sync()  # the members are walked one by one below: their counters current first
+    elif steady is not None:
+        bring_up_to_date(view)  # the members are walked one by one below: their counters current first
     while i < len(pending):
         req = pending[i]
         computed = req.num_computed_tokens

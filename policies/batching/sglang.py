@@ -76,7 +76,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from policies.batching.common import Budget, is_decode, never_fits, schedule_running
+from policies.batching.common import (
+    Budget,
+    bring_up_to_date,
+    is_decode,
+    never_fits,
+    running_unsynced,
+    schedule_running,
+)
 from policies.batching.registry import BATCH_POLICIES, BatchTraits
 from policies.interface import ReplicaView, RequestView, StepPlan
 
@@ -243,7 +250,10 @@ class SglangPolicy:
 
     def steady_decode(self, view: ReplicaView) -> bool:
         # nothing queued and no chunked prefill in progress: every step is a decode batch of all running requests
-        steady = not view.waiting and all(_to_compute(r) == 1 for r in view.running)
+        # a decode batch's member still wants one token with its counters behind: they need not be brought current
+        unsynced = running_unsynced(view)
+        running = view.running if unsynced is None else unsynced
+        steady = not view.waiting and all(_to_compute(r) == 1 for r in running)
         self._may_have_skipped = self._may_have_skipped or steady
         return steady
 
@@ -278,23 +288,39 @@ class SglangPolicy:
 
     def plan_step(self, view: ReplicaView, now_s: float) -> StepPlan:
         self._catch_up(view)
-        running = view.running
-        decodes = [r for r in running if _to_compute(r) == 1]
-        chunked = [r for r in running if _to_compute(r) > 1]
+        # An engine that keeps its decoding requests as a batch lists them with their counters behind (as vLLM's plan
+        # reads them). When the members lead the list they are its first decodes (each wants one token) and their
+        # next tokens' blocks are the batch's total (``lead``); what reads a member's own counters or blocks (the
+        # prefill batch's memory check, a retraction) brings them current first. Otherwise they are read current.
+        unsynced = running_unsynced(view)
+        steady = getattr(view, "steady_decodes", None) if unsynced is not None else None
+        lead = steady(unsynced) if steady is not None else None
+        if lead is None:
+            running = view.running
+            decodes = [r for r in running if _to_compute(r) == 1]
+            chunked = [r for r in running if _to_compute(r) > 1]
+        else:
+            running = unsynced
+            rest = running[lead[0] :]
+            decodes = running[: lead[0]] + [r for r in rest if _to_compute(r) == 1]
+            chunked = [r for r in rest if _to_compute(r) > 1]
         received = _received(view, self.max_running(view) - len(running)) if view.role == "decode" else []
         if received:
             # a decode server: the received requests join the running ones without a forward pass of their own
             # (get_new_prebuilt_batch, process_batch_result_prebuilt) and this step decodes them all
             plan = StepPlan()
-            self._decode(view, decodes, plan, received)
+            self._decode(view, decodes, plan, received, lead)
             prefilled = True
         else:
+            if lead is not None and (view.waiting or chunked or (self.mixed and decodes)):
+                bring_up_to_date(view)  # the prefill batch's memory check reads every decode's counters and blocks
+                lead = None
             plan, prefilled = self._prefill(view, decodes, chunked)
         if not prefilled:
             # nothing to prefill: a decode batch of every running request (rejections kept)
             plan = StepPlan(reject=plan.reject)
             if decodes:
-                self._decode(view, decodes, plan)
+                self._decode(view, decodes, plan, (), lead)
             elif chunked:  # the chunked request cannot get memory and nothing decodes: its chunk runs anyway
                 size = self.chunked_prefill_size or 2**62
                 budget = Budget(size, 2**62, view.num_free_blocks)
@@ -368,7 +394,12 @@ class SglangPolicy:
         return plan, admitted > 0
 
     def _decode(
-        self, view: ReplicaView, decodes: list[RequestView], plan: StepPlan, received: Sequence[RequestView] = ()
+        self,
+        view: ReplicaView,
+        decodes: list[RequestView],
+        plan: StepPlan,
+        received: Sequence[RequestView] = (),
+        lead: tuple[int, int] | None = None,
     ) -> None:
         """SGLang's ``update_running_batch``: retract when the next tokens do not fit, else decay the ratio.
 
@@ -376,8 +407,15 @@ class SglangPolicy:
         KV lease holds their first decode token, so they need no block; only running requests are retracted.
         """
         free = view.num_free_blocks
-        need = {id(r): view.num_new_blocks(r, r.num_computed_tokens + 1) for r in decodes}
-        short = sum(need.values()) - free
+        if lead is not None:  # the batch's members lead ``decodes``, their counters behind: their blocks as a total
+            members, members_need = lead
+            short = members_need + sum(view.num_new_blocks(r, r.num_computed_tokens + 1) for r in decodes[members:])
+            short -= free
+            if short > 0:  # a retraction reads each request's blocks and counters
+                bring_up_to_date(view)
+        if lead is None or short > 0:
+            need = {id(r): view.num_new_blocks(r, r.num_computed_tokens + 1) for r in decodes}
+            short = sum(need.values()) - free
         keep = list(decodes)
         if short > 0:
             order = sorted(decodes, key=_retract_key)  # the last is retracted first

@@ -88,8 +88,10 @@ from policies.batching.common import (
     Budget,
     admission_order,
     admit_waiting,
+    bring_up_to_date,
     never_fits,
     oversized,
+    running_unsynced,
     schedule_running,
     total_tokens,
 )
@@ -228,7 +230,7 @@ class TrtllmPolicy:
         # An engine that keeps its decoding requests as a batch lists them as they are, counters behind (as vLLM's
         # plan reads them): a member still wants one token, so the split below holds; schedule_running takes the
         # members through the batch's totals, and the admission test brings them current before reading their KV.
-        unsynced = getattr(view, "running_unsynced", None)
+        unsynced = running_unsynced(view)
         running = view.running if unsynced is None else unsynced
         unit = view.block_size
 
@@ -279,8 +281,7 @@ class TrtllmPolicy:
         def reserves_to_completion(req: RequestView, need: int) -> bool:
             nonlocal spare
             if spare is None:
-                if (sync := getattr(view, "bring_up_to_date", None)) is not None:
-                    sync()  # the members' KV blocks are read below
+                bring_up_to_date(view)  # the members' KV blocks are read below
                 spare = view.num_free_blocks - sum(view.num_new_blocks(r, to_completion(r)) for r in running)
             whole = view.num_new_blocks(req, to_completion(req))
             if whole > spare and not (unblock and not plan.scheduled and req.num_generated_tokens):

@@ -59,7 +59,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from policies.batching.common import Budget, admission_order, admit_waiting, never_fits, schedule_running
+from policies.batching.common import (
+    Budget,
+    admission_order,
+    admit_waiting,
+    never_fits,
+    running_unsynced,
+    schedule_running,
+)
 from policies.batching.registry import BATCH_POLICIES, BatchTraits
 from policies.interface import ReplicaView, StepPlan
 
@@ -195,7 +202,7 @@ class VllmPolicy:
         plan = StepPlan()
         # An engine that keeps its decoding requests as a batch lists them as they are, counters behind: the loop
         # below reads them through the batch's totals, or brings them current before walking them.
-        unsynced = getattr(view, "running_unsynced", None)
+        unsynced = running_unsynced(view)
         running = view.running if unsynced is None else unsynced
         budget = Budget(self.max_num_batched_tokens, self.max_num_seqs - len(running), view.num_free_blocks)
         # Running requests in admission order; a victim is the last of the running list.

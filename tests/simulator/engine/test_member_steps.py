@@ -96,3 +96,28 @@ def test_trtllm_admission_reads_the_members_blocks_current():
     plain, fast = assert_same_run(cfg)
     pd.testing.assert_frame_equal(fast.requests, plain.requests, check_exact=True)
     assert plain.summary["mean_ttft_ms"] > 1_000  # requests did wait for blocks
+
+
+@pytest.mark.parametrize("dp_attention", [1, 2])
+def test_sglang_plans_from_the_batch_give_the_plain_paths_results_with_memory_tight(dp_attention):
+    """SGLang's plan lists the members with their counters behind and brings them current where it reads them (the
+    prefill batch's memory check, a retraction): with the KV cache tight enough for both, alone and as attention-DP
+    ranks (whose every step is a plain one), the batch path gives the plain path's results."""
+    scenario = {
+        "policy": {"kind": "sglang"},
+        "kv_cache": {"num_blocks": 300},
+        "workload": {
+            "num_requests": 120,
+            "arrival": {"kind": "poisson", "rate_per_s": 40.0},
+            "lengths": {
+                "kind": "independent",
+                "prompt": {"kind": "uniform", "min_tokens": 100, "max_tokens": 900},
+                "output": {"kind": "uniform", "min_tokens": 50, "max_tokens": 600},
+            },
+        },
+    }
+    if dp_attention > 1:
+        scenario |= {"model": "mixtral-8x7b", "parallelism": {"tp": 2, "ep": 2, "dp_attention": dp_attention}}
+    plain, fast = assert_same_run(validate_scenario(scenario))
+    pd.testing.assert_frame_equal(fast.requests, plain.requests, check_exact=True)
+    assert plain.summary["preemptions"] > 0

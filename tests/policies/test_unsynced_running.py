@@ -1,0 +1,120 @@
+"""Policies that read the running requests with the decode batch's counters behind (``running_unsynced``).
+
+An engine keeping its decoding requests as a batch lets a plan list them stale: a member still wants one token, and
+the batch gives its members' next blocks as a total (``steady_decodes``). What reads a member's own counters or
+blocks (SGLang's retraction and prefill memory check, TensorRT-LLM's GUARANTEED_NO_EVICT admission) must bring them
+current first. Each case here plans once on a view whose members are several steps behind and once on the same
+replica with every counter current, and the two plans must agree.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from policies.batching.sglang import SglangParams, SglangPolicy
+from policies.batching.trtllm import TrtllmParams, TrtllmPolicy
+from simulator.request import Request, State
+from tests.policies.fake_view import FakeView, running_request
+
+LAG = 5  # decode steps the members' counters are behind
+
+
+class LaggingView(FakeView):
+    """A FakeView whose first ``members`` running requests are a decode batch with counters ``LAG`` steps behind."""
+
+    def __init__(self, members: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.members = members
+        self.current: dict[int, tuple[int, int, int]] = {}  # request id -> (computed, generated, blocks) now
+        self.synced = False
+
+    def lag(self) -> None:
+        """Move the members' counters and blocks ``LAG`` decode steps back, remembering where they are now."""
+        for r in self.running[: self.members]:
+            self.current[r.request_id] = (r.num_computed_tokens, r.num_generated_tokens, self.blocks[r.request_id])
+            r.num_computed_tokens -= LAG
+            r.num_generated_tokens -= LAG
+            self.blocks[r.request_id] = -(-r.num_computed_tokens // self.block_size)
+
+    @property
+    def running_unsynced(self):
+        return self.running
+
+    def steady_decodes(self, order):
+        members = self.running[: self.members]
+        if not members or [id(r) for r in order[: self.members]] != [id(r) for r in members]:
+            return None
+        need = 0
+        for r in members:  # the batch's total: the blocks each member's next token takes, from its current state
+            computed, _, blocks = self.current.get(r.request_id, (r.num_computed_tokens, 0, self.blocks[r.request_id]))
+            need += max(0, -(-(computed + 1) // self.block_size) - blocks)
+        return self.members, need
+
+    def bring_up_to_date(self) -> None:
+        for r in self.running[: self.members]:
+            if r.request_id in self.current:
+                computed, generated, blocks = self.current.pop(r.request_id)
+                r.num_computed_tokens, r.num_generated_tokens = computed, generated
+                self.blocks[r.request_id] = blocks
+        self.synced = True
+
+
+def _replica(view_cls, waiting_prompts, free, **kwargs):
+    """Six decoding requests (blocks of 16 tokens, some a token short of a new block), the waiting ones."""
+    view = view_cls(free=free, total=400, **kwargs)
+    for rid in range(6):
+        computed = 16 * (13 + rid) + (0 if rid % 2 else 3)  # odd ids' next token starts a new block
+        r = running_request(view, rid, prompt=100, computed=computed, generated=computed - 100 + 1, output=1_000)
+        r.last_token_s = 0.0
+        view.running.append(r)
+    for i, prompt in enumerate(waiting_prompts):
+        w = Request(100 + i, 0.0, prompt, 200)
+        w.state = State.WAITING
+        view.waiting.append(w)
+    return view
+
+
+def _plan_pair(policy_factory, waiting_prompts, free):
+    current = _replica(FakeView, waiting_prompts, free)
+    lagging = _replica(LaggingView, waiting_prompts, free, members=6)
+    lagging.lag()
+    plans = [policy_factory().plan_step(view, 0.0) for view in (current, lagging)]
+    return plans, lagging
+
+
+def _ids(plan):
+    return (
+        [(r.request_id, n) for r, n in plan.scheduled],
+        [r.request_id for r in plan.preempt],
+        [r.request_id for r, _ in plan.reject],
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "waiting", "free"),
+    [
+        ("sglang decode, room for every token", (), 50),
+        ("sglang decode, a retraction", (), 2),
+        ("sglang prefill memory check", (300, 500), 40),
+        ("trtllm no-evict admission", (300, 500), 30),
+    ],
+)
+def test_a_plan_from_stale_members_is_the_plan_from_current_ones(case, waiting, free):
+    if case.startswith("sglang"):
+
+        def factory():
+            return SglangPolicy(SglangParams())
+    else:
+
+        def factory():
+            return TrtllmPolicy(TrtllmParams())
+
+    (on_current, on_lagging), lagging = _plan_pair(factory, waiting, free)
+    assert _ids(on_lagging) == _ids(on_current)
+    if case.endswith("room for every token"):
+        assert not lagging.synced  # nothing read a member's own counters
+        assert len(on_current.scheduled) == 6
+    else:
+        assert lagging.synced
+    if case.endswith("retraction"):
+        assert on_current.preempt
