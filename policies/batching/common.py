@@ -109,6 +109,17 @@ def running_unsynced(view: ReplicaView) -> Sequence[RequestView] | None:
     return getattr(view, "running_unsynced", None)
 
 
+def batch_lead(view: ReplicaView) -> tuple[Sequence[RequestView], tuple[int, int] | None]:
+    """The running requests as a plan may list them (``running_unsynced`` where the view keeps a decode batch, else
+    ``view.running``), and, when the batch's members are the first of them, how many they are and the KV blocks their
+    next tokens take together (``steady_decodes``; each wants one token, its counters possibly behind); else None."""
+    unsynced = running_unsynced(view)
+    if unsynced is None:
+        return view.running, None
+    steady = getattr(view, "steady_decodes", None)
+    return unsynced, steady(unsynced) if steady is not None else None
+
+
 def bring_up_to_date(view: ReplicaView) -> None:
     """Bring the running requests' counters and blocks current, on a view that may keep them behind."""
     if (sync := getattr(view, "bring_up_to_date", None)) is not None:

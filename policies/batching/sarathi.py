@@ -37,6 +37,7 @@ from policies.batching.common import (
     Budget,
     admission_order,
     admit_waiting,
+    batch_lead,
     is_decode,
     never_fits,
     schedule_running,
@@ -88,9 +89,15 @@ class SarathiPolicy:
 
     def plan_step(self, view: ReplicaView, now_s: float) -> StepPlan:
         plan = StepPlan()
-        running = view.running
-        decodes = [r for r in running if is_decode(r)]
-        prefills = [r for r in running if not is_decode(r)]
+        # the decode batch's members (counters possibly behind) lead the list as its first decodes where they can: only
+        # the rest are read; the prompts in progress are never members, so what is read below is current
+        running, lead = batch_lead(view)
+        members = lead[0] if lead is not None else 0
+        rest = running[members:] if members else running
+        decodes = [r for r in rest if is_decode(r)]
+        prefills = [r for r in rest if not is_decode(r)]
+        if members:
+            decodes[:0] = running[:members]
         budget = Budget(self.token_budget, self.max_num_seqs - len(running), view.num_free_blocks)
         # Decodes first, then the prompts in progress; a victim is the newest admission among those left.
         schedule_running(view, decodes + prefills, plan, budget, admission_order(running), chunk=_chunk)

@@ -78,6 +78,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from policies.batching.common import (
     Budget,
+    batch_lead,
     bring_up_to_date,
     is_decode,
     never_fits,
@@ -292,15 +293,12 @@ class SglangPolicy:
         # reads them). When the members lead the list they are its first decodes (each wants one token) and their
         # next tokens' blocks are the batch's total (``lead``); what reads a member's own counters or blocks (the
         # prefill batch's memory check, a retraction) brings them current first. Otherwise they are read current.
-        unsynced = running_unsynced(view)
-        steady = getattr(view, "steady_decodes", None) if unsynced is not None else None
-        lead = steady(unsynced) if steady is not None else None
+        running, lead = batch_lead(view)
         if lead is None:
             running = view.running
             decodes = [r for r in running if _to_compute(r) == 1]
             chunked = [r for r in running if _to_compute(r) > 1]
         else:
-            running = unsynced
             rest = running[lead[0] :]
             decodes = running[: lead[0]] + [r for r in rest if _to_compute(r) == 1]
             chunked = [r for r in rest if _to_compute(r) > 1]

@@ -88,10 +88,10 @@ from policies.batching.common import (
     Budget,
     admission_order,
     admit_waiting,
+    batch_lead,
     bring_up_to_date,
     never_fits,
     oversized,
-    running_unsynced,
     schedule_running,
     total_tokens,
 )
@@ -230,8 +230,7 @@ class TrtllmPolicy:
         # An engine that keeps its decoding requests as a batch lists them as they are, counters behind (as vLLM's
         # plan reads them): a member still wants one token, so the split below holds; schedule_running takes the
         # members through the batch's totals, and the admission test brings them current before reading their KV.
-        unsynced = running_unsynced(view)
-        running = view.running if unsynced is None else unsynced
+        running, lead = batch_lead(view)
         unit = view.block_size
 
         def chunk(remaining: int, tokens_left: int) -> int:
@@ -255,9 +254,7 @@ class TrtllmPolicy:
             return oversized(req, self.max_num_tokens) if fresh and not self.chunked else None
 
         # generation requests first, then the contexts in progress (chunked), each in admission order
-        # the decode batch's members, when they lead the list, each want one token: only the rest are walked
-        steady = getattr(view, "steady_decodes", None) if unsynced is not None else None
-        lead = steady(running) if steady is not None else None
+        # the decode batch's members, when they lead the list, are its first decodes: only the rest are read
         members = lead[0] if lead is not None else 0
         rest = running[members:] if members else running
         decodes = [r for r in rest if r.num_tokens - r.num_computed_tokens == 1]

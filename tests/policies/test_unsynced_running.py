@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from policies.batching.sarathi import SarathiParams, SarathiPolicy
 from policies.batching.sglang import SglangParams, SglangPolicy
 from policies.batching.trtllm import TrtllmParams, TrtllmPolicy
 from simulator.request import Request, State
@@ -97,23 +98,21 @@ def _ids(plan):
         ("sglang decode, a retraction", (), 2),
         ("sglang prefill memory check", (300, 500), 40),
         ("trtllm no-evict admission", (300, 500), 30),
+        ("sarathi admission, room for every token", (300, 500), 60),
     ],
 )
 def test_a_plan_from_stale_members_is_the_plan_from_current_ones(case, waiting, free):
-    if case.startswith("sglang"):
-
-        def factory():
-            return SglangPolicy(SglangParams())
-    else:
-
-        def factory():
-            return TrtllmPolicy(TrtllmParams())
+    factory = {
+        "sglang": lambda: SglangPolicy(SglangParams()),
+        "trtllm": lambda: TrtllmPolicy(TrtllmParams()),
+        "sarathi": lambda: SarathiPolicy(SarathiParams()),
+    }[case.split()[0]]
 
     (on_current, on_lagging), lagging = _plan_pair(factory, waiting, free)
     assert _ids(on_lagging) == _ids(on_current)
     if case.endswith("room for every token"):
         assert not lagging.synced  # nothing read a member's own counters
-        assert len(on_current.scheduled) == 6
+        assert [(r.request_id, n) for r, n in on_current.scheduled[:6]] == [(i, 1) for i in range(6)]
     else:
         assert lagging.synced
     if case.endswith("retraction"):
