@@ -65,9 +65,9 @@ class RoundRobin:
 
 
 def _active_prompt_tokens(engine: Engine) -> int:
-    ex = engine.executor
-    queued = (*ex.waiting, *ex.running, *engine._inbox, *ex.incoming, *ex.receiving)
-    return sum(r.num_prompt_tokens for r in queued)
+    """Prompt tokens of the requests waiting, running, queued or leased for their KV on ``engine``, or in its input
+    queue (the executor keeps its own count: ``StepExecutor.active_prompt_tokens``)."""
+    return engine.executor.active_prompt_tokens + sum(r.num_prompt_tokens for r in engine._inbox)
 
 
 def fewest_active_tokens(candidates: Sequence[Engine], req: Request) -> Engine:

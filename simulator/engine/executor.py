@@ -37,6 +37,7 @@ from simulator.kv.pool import KvPool, Lease
 from simulator.request import Request, State, transition
 
 Role = Literal["mixed", "prefill", "decode"]
+_ACTIVE = frozenset({State.WAITING, State.PREEMPTED, State.RUNNING})  # a request in this engine's queues
 
 
 class StepExecutor:
@@ -78,6 +79,9 @@ class StepExecutor:
         self.sending: list[Request] = []  # prompt done, KV on its way to a decode engine
         self.incoming: deque[Request] = deque()  # KV to receive once blocks are free
         self.receiving: dict[Request, Lease] = {}  # blocks leased, KV on its way here
+        # prompt tokens of the requests waiting, running, or queued or leased for their KV here (a DP router's load):
+        # counted as they come and go, as their sum over those queues would be (``check``)
+        self.active_prompt_tokens = 0
         self.last_step_end_s: float | None = None
         self.num_swaps_out = 0
         self.num_steps = 0
@@ -172,9 +176,12 @@ class StepExecutor:
             return False
         transition(req, State.WAITING, now_s)
         self.waiting.append(req)
+        self.active_prompt_tokens += req.num_prompt_tokens
         return True
 
     def end(self, req: Request, state: State, now_s: float, reason: str | None = None) -> None:
+        if req.state in _ACTIVE:  # it was waiting or running here (not one refused on arrival)
+            self.active_prompt_tokens -= req.num_prompt_tokens
         transition(req, state, now_s, reason)
         self.sink.request_done(req, now_s)
         if self.log is not None:
@@ -186,6 +193,7 @@ class StepExecutor:
         """A prefilled request wants to send its KV here: it queues for a lease."""
         req.replica_id = self.replica_id
         self.incoming.append(req)
+        self.active_prompt_tokens += req.num_prompt_tokens
 
     def reserve_incoming(self, pending_blocks: int = 0, seats: int | None = None) -> list[Request]:
         """Lease blocks for queued transfers while they fit; returns the requests whose KV may now be sent.
@@ -388,6 +396,7 @@ class StepExecutor:
                         # The first token travels with the KV; the client sees it when decoding starts (a decode
                         # engine that samples it again, BatchTraits.recomputes_first_token, drops it on arrival).
                         self._running.remove(req)
+                        self.active_prompt_tokens -= req.num_prompt_tokens
                         transition(req, State.TRANSFERRING, now_s)
                         self.sending.append(req)
                         left.append(req)
@@ -463,6 +472,8 @@ class StepExecutor:
         queues = (*running, *waiting, *self.sending, *self.incoming, *self.receiving)
         ids = [id(r) for r in queues]
         assert len(ids) == len(set(ids)), "a request is in two queues"
+        active = (*running, *waiting, *self.incoming, *self.receiving)
+        assert self.active_prompt_tokens == sum(r.num_prompt_tokens for r in active), "active prompt tokens miscounted"
         kv = self.kv
         kv.check([*running, *self.sending, *waiting], self.receiving.values())
         bs = kv.block_size
