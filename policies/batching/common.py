@@ -120,6 +120,14 @@ def batch_lead(view: ReplicaView) -> tuple[Sequence[RequestView], tuple[int, int
     return unsynced, steady(unsynced) if steady is not None else None
 
 
+def members_owed(view: ReplicaView) -> int | None:
+    """Where ``batch_lead`` found the decode batch leading: the KV blocks its members lack to hold prompt and output
+    (``num_new_blocks(r, total_tokens(r))`` summed over them, their counters behind or not); None where the view
+    cannot tell (then bring them current and read each)."""
+    owed = getattr(view, "members_blocks_to_completion", None)
+    return owed() if owed is not None else None
+
+
 def bring_up_to_date(view: ReplicaView) -> None:
     """Bring the running requests' counters and blocks current, on a view that may keep them behind."""
     if (sync := getattr(view, "bring_up_to_date", None)) is not None:

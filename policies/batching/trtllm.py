@@ -90,6 +90,7 @@ from policies.batching.common import (
     admit_waiting,
     batch_lead,
     bring_up_to_date,
+    members_owed,
     never_fits,
     oversized,
     schedule_running,
@@ -278,8 +279,14 @@ class TrtllmPolicy:
         def reserves_to_completion(req: RequestView, need: int) -> bool:
             nonlocal spare
             if spare is None:
-                bring_up_to_date(view)  # the members' KV blocks are read below
-                spare = view.num_free_blocks - sum(view.num_new_blocks(r, to_completion(r)) for r in running)
+                # the members' blocks to completion as the decode batch's total (their counters behind), or each read
+                owed = members_owed(view) if members and to_completion is total_tokens else None
+                if owed is None:
+                    bring_up_to_date(view)
+                    owed, others = 0, running
+                else:
+                    others = running[members:]
+                spare = view.num_free_blocks - owed - sum(view.num_new_blocks(r, to_completion(r)) for r in others)
             whole = view.num_new_blocks(req, to_completion(req))
             if whole > spare and not (unblock and not plan.scheduled and req.num_generated_tokens):
                 return False

@@ -13,7 +13,9 @@ window needs is kept as totals, updated only when a request joins or finishes:
   step), then one every ``block_size`` steps, so requests are counted by that step
   modulo ``block_size``;
 - how many requests emitted their last token when (the first inter-token gaps of the
-  next window).
+  next window);
+- the KV blocks the requests still lack to hold their whole sequence (``blocks_to_completion``: a
+  TensorRT-LLM plan's GUARANTEED_NO_EVICT test), less one at each block a member takes.
 
 The engine materializes a request when it finishes, and all of them before anything else
 reads or changes the running requests (a policy planning a step, an invariant check).
@@ -43,6 +45,8 @@ class DecodeBatch:
         "_cross",
         "_finish",
         "_order",
+        "_owe",
+        "_owed",
         "_phase",
         "base",
         "block_size",
@@ -62,6 +66,8 @@ class DecodeBatch:
         self._order = count()
         self._cross = [0] * block_size  # requests that take a new block at steps of each residue
         self._context = 0  # sum of (computed - base): the batch's computed tokens are this + len x step
+        self._owe: dict[Request, tuple[int, int]] = {}  # request -> (step it joined, blocks it lacked to completion)
+        self._owed = 0  # blocks the members lack to hold their whole sequences, now (``blocks_to_completion``)
         self.emitted: dict[float, int] = {}  # time of a request's latest token -> requests
 
     def __len__(self) -> int:
@@ -94,6 +100,10 @@ class DecodeBatch:
         self._phase[req] = phase
         heapq.heappush(self._finish, (finish, next(self._order), req))
         self._context += c - s
+        lack = -(-(req.num_prompt_tokens + req.num_output_tokens) // bs) - num_blocks
+        lack = lack if lack > 0 else 0
+        self._owe[req] = (s, lack)
+        self._owed += lack
         t = req.last_token_s
         assert t is not None, "a decoding request has emitted a token"
         self.emitted[t] = self.emitted.get(t, 0) + 1
@@ -111,20 +121,22 @@ class DecodeBatch:
         batch = cls(block_size)
         # ``add`` for each request in order, inlined (the batch is built after every step that was not a window)
         bs = block_size
-        base, phases, heap, order, cross, emitted = (
+        base, phases, heap, order, cross, emitted, owe = (
             batch.base,
             batch._phase,
             batch._finish,
             batch._order,
             batch._cross,
             batch.emitted,
+            batch._owe,
         )
-        context = 0
+        context = owed = 0
         push = heapq.heappush
         for req in running:
             c = req.num_computed_tokens
             finish = req.num_output_tokens - req.num_generated_tokens  # the batch's step is 0
-            first = num_blocks(req) * bs - c + 1
+            held = num_blocks(req)
+            first = held * bs - c + 1
             if first > finish:
                 phase = None
             elif first <= bs:
@@ -136,10 +148,15 @@ class DecodeBatch:
             phases[req] = phase
             push(heap, (finish, next(order), req))
             context += c
+            lack = -(-(req.num_prompt_tokens + req.num_output_tokens) // bs) - held
+            lack = lack if lack > 0 else 0
+            owe[req] = (0, lack)
+            owed += lack
             t = req.last_token_s
             assert t is not None, "a decoding request has emitted a token"
             emitted[t] = emitted.get(t, 0) + 1
         batch._context = context
+        batch._owed = owed
         return batch
 
     # -- planning ------------------------------------------------------------------------
@@ -163,6 +180,21 @@ class DecodeBatch:
             cycle *= -(-num_steps // len(cycle))
         return list(accumulate(cycle[:num_steps]))
 
+    def blocks_to_completion(self) -> int:
+        """KV blocks the members lack to hold their whole sequences (prompt and output), summed, as a pool counting
+        plain blocks would tell each one now (their counters need not be current)."""
+        return self._owed
+
+    def _taken(self, num_steps: int) -> int:
+        """Blocks the members take in the batch's next ``num_steps`` steps."""
+        cross, bs = self._cross, self.block_size
+        whole, part = divmod(num_steps, bs)
+        taken = whole * sum(cross) if whole else 0
+        start = self.step + 1
+        for t in range(start, start + part):
+            taken += cross[t % bs]
+        return taken
+
     def leads(self, order: Sequence[Request]) -> bool:
         """Whether the members are the first ``len(self)`` requests of ``order`` (a sequence of distinct requests)."""
         m = len(self.base)
@@ -185,6 +217,8 @@ class DecodeBatch:
         for t, n in self.emitted.items():
             gap = first_end_s - t
             gaps[gap] = gaps.get(gap, 0) + n
+        if self._owed:
+            self._owed -= self._taken(num_steps)
         self.step += num_steps
         self.last_end_s = end_s
         finished = []
@@ -214,6 +248,8 @@ class DecodeBatch:
         members that emitted their last token have left the running requests and leave the batch."""
         self.step += 1
         step = self.step
+        if self._owed:
+            self._owed -= self._cross[step % self.block_size]
         self.last_end_s = end_s
         base = self.base
         for r in base:
@@ -273,8 +309,12 @@ class DecodeBatch:
     def remove(self, req: Request) -> None:
         """Take out a materialized request (it finished)."""
         phase = self._phase.pop(req)
+        joined, lack = self._owe.pop(req)
         if phase is not None:
             self._cross[phase] -= 1
+            bs = self.block_size  # the blocks it took since it joined: one at each step of its phase
+            lack -= (self.step - phase) // bs - (joined - phase) // bs
+        self._owed -= lack
         self._context -= req.num_computed_tokens - self.base.pop(req)
 
     def check(self, running: list[Request], num_blocks: Callable[[Request], int]) -> None:
@@ -295,3 +335,5 @@ class DecodeBatch:
                 assert s < first <= s + bs and first % bs == phase, "a member's growth is counted at the wrong steps"
                 cross[phase] += 1
         assert cross == self._cross, "block growth counts disagree with the members"
+        lacking = sum(max(0, -(-(r.num_prompt_tokens + r.num_output_tokens) // bs) - num_blocks(r)) for r in running)
+        assert self._owed == lacking, "the members' blocks to completion are miscounted"

@@ -130,6 +130,11 @@ class StepExecutor:
         them their tokens at once). None otherwise (then walk them, after ``bring_up_to_date``)."""
         return self.lazy.steady_decodes(order) if self.lazy is not None else None
 
+    def members_blocks_to_completion(self) -> int | None:
+        """When ``steady_decodes`` answers: the KV blocks its members lack to hold prompt and output, summed (what
+        ``num_new_blocks(r, prompt + output)`` gives each, their counters behind or not); None where it cannot tell."""
+        return self.lazy.blocks_to_completion() if self.lazy is not None else None
+
     @property
     def kv_capacity_tokens(self) -> int:
         """The most KV tokens one request can ever hold here (every block of the pool)."""

@@ -126,6 +126,15 @@ class FastForward:
             return None
         return len(batch.base), batch.num_crossing_next()
 
+    def blocks_to_completion(self) -> int | None:
+        """The KV blocks the decode batch's members lack to hold their whole sequences, summed (their counters need
+        not be current); None without a batch, or over a pool that counts them otherwise (not plain blocks)."""
+        batch = self.batch
+        kv = self.executor.kv
+        if batch is None or not kv.counted_growth or kv.windows:
+            return None
+        return batch.blocks_to_completion()
+
     def release(self, plan: StepPlan) -> tuple[int, int, int] | None:
         """Keep the batch through a plan that touches no member, or one that gives every member its decode token
         (a plain step that also runs prompt chunks: ``join`` then counts the step in the batch); else give it up.
