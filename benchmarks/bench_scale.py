@@ -10,6 +10,11 @@ Cases (each in a fresh subprocess, so its peak resident memory is its own):
   (Llama-2-7B on an A100-80GB), Azure-conversation lengths capped at 4,096 tokens, Poisson
   at 85% of the replica's capacity (measured first by a saturating run), 100,000 requests.
   Targets: 100x Vidur's 310 req/s, under 10 s and 300 MB.
+- ``dp``: attention-DP disaggregated serving, the largest layouts of the InferenceX benchmark: two DeepSeek-R1
+  points written as ``benchmarks/inferencex.py`` writes them (``DP_POINTS``: SGLang on GB300, 2,048 users, 8k/1k;
+  TensorRT-LLM on GB300, 8,192 users, 1k/1k), whose decode ranks step in lockstep, every step a plain one. No
+  target in an issue; the benchmark gives each point ``--point-timeout`` seconds (120 in the figures of
+  docs/accuracy.md).
 - ``cold``: a cold start, ``servesim run`` of 1,000 requests on a model and GPU pair run for
   the first time, end to end in a fresh process (no profile to fit: the roofline needs none).
   Target: under 10 s (Vidur: about 40 minutes of predictor training).
@@ -19,9 +24,9 @@ Run by hand: ``python benchmarks/bench_scale.py [--cases default vidur ...] [--r
 lengths: offline, point ``SERVESIM_DATA_DIR`` at a folder holding ``sharegpt_8k_filtered_stats_llama2_tokenizer.csv``).
 Wall times are medians over the repeats; peak memory is the largest ru_maxrss seen.
 
-Old commit side by side: ``--against DIR`` (a checkout of it, ``git worktree add DIR <commit>``) runs the default and
-cluster cases from that tree too, interleaved with this one's repeats (a shared machine's load falls on both alike),
-and prints both medians. ``--calls N``: the Python calls of the default scenario at N requests under cProfile, in each
+Old commit side by side: ``--against DIR`` (a checkout of it, ``git worktree add DIR <commit>``) runs the default,
+cluster and dp cases from that tree too, interleaved with this one's repeats (a shared machine's load falls on both
+alike), and prints both medians. ``--calls N``: the Python calls of the default scenario at N requests under cProfile, in each
 tree (the deterministic measure: wall times on a shared machine are noisy).
 """
 
@@ -56,6 +61,10 @@ elif case == "cluster":
     data = {"replicas": 16, "router": "least_outstanding",
             "workload": {"num_requests": int(sys.argv[3]), "arrival": {"kind": "poisson", "rate_per_s": 80.0},
                          "lengths": sharegpt}}
+elif case == "dp":
+    from benchmarks.inferencex_points import read_points, scenario_for
+    points = read_points()
+    data = scenario_for(points[points["id"] == sys.argv[3]].iloc[0])
 elif case.startswith("vidur"):
     base = {"model": "llama-2-7b", "hardware": "a100-80gb", "max_model_len": 4096}
     rate = float(sys.argv[3])
@@ -63,7 +72,7 @@ elif case.startswith("vidur"):
     data = base | {"workload": {"num_requests": n, "arrival": {"kind": "poisson", "rate_per_s": rate},
                                 "lengths": azure}}
 cfg = validate_scenario(data)
-sim = build(cfg, fast_forward=fast, record_steps=case != "cluster")
+sim = build(cfg, fast_forward=fast, record_steps=case not in ("cluster", "dp"))
 t1 = time.perf_counter()
 if case == "calls":
     import cProfile, pstats
@@ -79,6 +88,10 @@ print(json.dumps({"n": len(sim.stream), "build_s": t1 - t0, "run_s": t2 - t1, "t
                   "request_throughput": result.summary["request_throughput"]}))
 """
 
+DP_POINTS = (
+    "dsr1_gb300_sglang_fp4_disagg_8192x1024_c2048_cfg575",
+    "dsr1_gb300_trtllm_fp4_disagg_1024x1024_c8192_cfg387",
+)
 VIDUR = {"req_per_s": 310.0, "wall_100k_s": 9 * 60 + 11, "peak_mb": 1930.0, "cold_start_s": 40 * 60}
 
 
@@ -110,7 +123,7 @@ def repeat(repeats: int, *args: str, against: str | None = None) -> tuple[tuple,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    cases = ["default", "vidur", "cold", "cluster"]
+    cases = ["default", "vidur", "cold", "cluster", "dp"]
     parser.add_argument("--cases", nargs="*", choices=cases, default=cases, help="none: only --calls")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--plain", action="store_true", help="the step-by-step path instead of fast-forward")
@@ -118,7 +131,7 @@ def main() -> None:
         "--cluster-requests", type=int, default=1_000_000, help="requests of the 16-replica case (target: 1M)"
     )
     parser.add_argument("--default-requests", type=int, default=100_000, help="requests of the default case")
-    parser.add_argument("--against", help="a checkout of another commit: run default and cluster there too")
+    parser.add_argument("--against", help="a checkout of another commit: run default, cluster and dp there too")
     parser.add_argument("--calls", type=int, help="also count the Python calls of the default scenario at N requests")
     args = parser.parse_args()
     mode = "plain" if args.plain else "fast"
@@ -155,6 +168,18 @@ def main() -> None:
                         f"{peak:,.0f} MB ({peak * 1024 / r['n']:.2f} KB/request)",
                     )
                 )
+        elif case == "dp":
+            for point in DP_POINTS:
+                runs = [x for x in repeat(args.repeats, "dp", mode, point, against=args.against) if x is not None]
+                for (label, _), (r, wall, run_s, peak) in zip(trees, runs, strict=True):
+                    rows.append(
+                        (
+                            f"{point}, {r['n']:,} requests{label}",
+                            f"{wall:.1f} s ({r['n'] / run_s:,.0f} req/s)",
+                            "within the benchmark's point limit",
+                            f"{peak:,.0f} MB",
+                        )
+                    )
         elif case == "vidur":
             sat = child("vidur-sat", mode, "1000", "3000")  # saturating: its throughput is the capacity
             rate = 0.85 * sat["request_throughput"]
