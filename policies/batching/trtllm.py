@@ -230,7 +230,7 @@ class TrtllmPolicy:
         plan = StepPlan()
         # An engine that keeps its decoding requests as a batch lists them as they are, counters behind (as vLLM's
         # plan reads them): a member still wants one token, so the split below holds; schedule_running takes the
-        # members through the batch's totals, and the admission test brings them current before reading their KV.
+        # members through the batch's totals, and so does the admission test (the blocks they lack to completion).
         running, lead = batch_lead(view)
         unit = view.block_size
 
