@@ -26,8 +26,8 @@ Wall times are medians over the repeats; peak memory is the largest ru_maxrss se
 
 Old commit side by side: ``--against DIR`` (a checkout of it, ``git worktree add DIR <commit>``) runs the default,
 cluster and dp cases from that tree too, interleaved with this one's repeats (a shared machine's load falls on both
-alike), and prints both medians. ``--calls N``: the Python calls of the default scenario at N requests under cProfile, in each
-tree (the deterministic measure: wall times on a shared machine are noisy).
+alike), and prints both medians. ``--calls N``: the Python calls of the default scenario at N requests under
+cProfile, in each tree (the deterministic measure: wall times on a shared machine are noisy).
 """
 
 from __future__ import annotations
@@ -228,10 +228,8 @@ def main() -> None:
             )
     width = max(len(r[0]) for r in rows)
     cluster_runs = "1 run" if args.against is None else f"{args.repeats} runs"
-    print(
-        f"mode: {mode}; wall times are medians of {args.repeats} runs, each in a fresh process "
-        f"(the 16-replica case: {cluster_runs}, as it takes minutes)"
-    )
+    cluster_note = f" (the 16-replica case: {cluster_runs}, as it takes minutes)" if "cluster" in args.cases else ""
+    print(f"mode: {mode}; wall times are medians of {args.repeats} runs, each in a fresh process{cluster_note}")
     print(f"{'case':<{width}}  {'servesim':<40}  {'target':<70}  memory")
     for case, got, target, mem in rows:
         print(f"{case:<{width}}  {got:<40}  {target:<70}  {mem}")

@@ -168,8 +168,8 @@ def schedule_running(
         scheduled.extend(zip(pending[:i], repeat(1)))
         tokens -= i
         free -= need
-    elif steady is not None:
-        bring_up_to_date(view)  # the members are walked one by one below: their counters current first
+    elif steady is not None and (sync := getattr(view, "bring_up_to_date", None)) is not None:
+        sync()  # the members are walked one by one below: their counters current first (bring_up_to_date, inlined)
     while i < len(pending):
         req = pending[i]
         computed = req.num_computed_tokens

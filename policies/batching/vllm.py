@@ -64,7 +64,6 @@ from policies.batching.common import (
     admission_order,
     admit_waiting,
     never_fits,
-    running_unsynced,
     schedule_running,
 )
 from policies.batching.registry import BATCH_POLICIES, BatchTraits
@@ -202,7 +201,7 @@ class VllmPolicy:
         plan = StepPlan()
         # An engine that keeps its decoding requests as a batch lists them as they are, counters behind: the loop
         # below reads them through the batch's totals, or brings them current before walking them.
-        unsynced = running_unsynced(view)
+        unsynced = getattr(view, "running_unsynced", None)  # running_unsynced(view), inlined: the default's hot path
         running = view.running if unsynced is None else unsynced
         budget = Budget(self.max_num_batched_tokens, self.max_num_seqs - len(running), view.num_free_blocks)
         # Running requests in admission order; a victim is the last of the running list.

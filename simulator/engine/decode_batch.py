@@ -206,8 +206,11 @@ class DecodeBatch:
 
     # -- running -------------------------------------------------------------------------
 
-    def advance(self, num_steps: int, first_end_s: float, end_s: float) -> tuple[dict[float, int], list[Request]]:
-        """Run ``num_steps`` steps, the first ending at ``first_end_s``, the last at ``end_s``.
+    def advance(
+        self, num_steps: int, first_end_s: float, end_s: float, taken: int | None = None
+    ) -> tuple[dict[float, int], list[Request]]:
+        """Run ``num_steps`` steps, the first ending at ``first_end_s``, the last at ``end_s`` (``taken``: the KV blocks
+        the members take in them, where the caller has counted them already: ``new_blocks``' last, or 0 for none).
 
         Returns the first step's inter-token gaps pooled by value (each request's runs from
         its latest token) and the requests that emitted their last token in the last step
@@ -218,7 +221,7 @@ class DecodeBatch:
             gap = first_end_s - t
             gaps[gap] = gaps.get(gap, 0) + n
         if self._owed:
-            self._owed -= self._taken(num_steps)
+            self._owed -= self._taken(num_steps) if taken is None else taken
         self.step += num_steps
         self.last_end_s = end_s
         finished = []

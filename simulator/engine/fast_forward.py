@@ -92,6 +92,7 @@ class FastForward:
         self._synced = -1  # the batch's step at which every member was last brought up to date (-1: not since built)
         self._stepping = False  # the plain step under way decodes every member (``release`` kept the batch)
         self._members: list[Request] | None = None  # members the plain step under way steps as the batch
+        self._members_blocks = 0  # the KV blocks their decode tokens take in that step
         self.num_extended = 0  # steps ``wait_next`` ran (each a one-step window's plan saved)
         # the durations of a window's steps that did not run (an arrival cut it), with the batch size and computed
         # tokens they were priced at: step times are a pure function of those, so the next window may take them
@@ -148,7 +149,8 @@ class FastForward:
         if batch is None:
             return None
         if self._steps_members(plan, batch):
-            return len(batch.base), batch.num_crossing_next(), batch.context_tokens()
+            self._members_blocks = blocks = batch.num_crossing_next()
+            return len(batch.base), blocks, batch.context_tokens()
         self.bring_up_to_date()  # the plan may be made from the batch's totals (``steady_decodes``): walks read members
         for r in plan.preempt:
             if r in batch:
@@ -210,7 +212,7 @@ class FastForward:
                 regular += count
             else:
                 gap, irregular = now_s - t, count
-        _, finished = batch.advance(1, now_s, now_s)
+        _, finished = batch.advance(1, now_s, now_s, self._members_blocks)
         if len(finished) > 1:
             finished.sort(key=members.index)
         for r in finished:
@@ -397,7 +399,7 @@ class FastForward:
         reserved_since = kv.num_used_blocks - window.used0  # KV leases since the window started
         batch = self.batch
         assert batch is not None
-        gaps, finished = batch.advance(k, clock[1], now)
+        gaps, finished = batch.advance(k, clock[1], now, used[-1] - window.used0 if used else 0)
         # the steps left unrun (no request finishes before a window's last step: the batch is the same)
         self._tail = (n, batch.context_tokens(), window.durations[k:]) if k < len(window.durations) else None
         for gap, count in gaps.items():  # each request's first gap runs from its latest token
