@@ -67,6 +67,12 @@ class LaggingView(FakeView):
         self.synced = True
 
 
+class LaggingViewWithoutTotal(LaggingView):
+    """A view that cannot tell its members' blocks to completion as a total: a plan reads each, brought current."""
+
+    members_blocks_to_completion = None
+
+
 def _replica(view_cls, waiting_prompts, free, **kwargs):
     """Six decoding requests (blocks of 16 tokens, some a token short of a new block), the waiting ones."""
     view = view_cls(free=free, total=400, **kwargs)
@@ -82,9 +88,9 @@ def _replica(view_cls, waiting_prompts, free, **kwargs):
     return view
 
 
-def _plan_pair(policy_factory, waiting_prompts, free):
+def _plan_pair(policy_factory, waiting_prompts, free, lagging_cls=LaggingView):
     current = _replica(FakeView, waiting_prompts, free)
-    lagging = _replica(LaggingView, waiting_prompts, free, members=6)
+    lagging = _replica(lagging_cls, waiting_prompts, free, members=6)
     lagging.lag()
     plans = [policy_factory().plan_step(view, 0.0) for view in (current, lagging)]
     return plans, lagging
@@ -107,6 +113,7 @@ def _ids(plan):
         # the members' blocks to completion from the batch's total (members_blocks_to_completion): none read
         ("trtllm no-evict admission, room for every token", (300, 500), 120, False),
         ("trtllm no-evict admission", (300, 500), 30, False),
+        ("trtllm no-evict admission, members read", (300, 500), 30, True),
         ("sarathi admission, room for every token", (300, 500), 60, False),
     ],
 )
@@ -117,12 +124,13 @@ def test_a_plan_from_stale_members_is_the_plan_from_current_ones(case, waiting, 
         "sarathi": lambda: SarathiPolicy(SarathiParams()),
     }[case.split()[0]]
 
-    (on_current, on_lagging), lagging = _plan_pair(factory, waiting, free)
+    view_cls = LaggingViewWithoutTotal if case.endswith("members read") else LaggingView
+    (on_current, on_lagging), lagging = _plan_pair(factory, waiting, free, view_cls)
     assert _ids(on_lagging) == _ids(on_current)
     assert lagging.synced == synced  # whether a member's own counters were read
     if case.endswith("room for every token"):
         assert [(r.request_id, n) for r, n in on_current.scheduled[:6]] == [(i, 1) for i in range(6)]
     if case.endswith("retraction"):
         assert on_current.preempt
-    if case == "trtllm no-evict admission":  # the test turned a request away: the spare count mattered
+    if case.startswith("trtllm no-evict admission") and free == 30:  # a request turned away: the count mattered
         assert len(on_current.scheduled) < 6 + len(waiting)
