@@ -90,7 +90,8 @@ class SarathiPolicy:
     def plan_step(self, view: ReplicaView, now_s: float) -> StepPlan:
         plan = StepPlan()
         # the decode batch's members (counters possibly behind) lead the list as its first decodes where they can: only
-        # the rest are read; the prompts in progress are never members, so what is read below is current
+        # the rest are read (else all are: a stale member is still computed past its prompt); the prompts in progress
+        # are never members, so what is read below is current
         running, lead = batch_lead(view)
         members = lead[0] if lead is not None else 0
         rest = running[members:] if members else running

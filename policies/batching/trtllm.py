@@ -255,7 +255,8 @@ class TrtllmPolicy:
             return oversized(req, self.max_num_tokens) if fresh and not self.chunked else None
 
         # generation requests first, then the contexts in progress (chunked), each in admission order
-        # the decode batch's members, when they lead the list, are its first decodes: only the rest are read
+        # the decode batch's members, when they lead the list, are its first decodes: only the rest are read (else all
+        # are, a stale member still wanting one token)
         members = lead[0] if lead is not None else 0
         rest = running[members:] if members else running
         decodes = [r for r in rest if r.num_tokens - r.num_computed_tokens == 1]
@@ -280,7 +281,7 @@ class TrtllmPolicy:
             nonlocal spare
             if spare is None:
                 # the members' blocks to completion as the decode batch's total (their counters behind), or each read
-                owed = members_owed(view) if members and to_completion is total_tokens else None
+                owed = members_owed(view) if members and view.role != "prefill" else None
                 if owed is None:
                     bring_up_to_date(view)
                     owed, others = 0, running

@@ -186,7 +186,8 @@ class DecodeBatch:
         return self._owed
 
     def _taken(self, num_steps: int) -> int:
-        """Blocks the members take in the batch's next ``num_steps`` steps."""
+        """Blocks the members take in the batch's next ``num_steps`` steps (for a caller of ``advance`` that has not
+        counted them: the engine's have, the window's growth or the members' crossings at release)."""
         cross, bs = self._cross, self.block_size
         whole, part = divmod(num_steps, bs)
         taken = whole * sum(cross) if whole else 0

@@ -131,8 +131,9 @@ class StepExecutor:
         return self.lazy.steady_decodes(order) if self.lazy is not None else None
 
     def members_blocks_to_completion(self) -> int | None:
-        """When ``steady_decodes`` answers: the KV blocks its members lack to hold prompt and output, summed (what
-        ``num_new_blocks(r, prompt + output)`` gives each, their counters behind or not); None where it cannot tell."""
+        """The KV blocks the decode batch's members lack to hold prompt and output, summed (what
+        ``num_new_blocks(r, prompt + output)`` gives each, their counters behind or not; a caller reads it where
+        ``steady_decodes`` says they lead its list); None without a batch or over a pool not of plain blocks."""
         return self.lazy.blocks_to_completion() if self.lazy is not None else None
 
     @property

@@ -74,9 +74,9 @@ def test_the_shortcut_schedules_as_the_loop(tokens, free):
     assert out[0] == out[1]
 
 
-def test_trtllm_admission_reads_the_members_blocks_current():
-    """TensorRT-LLM's plan lists the members with their counters behind; GUARANTEED_NO_EVICT's admission test
-    counts every running request's blocks to completion, so it brings them current first. With the KV cache tight
+def test_trtllm_admission_from_the_batch_gives_the_plain_paths_results_with_memory_tight():
+    """TensorRT-LLM's plan lists the members with their counters behind; GUARANTEED_NO_EVICT's admission test counts
+    every running request's blocks to completion, the members' from the decode batch's total. With the KV cache tight
     enough for that test to turn requests away, the batch path gives the plain path's results."""
     cfg = validate_scenario(
         {
@@ -100,9 +100,10 @@ def test_trtllm_admission_reads_the_members_blocks_current():
 
 @pytest.mark.parametrize("dp_attention", [1, 2])
 def test_sglang_plans_from_the_batch_give_the_plain_paths_results_with_memory_tight(dp_attention):
-    """SGLang's plan lists the members with their counters behind and brings them current where it reads them (the
-    prefill batch's memory check, a retraction): with the KV cache tight enough for both, alone and as attention-DP
-    ranks (whose every step is a plain one), the batch path gives the plain path's results."""
+    """SGLang's plan lists the members with their counters behind and brings them current where it reads them (here
+    the prefill batch's memory check, before which the retractions of this run come; a retraction on the batch path is
+    the unit case's, tests/policies/test_unsynced_running.py): with the KV cache tight, alone and as attention-DP ranks
+    (whose every step is a plain one), the batch path gives the plain path's results."""
     scenario = {
         "policy": {"kind": "sglang"},
         "kv_cache": {"num_blocks": 300},
