@@ -141,6 +141,7 @@ def schedule_running(
     budget: Budget,
     victim_key: VictimKey,
     chunk: Callable[[int, int], int] | None = None,
+    lead: tuple[int, int] | None = None,
 ) -> None:
     """Give every running request in ``order`` its next tokens, preempting when blocks run out.
 
@@ -154,7 +155,8 @@ def schedule_running(
     ``order`` each want one token and how many new blocks they take together: when the budget holds them all they
     are scheduled at once, as the loop would (``chunk(1, t)`` is 1 for any ``t >= 1``: a decode fits what is left).
     Such a view may list them with their counters behind (``running_unsynced``): the loop brings them current
-    (``bring_up_to_date``) before it walks them.
+    (``bring_up_to_date``) before it walks them. ``lead``: the view's answer the caller has already (``batch_lead``),
+    for members that also open ``order``; None: ask the view.
     """
     pending = list(order)
     i = 0  # pending[:i] are done (scheduled or given nothing)
@@ -162,7 +164,7 @@ def schedule_running(
     scheduled = plan.scheduled
     tokens, free = budget.tokens, budget.free_blocks
     steady = getattr(view, "steady_decodes", None)
-    decodes = steady(pending) if steady is not None else None
+    decodes = lead if lead is not None or steady is None else steady(pending)
     if decodes is not None and decodes[0] <= tokens and decodes[1] <= free:
         i, need = decodes
         scheduled.extend(zip(pending[:i], repeat(1)))

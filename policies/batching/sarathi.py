@@ -101,7 +101,7 @@ class SarathiPolicy:
             decodes[:0] = running[:members]
         budget = Budget(self.token_budget, self.max_num_seqs - len(running), view.num_free_blocks)
         # Decodes first, then the prompts in progress; a victim is the newest admission among those left.
-        schedule_running(view, decodes + prefills, plan, budget, admission_order(running), chunk=_chunk)
+        schedule_running(view, decodes + prefills, plan, budget, admission_order(running), chunk=_chunk, lead=lead)
         if plan.preempt:
             return plan
         # Blocks the prompts in progress still need after this step's chunks: admission keeps them free.

@@ -411,7 +411,8 @@ class SglangPolicy:
             short -= free
             if short > 0:  # a retraction reads each request's blocks and counters
                 bring_up_to_date(view)
-        if lead is None or short > 0:
+                lead = None
+        if lead is None:  # (also after a sync for a retraction)
             need = {id(r): view.num_new_blocks(r, r.num_computed_tokens + 1) for r in decodes}
             short = sum(need.values()) - free
         keep = list(decodes)
@@ -432,7 +433,7 @@ class SglangPolicy:
         else:
             self._decay()
         budget_left = Budget(2**62, 2**62, free)
-        schedule_running(view, keep, plan, budget_left, _retract_key)
+        schedule_running(view, keep, plan, budget_left, _retract_key, lead=lead)
         for r in received:
             need = view.num_new_blocks(r, r.num_computed_tokens + 1)
             if need > budget_left.free_blocks:

@@ -264,7 +264,8 @@ class TrtllmPolicy:
         if members:
             decodes[:0] = running[:members]
         budget = Budget(self.max_num_tokens, self.max_batch_size - len(running), view.num_free_blocks)
-        schedule_running(view, decodes + contexts, plan, budget, admission_order(running), chunk=running_chunk)
+        order = decodes + contexts
+        schedule_running(view, order, plan, budget, admission_order(running), chunk=running_chunk, lead=lead)
         if plan.preempt:
             return plan  # MAX_UTILIZATION paused the newest (GUARANTEED_NO_EVICT never gets here)
         # GUARANTEED_NO_EVICT: blocks left once every running request is driven to completion; a context server's

@@ -31,6 +31,13 @@ from simulator.kv.pool import Holding
 from simulator.request import Request
 
 
+def blocks_lacking(req: Request, block_size: int, held: int) -> int:
+    """KV blocks ``req``, holding ``held``, still lacks to hold prompt plus output (a plain pool's ``num_new_blocks``
+    of its whole sequence)."""
+    lack = -(-(req.num_prompt_tokens + req.num_output_tokens) // block_size) - held
+    return lack if lack > 0 else 0
+
+
 def is_decoding(req: Request) -> bool:
     """Its next step computes one token, the one it sampled last (no prompt or recompute in progress)."""
     c, p = req.num_computed_tokens, req.num_prompt_tokens
@@ -100,8 +107,7 @@ class DecodeBatch:
         self._phase[req] = phase
         heapq.heappush(self._finish, (finish, next(self._order), req))
         self._context += c - s
-        lack = -(-(req.num_prompt_tokens + req.num_output_tokens) // bs) - num_blocks
-        lack = lack if lack > 0 else 0
+        lack = blocks_lacking(req, bs, num_blocks)
         self._owe[req] = (s, lack)
         self._owed += lack
         t = req.last_token_s
@@ -148,7 +154,7 @@ class DecodeBatch:
             phases[req] = phase
             push(heap, (finish, next(order), req))
             context += c
-            lack = -(-(req.num_prompt_tokens + req.num_output_tokens) // bs) - held
+            lack = -(-(req.num_prompt_tokens + req.num_output_tokens) // bs) - held  # blocks_lacking, inlined
             lack = lack if lack > 0 else 0
             owe[req] = (0, lack)
             owed += lack
@@ -339,5 +345,5 @@ class DecodeBatch:
                 assert s < first <= s + bs and first % bs == phase, "a member's growth is counted at the wrong steps"
                 cross[phase] += 1
         assert cross == self._cross, "block growth counts disagree with the members"
-        lacking = sum(max(0, -(-(r.num_prompt_tokens + r.num_output_tokens) // bs) - num_blocks(r)) for r in running)
+        lacking = sum(blocks_lacking(r, bs, num_blocks(r)) for r in running)
         assert self._owed == lacking, "the members' blocks to completion are miscounted"

@@ -74,26 +74,29 @@ def test_the_shortcut_schedules_as_the_loop(tokens, free):
     assert out[0] == out[1]
 
 
+def _memory_tight(policy: str, num_blocks: int, num_requests: int) -> dict:
+    """A scenario whose KV cache of ``num_blocks`` blocks keeps requests waiting for blocks (Poisson at 40/s, prompts
+    of 100-900 tokens, outputs of 50-600)."""
+    return {
+        "policy": {"kind": policy},
+        "kv_cache": {"num_blocks": num_blocks},
+        "workload": {
+            "num_requests": num_requests,
+            "arrival": {"kind": "poisson", "rate_per_s": 40.0},
+            "lengths": {
+                "kind": "independent",
+                "prompt": {"kind": "uniform", "min_tokens": 100, "max_tokens": 900},
+                "output": {"kind": "uniform", "min_tokens": 50, "max_tokens": 600},
+            },
+        },
+    }
+
+
 def test_trtllm_admission_from_the_batch_gives_the_plain_paths_results_with_memory_tight():
     """TensorRT-LLM's plan lists the members with their counters behind; GUARANTEED_NO_EVICT's admission test counts
     every running request's blocks to completion, the members' from the decode batch's total. With the KV cache tight
     enough for that test to turn requests away, the batch path gives the plain path's results."""
-    cfg = validate_scenario(
-        {
-            "policy": {"kind": "trtllm"},
-            "kv_cache": {"num_blocks": 600},
-            "workload": {
-                "num_requests": 200,
-                "arrival": {"kind": "poisson", "rate_per_s": 40.0},
-                "lengths": {
-                    "kind": "independent",
-                    "prompt": {"kind": "uniform", "min_tokens": 100, "max_tokens": 900},
-                    "output": {"kind": "uniform", "min_tokens": 50, "max_tokens": 600},
-                },
-            },
-        }
-    )
-    plain, fast = assert_same_run(cfg)
+    plain, fast = assert_same_run(validate_scenario(_memory_tight("trtllm", 600, 200)))
     pd.testing.assert_frame_equal(fast.requests, plain.requests, check_exact=True)
     assert plain.summary["mean_ttft_ms"] > 1_000  # requests did wait for blocks
 
@@ -104,19 +107,7 @@ def test_sglang_plans_from_the_batch_give_the_plain_paths_results_with_memory_ti
     the prefill batch's memory check, before which the retractions of this run come; a retraction on the batch path is
     the unit case's, tests/policies/test_unsynced_running.py): with the KV cache tight, alone and as attention-DP ranks
     (whose every step is a plain one), the batch path gives the plain path's results."""
-    scenario = {
-        "policy": {"kind": "sglang"},
-        "kv_cache": {"num_blocks": 300},
-        "workload": {
-            "num_requests": 120,
-            "arrival": {"kind": "poisson", "rate_per_s": 40.0},
-            "lengths": {
-                "kind": "independent",
-                "prompt": {"kind": "uniform", "min_tokens": 100, "max_tokens": 900},
-                "output": {"kind": "uniform", "min_tokens": 50, "max_tokens": 600},
-            },
-        },
-    }
+    scenario = _memory_tight("sglang", 300, 120)
     if dp_attention > 1:
         scenario |= {"model": "mixtral-8x7b", "parallelism": {"tp": 2, "ep": 2, "dp_attention": dp_attention}}
     plain, fast = assert_same_run(validate_scenario(scenario))
