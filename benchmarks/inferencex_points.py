@@ -1418,16 +1418,38 @@ def _trt_disaggregated_recipe(scenario: dict[str, Any], point_id: str) -> None:
             group["cost_model"] = {"kind": "silicon"} | cost_model
 
 
+SGLANG_DEEPEP_LAYOUT = {"moe_dense_tp_size": 1, "enable_dp_lm_head": True}
+"""What every DeepEP worker of InferenceX's SGLang recipes sets beside ``moe-a2a-backend: deepep``:
+``moe-dense-tp-size: 1`` and ``enable-dp-lm-head: true`` (each rank runs the dense layers' MLP and the LM head on its
+own tokens), in the copies at SemiAnalysisAI/InferenceX 80d98084f (``benchmarks/multi_node/srt-slurm-recipes/``,
+gb200 and gb300, fp4 and fp8) and in NVIDIA/srt-slurm's recipes of 2025-12-20 (d83c9ee) and 2026-02-04 (f7d28c3f)."""
+
+
+SGLANG_FP4_DP_PREFILL = {"moe_runner_backend": "flashinfer_cutlass"}
+"""What every GB200 and GB300 FP4 recipe whose prefill worker runs attention DP gives it: ``moe-runner-backend:
+flashinfer_cutlass`` (with ``dp-size`` = ``ep-size`` 4: SGLang then all-gathers each rank's FP4-quantized tokens for the
+routed experts), in the copies at SemiAnalysisAI/InferenceX 80d98084f and NVIDIA/srt-slurm's of 2025-12-20 (d83c9ee)
+and 2026-02-04 (f7d28c3f); their TP prefill workers run ``flashinfer_trtllm``."""
+
+
 def _sglang_disaggregated_recipe(scenario: dict[str, Any], point_id: str) -> None:
     """Each server's scheduler limits and memory fraction from the recipe the point ran
-    (benchmarks/inferencex_sglang_disagg.py), where known; a group's kv_cache replaces the scenario's whole."""
+    (benchmarks/inferencex_sglang_disagg.py), where known, a DeepEP server's layout flags (``SGLANG_DEEPEP_LAYOUT``)
+    and an FP4 attention-DP prefill server's MoE runner (``SGLANG_FP4_DP_PREFILL``); a group's kv_cache replaces the
+    scenario's whole."""
     servers = SGLANG_SERVERS.get(point_id)
-    if servers is None:
-        return
+    fp4 = scenario.get("quantization") == "nvfp4" and scenario.get("hardware") in SGLANG_DEEPEP_SYSTEMS
     for group in scenario["groups"]:
-        settings = servers[group["role"]]
-        if settings["policy"]:
-            group["policy"] = group.get("policy", scenario["policy"]) | settings["policy"]
+        policy = dict(group.get("policy", scenario["policy"]))
+        if group.get("cost_model", {}).get("roofline", {}).get("expert_all_to_all"):
+            policy |= SGLANG_DEEPEP_LAYOUT
+        dp = group["parallelism"].get("dp_attention", 1)
+        if fp4 and group["role"] == "prefill" and dp > 1 and group["parallelism"].get("ep", 1) == dp:
+            policy |= SGLANG_FP4_DP_PREFILL
+        settings = servers[group["role"]] if servers is not None else {"policy": {}, "kv_cache": {}}
+        policy |= settings["policy"]
+        if policy != scenario["policy"]:
+            group["policy"] = policy
         if settings["kv_cache"]:
             group["kv_cache"] = scenario["kv_cache"] | settings["kv_cache"]
 

@@ -208,6 +208,7 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
         model,
         enforce_eager,
         int(getattr(policy, "piecewise_graph_max_tokens", 0)),
+        policy,
     )
     return GroupSetup(
         name,
@@ -326,6 +327,7 @@ def resolve_cost_model(
     model: ModelSpec | None = None,
     enforce_eager: bool = False,
     piecewise_graph_max_tokens: int = 0,
+    policy: Any = None,
 ) -> Any:
     """The cost model's parameters with what the policy's engine decides filled in where unset (its traits):
     ``framework``, the engine whose measured kernel tables are read (``vllm``/``vllm_v0`` vLLM's, ``sglang``
@@ -336,7 +338,9 @@ def resolve_cost_model(
     CUDA graph (SGLang, TensorRT-LLM, vLLM V0, vLLM V1), measured for ``model``'s architecture
     (simulator/cost/eager.py; 0 elsewhere, or without ``model``), and ``piecewise_graph_max_tokens``, the largest such
     step the engine replays from CUDA graphs instead (TensorRT-LLM's ``piecewise_cuda_graph_max_tokens``, vLLM V1's
-    largest capture size, 0 with ``enforce_eager``); the last four also in a nested ``roofline``."""
+    largest capture size, 0 with ``enforce_eager``); the last four also in a nested ``roofline``, with the
+    attention-DP layout (``dp_attention_mlp``, ``dp_attention_padding``, and ``dp_attention_scattered`` from the
+    ``policy``'s flags: ``scattered_layers``)."""
     traits = policies.batching.traits_of(policy_kind)
     fields = type(params).model_fields
     update: dict[str, Any] = {}
@@ -353,6 +357,11 @@ def resolve_cost_model(
             nested["expert_all_to_all"] = traits.engine == "vllm" and dp_attention > 1 and ep > 1
         if roofline.dp_attention_mlp is None:
             nested["dp_attention_mlp"] = "local" if traits.dp_attention_local_mlp else "gathered"
+        if roofline.dp_attention_scattered is None:
+            gathered = nested.get("dp_attention_mlp", roofline.dp_attention_mlp) == "gathered"
+            all_to_all = nested.get("expert_all_to_all", roofline.expert_all_to_all)
+            moving = (bool(all_to_all) and ep > 1) or fp4_allgather(policy, model, ep, dp_attention)
+            nested["dp_attention_scattered"] = scattered_layers(gathered and dp_attention > 1, moving, policy)
         if roofline.dp_attention_padding is None:
             nested["dp_attention_padding"] = traits.dp_attention_padding
         if roofline.eager_host_s_per_layer is None:
@@ -365,6 +374,35 @@ def resolve_cost_model(
         elif nested:
             update["roofline"] = roofline.model_copy(update=nested)
     return params.model_copy(update=update) if update else params
+
+
+def fp4_allgather(policy: Any, model: ModelSpec | None, ep: int, dp_attention: int) -> bool:
+    """SGLang's ``should_use_flashinfer_cutlass_moe_fp4_allgather`` (python/sglang/srt/layers/moe/utils.py): the
+    flashinfer_cutlass MoE runner with NVFP4 experts, attention DP and ep equal to the DP size all-gathers each rank's
+    FP4-quantized tokens for the routed experts (without an all-to-all backend, the caller's other case)."""
+    return (
+        getattr(policy, "moe_runner_backend", None) == "flashinfer_cutlass"
+        and model is not None
+        and model.quantization == "nvfp4"
+        and dp_attention > 1
+        and ep == dp_attention
+    )
+
+
+def scattered_layers(gathered_dp: bool, moe_scattered: bool, policy: Any) -> tuple[str, ...]:
+    """What SGLang runs on each attention-DP rank's own tokens under the gathered layout (``gathered_dp``), from its
+    flags (python/sglang/srt/layers/communicator.py, ``LayerScatterModes._compute_mlp_mode``): the MoE layers'
+    router and shared experts where the routed experts' tokens travel by themselves (``moe_scattered``: an
+    all-to-all backend, or ``fp4_allgather``), the dense layers with ``moe_dense_tp_size`` 1, the LM head with
+    ``enable_dp_lm_head`` (the policy's, where it has them)."""
+    if not gathered_dp:
+        return ()
+    out = ("moe",) if moe_scattered else ()
+    if getattr(policy, "moe_dense_tp_size", None) == 1:
+        out += ("dense",)
+    if getattr(policy, "enable_dp_lm_head", False):
+        out += ("lm_head",)
+    return out
 
 
 def _speculation(cfg: ScenarioConfig, replica_id: int, engine_id: int) -> Speculation | None:
@@ -512,8 +550,9 @@ def make_cost_model(
     # the engine's attention-DP layout (RooflineParams.dp_attention_*); SGLang's for a model without the settings
     roofline = _roofline_params(params)
     local = roofline is not None and roofline.dp_attention_mlp == "local"
+    scattered = frozenset(roofline.dp_attention_scattered or ()) if roofline is not None and not local else frozenset()
     exchange = None
-    if local and model.is_moe:
+    if (local or "moe" in scattered) and model.is_moe:
         exchange = exchange_bytes_per_row(
             model.hidden_size, model.num_experts_per_token, model.quantization, roofline.activation_bytes
         )
@@ -527,6 +566,8 @@ def make_cost_model(
         local_mlp=local,
         exchange_bytes_per_row=exchange,
         padding=(roofline.dp_attention_padding if roofline is not None else None) or "sglang",
+        scattered=scattered,
+        moe=model.is_moe,
     )
 
 

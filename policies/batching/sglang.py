@@ -151,6 +151,35 @@ class SglangParams(BaseModel):
     new_token_ratio_decay_steps: int = Field(
         600, ge=1, description="SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS: decode steps from the start to the floor."
     )
+    moe_runner_backend: Literal[
+        "auto",
+        "deep_gemm",
+        "triton",
+        "triton_kernel",
+        "flashinfer_trtllm",
+        "flashinfer_cutlass",
+        "flashinfer_mxfp4",
+        "flashinfer_cutedsl",
+        "cutlass",
+    ] = Field(
+        "auto",
+        description="--moe-runner-backend. Read for the attention-DP layout only: flashinfer_cutlass with NVFP4 "
+        "experts, attention DP and ep equal to the DP size runs each rank's MoE layers on its own tokens, all-gathered "
+        "quantized to FP4 for the routed experts (should_use_flashinfer_cutlass_moe_fp4_allgather, "
+        "python/sglang/srt/layers/moe/utils.py; simulator/cost/dp_attention.py). The experts' kernel times are the "
+        "measured SGLang tables' whatever the runner.",
+    )
+    moe_dense_tp_size: Literal[1] | None = Field(
+        None,
+        description="--moe-dense-tp-size: 1 runs the dense layers' MLP on each attention-DP rank's own tokens "
+        "(enable_moe_dense_fully_dp, python/sglang/srt/layers/communicator.py); None, on every rank's tokens split "
+        "over all tp. Read only with attention data parallelism (simulator/cost/dp_attention.py).",
+    )
+    enable_dp_lm_head: bool = Field(
+        False,
+        description="--enable-dp-lm-head: each attention-DP rank runs the LM head on its own tokens instead of on "
+        "every rank's tokens split over all tp. Read only with attention data parallelism.",
+    )
     scheduler_recv_interval: int = Field(
         1,
         ge=1,

@@ -30,6 +30,19 @@ breakdowns (``OP_NAMES``) goes to one side:
   replace the MoE layers' gather and reduce, so ``all_reduce`` keeps only the dense layers' share) and
   ``lm_head`` (every rank's sampled rows, vocabulary split over tp: SGLang's ``enable_dp_lm_head`` is off by
   default), and any op a model names otherwise;
+- scattered (``scattered``): SGLang runs a layer's MLP on each rank's own tokens instead of the gathered rows
+  where nothing needs them gathered (``LayerScatterModes._compute_mlp_mode``: ``ScatterMode.SCATTERED``). An MoE
+  layer is scattered where an all-to-all backend moves the routed experts' tokens (``--moe-a2a-backend deepep``:
+  ``expert_all_to_all``), its router and its shared experts then on the rank's tokens (``DeepseekV2MoE`` builds
+  the shared experts at TP 1 there: python/sglang/srt/models/deepseek_v2.py); a dense layer where
+  ``--moe-dense-tp-size 1`` (``enable_moe_dense_fully_dp``); the LM head with ``--enable-dp-lm-head``. ``"moe"``,
+  ``"dense"`` and ``"lm_head"`` in ``scattered`` move those ops to the attention side at the rank's own rows (at
+  its attention TP, which is TP 1 in every DeepEP layout InferenceX runs), and a scattered layer's two all-reduces
+  go (``all_reduce`` keeps the share of the layers still gathered). Without an all-to-all SGLang scatters its MoE
+  layers too where the flashinfer_cutlass runner takes NVFP4 experts over as many GPUs as DP ranks
+  (``should_use_flashinfer_cutlass_moe_fp4_allgather``, python/sglang/srt/layers/moe/utils.py): each rank's tokens,
+  quantized to FP4, are all-gathered before the routed experts and their output reduce-scattered after
+  (``moe_exchange``, as TensorRT-LLM's), priced as ``all_to_all``;
 - ``cpu_overhead``: each rank's scheduler runs its own process, so the slowest rank's;
 - ``eager_host``: a step with a prefill on any rank runs eagerly on every rank (TensorRT-LLM all-gathers
   ``can_run_cuda_graph``; SGLang replays a graph only when every rank's batch is decode or idle), so the step's
@@ -87,6 +100,8 @@ ATTENTION_OPS = frozenset(
 """Ops each rank runs on its own tokens with its tp/N GPUs."""
 EMPTY = BatchShape()
 """An idle rank's step (SGLang's ``ForwardMode.IDLE``): no tokens of its own, it joins the collectives."""
+SCATTERABLE = frozenset(("moe", "dense", "lm_head"))
+"""What SGLang can run on each rank's own tokens under the gathered layout (``scattered``, module docstring)."""
 
 
 LOCAL_OPS = ATTENTION_OPS | {"moe_router", "lm_head"}
@@ -142,8 +157,11 @@ class DpAttentionCostModel:
         local_mlp: bool = False,
         exchange_bytes_per_row: tuple[float, float] | None = None,
         padding: str = "sglang",
+        scattered: frozenset[str] = frozenset(),
+        moe: bool = True,
     ) -> None:
         assert dp_attention > 1
+        assert scattered <= SCATTERABLE and not (local_mlp and scattered), scattered
         if local_mlp and exchange_bytes_per_row is not None:  # an MoE model: its MLP is split by part
             for model, needs in ((attention, ("mlp_by_part",)), (shared, ("mlp_by_part", "moe_exchange"))):
                 if not all(callable(getattr(model, name, None)) for name in needs):
@@ -152,6 +170,29 @@ class DpAttentionCostModel:
                         "attention-DP layout (TensorRT-LLM's, vLLM's) needs (the routed experts on all ranks' "
                         "tokens, the rest on each rank's own): use cost_model kind silicon, roofline or profiled"
                     )
+        # the MLP parts (mlp_by_part's) each rank runs on its own rows: an MoE layer's shared experts, the dense
+        # layers (a dense model's whole MLP, its "routed" part)
+        kinds = {"moe": ("shared",) if moe else (), "dense": ("dense",) if moe else ("routed",)}
+        self._scattered_parts = frozenset(k for part in scattered for k in kinds.get(part, ()))
+        self._scattered_ops = frozenset(
+            op
+            for part, op in (("moe", "moe_router"), ("lm_head", "lm_head"))
+            if part in scattered and (moe or op != "moe_router")
+        )
+        if self._scattered_parts and not all(callable(getattr(m, "mlp_by_part", None)) for m in (attention, shared)):
+            raise ValueError(
+                f"the {type(attention).__name__} cost model cannot split its MLP by part, which SGLang's scattered "
+                "attention-DP layers need (dp_attention_scattered: the shared experts or the dense layers on each "
+                "rank's own tokens): use cost_model kind silicon, roofline or profiled"
+            )
+        # the share of the layers whose MLP stays on the gathered rows (their two all-reduces remain): an MoE
+        # layer's where it is not scattered (an all-to-all replaces its gather and reduce all the same), a dense
+        # layer's where it is not; None where nothing is scattered (the share then follows the all-to-all alone)
+        moe_scattered = "moe" in scattered if moe else "dense" in scattered
+        moe_gathered = 0.0 if moe_scattered else 1.0 - dense_layer_share
+        dense_gathered = 0.0 if "dense" in scattered else dense_layer_share
+        self._gathered_share = (moe_gathered, dense_gathered) if scattered else None
+        self._moe_scattered = moe and "moe" in scattered
         self.attention = attention
         self.shared = shared
         self.dp_attention = dp_attention
@@ -250,7 +291,12 @@ class DpAttentionCostModel:
             if reduce is not None and self.attention_tp > 1:  # the rank's own TP group: attention's and the MLP's
                 part["all_reduce"] = reduce
         else:
-            part = {name: op for name, op in ops.items() if name in ATTENTION_OPS}
+            part = {name: op for name, op in ops.items() if name in ATTENTION_OPS or name in self._scattered_ops}
+            if self._scattered_parts:
+                for kind, kind_ops in self.attention.mlp_by_part(shape).items():
+                    if kind in self._scattered_parts:
+                        for name, op in kind_ops.items():
+                            merge_op(part, name, op)
             if reduce is not None and self.attention_tp > 1:  # one of the two per layer: after attention
                 part["all_reduce"] = OpCost(reduce.seconds / 2, reduce.flops / 2, reduce.bytes / 2)
         cpu = ops.get("cpu_overhead")
@@ -301,9 +347,30 @@ class DpAttentionCostModel:
                     exchange = self.shared.moe_exchange(rows, *self.exchange_bytes_per_row)
                 part["all_to_all"] = exchange
         else:
-            part = {name: op for name, op in ops.items() if name not in ATTENTION_OPS and name not in _NOT_GPU}
+            part = {
+                name: op
+                for name, op in ops.items()
+                if name not in ATTENTION_OPS and name not in _NOT_GPU and name not in self._scattered_ops
+            }
+            if self._scattered_parts:  # the MLP's gathered parts only
+                for name in MLP_OPS:
+                    part.pop(name, None)
+                for kind, kind_ops in self.shared.mlp_by_part(gathered).items():
+                    if kind not in self._scattered_parts:
+                        for name, op in kind_ops.items():
+                            merge_op(part, name, op)
+            if self._moe_scattered and "all_to_all" not in part and self.exchange_bytes_per_row is not None:
+                # no all-to-all backend: the routed experts' tokens all-gathered and their output reduce-scattered
+                part["all_to_all"] = self.shared.moe_exchange(gathered.num_new_tokens, *self.exchange_bytes_per_row)
             reduce = part.get("all_reduce")
-            if reduce is not None and "all_to_all" in part:  # DeepEP replaces the MoE layers' gather and reduce
+            if reduce is not None and self._gathered_share is not None:  # a scattered layer's gather and reduce go
+                moe_share, dense_share = self._gathered_share
+                share = dense_share + (0.0 if "all_to_all" in part else moe_share)
+                if share <= 0.0:
+                    del part["all_reduce"]
+                elif share < 1.0:
+                    part["all_reduce"] = OpCost(reduce.seconds * share, reduce.flops * share, reduce.bytes * share)
+            elif reduce is not None and "all_to_all" in part:  # DeepEP replaces the MoE layers' gather and reduce
                 share = self.dense_layer_share
                 part["all_reduce"] = OpCost(reduce.seconds * share, reduce.flops * share, reduce.bytes * share)
         eager = ops.get("eager_host")

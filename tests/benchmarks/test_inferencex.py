@@ -523,8 +523,12 @@ def test_sglang_wide_ep_workers_on_gb200_and_gb300_run_deepep(points):
     assert decode["parallelism"] == {"tp": 32, "ep": 32, "dp_attention": 32}
     assert decode["cost_model"] == {"kind": "silicon", "roofline": {"expert_all_to_all": True}}
     assert "cost_model" not in prefill
+    # every DeepEP worker of the recipes sets --moe-dense-tp-size 1 and --enable-dp-lm-head
+    assert decode["policy"]["moe_dense_tp_size"] == 1 and decode["policy"]["enable_dp_lm_head"] is True
+    assert "moe_dense_tp_size" not in prefill.get("policy", {})
     cfg = validate_scenario(scenario_for(row))
     assert cfg.groups[1].cost_model.roofline.expert_all_to_all is True
+    assert cfg.groups[1].policy.moe_dense_tp_size == 1 and cfg.groups[0].policy.moe_dense_tp_size is None
     fp8 = points[points["id"] == "dsr1_gb300_sglang_fp8_disagg_8192x1024_c1024_cfg505"].iloc[0]
     prefill, decode = scenario_for(fp8)["groups"]
     assert prefill["parallelism"] == {"tp": 8, "ep": 8, "dp_attention": 8}

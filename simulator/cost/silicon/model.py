@@ -46,7 +46,7 @@ from simulator.cost.roofline import (
     gemm_peak_flops_per_s,
 )
 from simulator.cost.shape import COST_MODELS, MLP_OPS, BatchShape, OpCost, StepTime
-from simulator.cost.silicon.tables import AttentionTable, Curve, GemmTable, load_tables
+from simulator.cost.silicon.tables import AttentionTable, Curve, GemmTable, load_tables, lower_of
 
 GEMM_OPS = ("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down", "lm_head")
 
@@ -93,6 +93,9 @@ GEMM_TABLES: dict[str | None, tuple[str, ...]] = {
     "mxfp4_mxfp8": ("mxfp4_mxfp8",),  # W4A8 is the setting: another engine's W4A8 before the W4A16 kernel
     "int4_wo": ("int4_wo",),
 }
+DEEPEP_FORMATS = ("fp8_block",)
+"""The formats SGLang's DeepEP MoE was measured in (aiconfigurator's ``collect_wideep_deepep_moe.py``: DeepGEMM's FP8
+block-scaled grouped GEMMs), narrowest first."""
 # The MoE tables an engine's MXFP4 experts (gpt-oss) read, most preferred first. On Blackwell TensorRT-LLM's TRTLLM
 # MoE backend and SGLang's flashinfer_mxfp4 runner quantize the activations to MXFP8 (W4A8; TensorRT-LLM's gpt-oss
 # deployment guide, SGLang's ``--flashinfer-mxfp4-moe-precision`` default), vLLM's default FlashInfer TRT-LLM MXFP4
@@ -302,6 +305,7 @@ class SiliconCostModel:
         self._moe: Curve | None = None
         self._moe_source: str | None = None  # where the MoE curve is not one of this GPU's tables (borrow.py)
         self._moe_deepep: dict[bool, Curve] = {}  # SGLang's DeepEP MoE by "the step holds a prefill"
+        self._deepep_note: str | None = None  # what the DeepEP curve is where the model's format was not measured
         self._all_reduce = None
         self._all_to_all: tuple[Curve, Curve] | None = None  # DeepEP's dispatch and combine
         self._exchange: dict[str, Any] = {}  # NCCL's all-gather and reduce-scatter (moe_exchange)
@@ -440,12 +444,30 @@ class SiliconCostModel:
             if self.ep > 1 and self.params.roofline.expert_all_to_all and t.selection.base == "sglang":
                 # SGLang's DeepEP MoE (--moe-a2a-backend deepep): DeepGEMM's grouped GEMMs on the dispatched tokens,
                 # measured apart from the fused-MoE kernels, normal mode in a step holding a prefill, low-latency
-                # mode in a decode-only one (DeepEP's auto mode; the disaggregated recipes fix each pool's)
+                # mode in a decode-only one (DeepEP's auto mode; the disaggregated recipes fix each pool's). A
+                # format narrower than every one measured under DeepEP (NVFP4: SGLang's flashinfer_cutedsl grouped
+                # GEMM on the dispatched tokens) has two measured upper bounds, and takes the lower at each token
+                # count: the narrowest measured format's DeepEP table (the same tokens per expert on wider weights)
+                # and its own fused-MoE table (the same weights, and work on every rank's gathered tokens besides)
+                formats = dtypes
+                narrow = m.quantization is not None and QUANTIZATIONS[m.quantization].weight_bytes < 1
+                if narrow:
+                    formats += tuple(d for d in DEEPEP_FORMATS if d not in dtypes)
                 for prefill, phase in ((True, "context"), (False, "generation")):
-                    stems = (f"{d}/{dist}/{shape}/{tp // self.ep}" for d in dtypes)
-                    found = next((c for c in (t.deepep_moe(phase, s, self.ep) for s in stems) if c is not None), None)
-                    if found is not None:
+                    for d in formats:
+                        found = t.deepep_moe(phase, f"{d}/{dist}/{shape}/{tp // self.ep}", self.ep)
+                        if found is None:
+                            continue
+                        if d not in dtypes:
+                            quant = m.quantization
+                            self._deepep_note = f"{d} under DeepEP (no {quant} DeepEP measurement)"
+                            if self._moe is not None and self._moe_source is None:
+                                found = lower_of(found, self._moe)
+                                self._deepep_note = (
+                                    f"the lower of {d} under DeepEP and {quant} fused (no {quant} DeepEP measurement)"
+                                )
                         self._moe_deepep[prefill] = found
+                        break
         if m.is_moe and self.ep > 1 and self.params.roofline.expert_all_to_all:
             shape = (m.hidden_size, m.num_experts_per_token, m.num_experts, self.ep)
             dispatch, combine = t.all_to_all("dispatch", *shape), t.all_to_all("combine", *shape)
@@ -1154,6 +1176,8 @@ class SiliconCostModel:
         source = "measured" if rc == rows and rows in curve.xs else "interpolated"
         if self._moe_source is not None and curve is self._moe:  # another GPU's curve (borrow.py)
             source = f"carried over from other GPUs, {source}"
+        elif self._deepep_note is not None and curve is not self._moe:
+            source = f"{source}: {self._deepep_note}"
         if rc != rows:  # anchored: the roofline's routed MLP at the edge of the measured token counts
             edge = self.roofline.mlp_parts(round(rc))["routed"]
             t *= roof_total / sum(edge[name].seconds for name in MLP_OPS if name in edge)

@@ -133,6 +133,14 @@ class Curve:
         return min(max(x, self.lo), self.hi)
 
 
+def lower_of(a: Curve, b: Curve) -> Curve:
+    """The lower of two curves that each bound one op's time from above: at every token count either measures (the
+    union of their axes), the smaller of their times there, and one's alone where the other does not reach."""
+    xs = sorted(set(a.xs) | set(b.xs))
+    times = [min(t for t in (a(x), b(x)) if t is not None) for x in xs]
+    return Curve(xs, times)
+
+
 def _log_weights(axis: np.ndarray, x: float) -> tuple[int, int, float] | None:
     """Indices enclosing ``x`` on ``axis`` and the log-space weight of the upper one; None outside."""
     if not axis[0] <= x <= axis[-1]:

@@ -218,6 +218,119 @@ def test_tensorrt_llm_runs_all_but_the_routed_experts_on_each_ranks_own_tokens(k
     assert "all_reduce" in sglang.breakdown_ranks(ranks).ops
 
 
+@pytest.mark.parametrize(
+    ("flags", "scattered"),
+    [({}, ("moe",)), ({"moe_dense_tp_size": 1, "enable_dp_lm_head": True}, ("moe", "dense", "lm_head"))],
+)
+def test_sglang_under_deepep_runs_its_moe_layers_on_each_ranks_own_tokens(flags, scattered):
+    """SGLang's LayerCommunicator scatters an MoE layer's MLP where DeepEP moves the routed experts' tokens
+    (``_compute_mlp_mode``): its router and shared experts (built at TP 1 under DeepEP) run on each rank's own rows
+    and its gather and all-reduce go; the dense layers stay on the gathered rows over tp, with their two all-reduces,
+    unless --moe-dense-tp-size 1; the LM head too, unless --enable-dp-lm-head. The routed experts and DeepEP's
+    dispatch and combine run on the gathered rows."""
+    from policies.batching.sglang import SglangParams
+
+    model, hardware = resolve_model(R1), resolve_hardware("b200")
+    base = RooflineParams(expert_all_to_all=True)
+    params = resolve_cost_model(base, "sglang", 8, 8, model, policy=SglangParams(**flags))
+    assert params.dp_attention_mlp == "gathered" and params.dp_attention_scattered == scattered
+    cost = make_cost_model(params, model, hardware, 8, 1, None, 8, 8)
+    attention = make_cost_model(params, model, hardware, 1, 1)
+    shared = make_cost_model(params, model, hardware, 8, 1, None, 8)
+    busy, light = BatchShape((), (), 64, 64 * 4000, 64), BatchShape((), (), 8, 8 * 500, 8)
+    ranks = [busy, light, *[EMPTY] * 6]
+    step = cost.breakdown_ranks(ranks)
+    own, parts = attention.breakdown(busy).ops, attention.mlp_by_part(busy)
+    local = ATTENTION_OPS | {"moe_router"} | ({"lm_head"} if "lm_head" in scattered else set())
+    local_s = _sum({n: op for n, op in own.items() if n in local}) + _sum(parts["shared"])
+    gathered = gathered_shape(ranks)
+    rows, by_part = shared.breakdown(gathered).ops, shared.mlp_by_part(gathered)
+    shared_s = _sum(by_part["routed"]) + rows["all_to_all"].seconds
+    dense_share = model.num_dense_layers / model.num_layers
+    if "dense" in scattered:
+        local_s += _sum(parts["dense"])
+        assert "all_reduce" not in step.ops  # nothing left gathered: no all-reduce
+    else:
+        shared_s += _sum(by_part["dense"]) + rows["all_reduce"].seconds * dense_share
+        assert step.ops["all_reduce"].seconds == pytest.approx(rows["all_reduce"].seconds * dense_share)
+    if "lm_head" not in scattered:
+        shared_s += rows["lm_head"].seconds
+    assert step.ops["moe_router"] == own["moe_router"]  # on the rank's 64 rows, not the gathered ones
+    assert step.total_s == pytest.approx(max(local_s + shared_s, own["cpu_overhead"].seconds))
+    assert cost.step_time_ranks(ranks).total_s == step.total_s
+    # the shared experts at TP 1 on 64 rows, not split over 8 GPUs on the gathered rows as without DeepEP
+    gathered_layout = make_cost_model(
+        resolve_cost_model(base.model_copy(update={"dp_attention_scattered": ()}), "sglang", 8, 8, model),
+        model,
+        hardware,
+        8,
+        1,
+        None,
+        8,
+        8,
+    )
+    assert gathered_layout.breakdown_ranks(ranks).total_s != step.total_s
+
+
+def test_sglangs_flashinfer_cutlass_fp4_experts_all_gather_each_ranks_quantized_tokens():
+    """SGLang's should_use_flashinfer_cutlass_moe_fp4_allgather: with the flashinfer_cutlass runner, NVFP4 experts,
+    attention DP and ep equal to the DP size, each rank's MoE layers run on its own tokens (router and shared
+    experts at TP 1), its tokens quantized to FP4 and all-gathered before the routed experts and their output
+    reduce-scattered after (TensorRT-LLM's exchange), with no all-reduce but the dense layers'."""
+    from policies.batching.sglang import SglangParams
+
+    model = resolve_model(R1).model_copy(update={"quantization": "nvfp4"})
+    hardware = resolve_hardware("b200")
+    cutlass = SglangParams(moe_runner_backend="flashinfer_cutlass")
+    params = resolve_cost_model(RooflineParams(), "sglang", 4, 4, model, policy=cutlass)
+    assert params.dp_attention_scattered == ("moe",) and params.expert_all_to_all is False
+    cost = make_cost_model(params, model, hardware, 4, 1, None, 4, 4)
+    shared = make_cost_model(params, model, hardware, 4, 1, None, 4)
+    ranks = [BatchShape((3000,), (0,), 0, 0, 1), BatchShape((1000,), (0,), 0, 0, 1), EMPTY, EMPTY]
+    step = cost.breakdown_ranks(ranks)
+    assert step.ops["all_to_all"] == shared.moe_exchange(4000, 7168 * 0.5625 + 64, 7168 * 2)
+    dense_share = model.num_dense_layers / model.num_layers
+    reduce = shared.breakdown(gathered_shape(ranks)).ops["all_reduce"].seconds
+    assert step.ops["all_reduce"].seconds == pytest.approx(reduce * dense_share)
+    # not where ep differs from the DP size, nor with the default runner or FP8 experts
+    assert resolve_cost_model(RooflineParams(), "sglang", 4, 1, model, policy=cutlass).dp_attention_scattered == ()
+    assert (
+        resolve_cost_model(RooflineParams(), "sglang", 4, 4, model, policy=SglangParams()).dp_attention_scattered == ()
+    )
+    fp8 = resolve_model(R1)
+    assert resolve_cost_model(RooflineParams(), "sglang", 4, 4, fp8, policy=cutlass).dp_attention_scattered == ()
+
+
+def test_sglangs_scattered_layers_follow_its_flags_and_need_a_split_mlp():
+    from policies.batching.sglang import SglangParams
+    from simulator.build import scattered_layers
+    from simulator.cost.dp_attention import DpAttentionCostModel
+
+    flags = SglangParams(moe_dense_tp_size=1, enable_dp_lm_head=True)
+    assert scattered_layers(False, True, flags) == ()  # no attention DP (or not the gathered layout)
+    assert scattered_layers(True, False, SglangParams()) == ()  # tokens gathered for the experts: nothing scattered
+    assert scattered_layers(True, False, flags) == ("dense", "lm_head")
+    assert scattered_layers(True, True, None) == ("moe",)
+    model = resolve_model(R1)
+    assert (
+        resolve_cost_model(RooflineParams(expert_all_to_all=True), "sglang", 8, 1, model).dp_attention_scattered == ()
+    )
+    assert resolve_cost_model(RooflineParams(), "trtllm", 8, 8, model).dp_attention_scattered == ()  # local
+
+    class Whole:
+        def breakdown(self, shape):  # pragma: no cover - never priced
+            raise AssertionError
+
+    with pytest.raises(ValueError, match="cannot split its MLP by part, which SGLang's scattered"):
+        DpAttentionCostModel(
+            Whole(), Whole(), 8, attention_tp=1, dense_layer_share=0.0, cpu_overlap=True, scattered=frozenset({"moe"})
+        )
+    # the LM head alone needs no split
+    DpAttentionCostModel(
+        Whole(), Whole(), 8, attention_tp=1, dense_layer_share=0.0, cpu_overlap=True, scattered=frozenset({"lm_head"})
+    )
+
+
 def test_the_profiled_model_splits_its_mlp_in_the_rooflines_proportions():
     """A calibration profile times an op whole: under the local layout its MLP ops are split over the parts as the
     roofline splits them, the parts summing to the op."""

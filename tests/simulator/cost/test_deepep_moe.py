@@ -77,3 +77,26 @@ def test_the_step_pricing_fast_paths_equal_the_breakdown_with_deepep():
         cost.step_time(BatchShape(num_decode_seqs=1024, decode_context_tokens=c, num_sampled_tokens=1024)).total_s
         for c in (1024 * 2000, 1024 * 2100)
     ]
+
+
+def test_nvfp4_experts_under_deepep_take_the_lower_of_two_measured_upper_bounds():
+    """No NVFP4 DeepEP MoE was measured (SGLang's flashinfer_cutedsl grouped GEMM on the dispatched tokens). Two
+    measured curves bound it from above: the FP8 block-scaled DeepEP table (the same tokens per expert on 8-bit
+    weights) and the NVFP4 fused-MoE table (the same 4-bit weights, and work on every rank's gathered tokens: a path
+    DeepEP does not take). The lower of the two is read at each token count; a 16-bit model keeps the fused table."""
+    t = load_tables("gb300", "sglang")
+    params = SiliconParams(framework="sglang", roofline=RooflineParams(expert_all_to_all=True))
+    fp4 = SiliconCostModel(params, DSV3.model_copy(update={"quantization": "nvfp4"}), GB300, tp=32, ep=32)
+    fp8, fused = t.moe(f"moew/generation/{STEM}/32"), fp4._moe
+    read = fp4._moe_deepep[False]
+    assert fused is not None and set(read.xs) == set(fp8.xs) | set(fused.xs)
+    assert fused(256) < fp8(256) and fp8(4096) < fused(4096)  # each the lower somewhere
+    for x in read.xs:
+        assert read(x) == min(t for t in (fp8(x), fused(x)) if t is not None)
+    source = fp4.sources(DECODE)["mlp_gate_up"]
+    assert "the lower of fp8_block under DeepEP and nvfp4 fused (no nvfp4 DeepEP measurement)" in source
+    rows = fp4.roofline.linear_rows(DECODE)
+    routed = fp4.mlp_by_part(DECODE)["routed"]
+    assert sum(op.seconds for op in routed.values()) == pytest.approx(read(rows) * DSV3.num_moe_layers)
+    bf16 = SiliconCostModel(params, DSV3.model_copy(update={"quantization": None}), GB300, tp=32, ep=32)
+    assert not bf16._moe_deepep
