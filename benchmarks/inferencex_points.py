@@ -14,7 +14,8 @@ written with InferenceX's client all the same).
 
 - the client: InferenceX's ``benchmark_serving.py --dataset-name random --random-range-ratio 0.8
   --num-prompts 10*CONC --max-concurrency CONC --ignore-eos``: a closed loop of CONC users with no
-  think time, 10 x CONC requests, prompt and output lengths uniform in [0.8 L, L];
+  think time, 10 x CONC requests (5 x CONC for the SGLang GB200 disaggregated points Dynamo's scripts ran:
+  ``prompts_per_user``), prompt and output lengths uniform in [0.8 L, L];
 - CONC: ``silicon_concurrency=`` of ``silicon_data_source`` when given, else ``batch_size``;
 - the model: ``model_path`` as a Hugging Face id (read offline from the dependency's
   ``model_configs``); three ids the dependency ships under another name are renamed
@@ -82,6 +83,8 @@ GAP_ANALYSIS = "gap-analysis"
 GROUP_FIELDS = ("source", "model", "system", "engine", "precision")
 RANGE_RATIO = 0.8  # InferenceX's --random-range-ratio: lengths uniform in [0.8 L, L]
 PROMPTS_PER_USER = 10  # InferenceX's --num-prompts 10 * CONC
+DYNAMO_SGLANG_PROMPTS_PER_USER = 5  # Dynamo's SGLang slurm_jobs client: --num-prompts 5 * CONC (prompts_per_user)
+DYNAMO_SGLANG_UNTIL = "2026-01-30"  # InferenceX's GB200 SGLang disaggregated runs moved to srtctl that day
 VLLM_MAX_NUM_BATCHED_TOKENS = 8192  # InferenceX's vLLM recipe
 # Ids of the file that the dependency's model_configs hold under another name, same architecture:
 # meta-llama renamed its Llama 3.1 repositories (Meta-Llama-3.1-70B is Llama-3.1-70B); the 8B Instruct
@@ -400,8 +403,23 @@ def policy_for(engine: str, concurrency: int) -> dict[str, Any]:
     raise PointRefused(f"engine {engine} not modelled")
 
 
-def workload_for(isl: int, osl: int, concurrency: int) -> dict[str, Any]:
-    """InferenceX's client: CONC users, 10 x CONC requests, lengths uniform in [0.8 L, L], no think time."""
+def prompts_per_user(row: pd.Series) -> int:
+    """The requests each user sent: 10 (InferenceX's ``benchmark_lib.sh`` and srt-slurm's sa-bench: ``--num-prompts
+    $((concurrency * 10))``), but 5 for the SGLang disaggregated points InferenceX ran on GB200 before 2026-01-30
+    through Dynamo's SGLang ``slurm_jobs`` (``runners/launch_gb200-nv.sh`` up to b0c4ed21b, which runs
+    ``examples/backends/sglang/slurm_jobs/submit_disagg.sh`` of ai-dynamo/dynamo at b7107d0; its
+    ``scripts/vllm/bench.sh`` passes ``--num-prompts $((concurrency * 5))``; srtctl from 4e9a376bf, 2026-01-30).
+    A point without its measurement day (an export file's) keeps 10."""
+    found = MEASURED_DAY.search(str(row["silicon_data_source"]))
+    dynamo = row["backend"] == "sglang" and row["mode"] == "disagg" and str(row["system"]) == "gb200"
+    if dynamo and found is not None and found.group(1) < DYNAMO_SGLANG_UNTIL:
+        return DYNAMO_SGLANG_PROMPTS_PER_USER
+    return PROMPTS_PER_USER
+
+
+def workload_for(isl: int, osl: int, concurrency: int, per_user: int = PROMPTS_PER_USER) -> dict[str, Any]:
+    """InferenceX's client: CONC users, ``per_user`` x CONC requests (``prompts_per_user``), lengths uniform in
+    [0.8 L, L], no think time."""
 
     def uniform(length: int) -> dict[str, Any]:
         return {"kind": "uniform", "min_tokens": max(1, math.ceil(RANGE_RATIO * length)), "max_tokens": length}
@@ -409,7 +427,7 @@ def workload_for(isl: int, osl: int, concurrency: int) -> dict[str, Any]:
     return {
         "kind": "closed_loop",
         "concurrency": concurrency,
-        "num_requests": PROMPTS_PER_USER * concurrency,
+        "num_requests": per_user * concurrency,
         "think_s": {"kind": "fixed", "seconds": 0.0},
         "lengths": {"kind": "independent", "prompt": uniform(isl), "output": uniform(osl)},
     }
@@ -1384,7 +1402,7 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
         _trt_disaggregated_recipe(scenario, str(row["id"]))
     if row["mode"] == "disagg" and row["backend"] == "sglang":
         _sglang_disaggregated_recipe(scenario, str(row["id"]))
-    scenario["workload"] = workload_for(int(row["isl"]), int(row["osl"]), concurrency)
+    scenario["workload"] = workload_for(int(row["isl"]), int(row["osl"]), concurrency, prompts_per_user(row))
     return scenario
 
 

@@ -1028,3 +1028,20 @@ def test_explain_takes_one_point_apart(points, capsys):
     err = capsys.readouterr().err
     assert f"--explain: point {refused} is refused: " in err and "tp=24 does not divide" in err
     assert "Traceback" not in err
+
+
+def test_sglang_gb200_disaggregated_points_run_before_2026_01_30_sent_five_prompts_a_user(points):
+    """InferenceX ran its GB200 SGLang disaggregated points through Dynamo's SGLang slurm_jobs until 2026-01-30,
+    whose client (scripts/vllm/bench.sh) sends 5 x CONC prompts; srtctl's sa-bench and InferenceX's own client send
+    10 x CONC."""
+    from benchmarks.inferencex_points import prompts_per_user
+
+    old = points[points["id"] == "dsr1_gb200_sglang_fp4_disagg_1024x1024_c12000_cfg259"].iloc[0]
+    assert "measured=2025-12-21" in old["silicon_data_source"]
+    assert prompts_per_user(old) == 5
+    assert scenario_for(old)["workload"]["num_requests"] == 5 * 12000
+    new = points[points["id"] == "dsr1_gb200_sglang_fp4_disagg_1024x1024_c4096_cfg483"].iloc[0]
+    assert "measured=2026-02-08" in new["silicon_data_source"]
+    assert scenario_for(new)["workload"]["num_requests"] == 10 * 4096
+    agg = points[points["id"] == "dsr1_h200_sglang_fp8_agg_1024x1024_c4_cfg81"].iloc[0]
+    assert prompts_per_user(agg) == 10
