@@ -12,8 +12,11 @@ divides the chunk and the requests by the attention-DP size as SGLang does).
 Derived by ``python -m benchmarks.inferencex_sglang_disagg_derive`` from the recipe nvidia-master.yaml names for the
 point's load on the day it was measured, as InferenceX keeps it under ``benchmarks/multi_node/srt-slurm-recipes/``
 (copies tracked from 2026-04-28, after the points of February and March were measured: the recipes may have
-changed in between, which InferenceX did not record): 56 points. Left out, their servers keep the generic
-settings: the points of 2025 (launched without a recipe file), and those two entries of the day share.
+changed in between, which InferenceX did not record): 56 points. The GB200 points measured before 2026-01-30 ran
+Dynamo's SGLang ``slurm_jobs`` scripts, which name no recipe: they take NVIDIA/srt-slurm's recipe of the day whose
+worker counts, GPUs a worker and concurrency list are the point's (``recipies/gb200-{fp4,fp8}/{1k1k,8k1k}/``, the
+scripts' flags as NVIDIA published them on 2025-12-20): 17 points. Left out, their servers keep the generic
+settings: those two entries of the day share, and the earlier points no recipe's layout and concurrency matches.
 """
 
 SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
@@ -59,6 +62,23 @@ SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
         },
         "decode": {"policy": {"max_running_requests": 512}, "kv_cache": {"mem_fraction_static": 0.75}},
     },
+    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c12000_cfg259": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 32768, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.84},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 786432, "max_running_requests": 67584},
+            "kv_cache": {"mem_fraction_static": 0.83},
+        },
+    },
+    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c32_cfg252": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
     "dsr1_gb200_sglang_fp4_disagg_1024x1024_c32_cfg486": {
         "prefill": {
             "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
@@ -83,6 +103,23 @@ SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
             "kv_cache": {"mem_fraction_static": 0.83},
         },
     },
+    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c64_cfg252": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
+    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c8192_cfg259": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 32768, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.84},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 786432, "max_running_requests": 67584},
+            "kv_cache": {"mem_fraction_static": 0.83},
+        },
+    },
     "dsr1_gb200_sglang_fp4_disagg_1024x1024_c8192_cfg483": {
         "prefill": {
             "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 32768, "max_running_requests": 30000},
@@ -93,12 +130,39 @@ SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
             "kv_cache": {"mem_fraction_static": 0.83},
         },
     },
+    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c8_cfg252": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
     "dsr1_gb200_sglang_fp4_disagg_1024x1024_c8_cfg486": {
         "prefill": {
             "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
             "kv_cache": {"mem_fraction_static": 0.95},
         },
         "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
+    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c1024_cfg254": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_prefill_tokens": 524288, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 16384},
+            "kv_cache": {"mem_fraction_static": 0.83},
+        },
+    },
+    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c2048_cfg254": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_prefill_tokens": 524288, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 16384},
+            "kv_cache": {"mem_fraction_static": 0.83},
+        },
     },
     "dsr1_gb200_sglang_fp4_disagg_8192x1024_c2048_cfg489": {
         "prefill": {
@@ -110,12 +174,36 @@ SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
             "kv_cache": {"mem_fraction_static": 0.83},
         },
     },
+    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c32_cfg255": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
     "dsr1_gb200_sglang_fp4_disagg_8192x1024_c4_cfg481": {
         "prefill": {
             "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
             "kv_cache": {"mem_fraction_static": 0.95},
         },
         "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
+    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c64_cfg255": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
+    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c8192_cfg254": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_prefill_tokens": 524288, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 16384},
+            "kv_cache": {"mem_fraction_static": 0.83},
+        },
     },
     "dsr1_gb200_sglang_fp4_disagg_8192x1024_c8_cfg481": {
         "prefill": {
@@ -134,7 +222,27 @@ SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
             "kv_cache": {"mem_fraction_static": 0.82},
         },
     },
+    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c128_cfg227": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+    },
     "dsr1_gb200_sglang_fp8_disagg_1024x1024_c2048_cfg523": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.75},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c4096_cfg236": {
         "prefill": {
             "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
             "kv_cache": {"mem_fraction_static": 0.75},
@@ -184,6 +292,16 @@ SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
             "kv_cache": {"mem_fraction_static": 0.82},
         },
     },
+    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c64_cfg227": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+    },
     "dsr1_gb200_sglang_fp8_disagg_1024x1024_c8_cfg502": {
         "prefill": {
             "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
@@ -192,6 +310,16 @@ SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
         "decode": {
             "policy": {"chunked_prefill_size": 8192, "max_running_requests": 128},
             "kv_cache": {"mem_fraction_static": 0.95},
+        },
+    },
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c1024_cfg253": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.8},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 8192},
+            "kv_cache": {"mem_fraction_static": 0.82},
         },
     },
     "dsr1_gb200_sglang_fp8_disagg_8192x1024_c1024_cfg533": {
@@ -214,6 +342,16 @@ SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
             "kv_cache": {"mem_fraction_static": 0.8},
         },
     },
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c2048_cfg253": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.8},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 8192},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
     "dsr1_gb200_sglang_fp8_disagg_8192x1024_c2048_cfg533": {
         "prefill": {
             "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
@@ -234,7 +372,27 @@ SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
             "kv_cache": {"mem_fraction_static": 0.8},
         },
     },
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c512_cfg253": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.8},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 8192},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
     "dsr1_gb200_sglang_fp8_disagg_8192x1024_c512_cfg533": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.8},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 8192},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
+    },
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c6144_cfg253": {
         "prefill": {
             "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
             "kv_cache": {"mem_fraction_static": 0.8},

@@ -12,8 +12,17 @@ share, e.g. GB300 FP4 1k/1k ``mid_curve`` and ``max_tpt`` at the same loads and 
 attention-DP size as SGLang does, ``simulator/cluster/dp_attention.py``) and ``mem-fraction-static``
 (``kv_cache.mem_fraction_static``). Prints the table and each point's evidence.
 
-Needs a git checkout of SemiAnalysisAI/InferenceX (not a dependency: run by hand):
-``python -m benchmarks.inferencex_sglang_disagg_derive --inferencex PATH``.
+The points InferenceX measured before its GB200 SGLang runs moved to srtctl (2026-01-30) name no recipe: they ran
+Dynamo's SGLang ``slurm_jobs`` scripts, whose flags NVIDIA/srt-slurm published as recipes on 2025-12-20 (d83c9ee,
+``recipies/gb200-{fp4,fp8}/{1k1k,8k1k}/``; e.g. the 8k/1k FP8 ``mid-curve-5p1d`` flags are those of Dynamo's
+``scripts/gb200-fp8/disagg/8k1k-max-tpt.sh``). With ``--srt-slurm`` such a point takes the recipe of that folder, as
+it stood on the point's day, whose prefill and decode worker counts and GPUs a worker (``tp-size``, else nodes x
+GPUs a node over workers) are the point's and whose ``benchmark.concurrencies`` hold its concurrency, where exactly
+one does.
+
+Needs a git checkout of SemiAnalysisAI/InferenceX, and of NVIDIA/srt-slurm for the earlier points (not
+dependencies: run by hand):
+``python -m benchmarks.inferencex_sglang_disagg_derive --inferencex PATH [--srt-slurm PATH]``.
 """
 
 from __future__ import annotations
@@ -29,10 +38,12 @@ from benchmarks.inferencex_mtp_sweeps import (
     CONFIGS,
     disaggregated_points_with_configs,
     file_on,
+    git_out,
     print_mapping,
     print_table,
     require_checkout,
 )
+from benchmarks.inferencex_points import DYNAMO_SGLANG_UNTIL, PointRefused, concurrency_of, scenario_for
 from benchmarks.inferencex_trt_disagg_derive import GPU, config_files_for
 
 RECIPES = "benchmarks/multi_node/srt-slurm-recipes/"
@@ -58,7 +69,52 @@ def server_settings(recipe_text: str) -> dict[str, dict[str, dict[str, Any]]]:
     return out
 
 
-def derive(inferencex: Path) -> pd.DataFrame:
+EARLY_RECIPES = "recipies/"  # NVIDIA/srt-slurm's recipe folder as it was named in December 2025
+LENGTHS = {(1024, 1024): "1k1k", (8192, 1024): "8k1k"}
+
+
+def recipe_layout(recipe_text: str) -> tuple[int, int, int, int, set[int]] | None:
+    """(prefill workers, GPUs a prefill worker, decode workers, GPUs a decode worker, concurrencies) of an
+    srt-slurm recipe; None where it says too little."""
+    recipe = yaml.safe_load(recipe_text) or {}
+    resources, config = recipe.get("resources") or {}, (recipe.get("backend") or {}).get("sglang_config") or {}
+    gpus_per_node = int(resources.get("gpus_per_node", 4))
+    layout: list[int] = []
+    for role in ("prefill", "decode"):
+        workers, nodes = resources.get(f"{role}_workers"), resources.get(f"{role}_nodes")
+        if not workers or not nodes:
+            return None
+        tp = (config.get(role) or {}).get("tp-size") or nodes * gpus_per_node // workers
+        layout += [int(workers), int(tp)]
+    concurrencies = str((recipe.get("benchmark") or {}).get("concurrencies") or "")
+    return (*layout, {int(c) for c in concurrencies.split("x") if c.strip().isdigit()})  # type: ignore[return-value]
+
+
+def early_recipe(srt_slurm: Path, row: pd.Series, day: str) -> tuple[str, str, str] | None:
+    """(commit, path, text) of the one NVIDIA/srt-slurm recipe of the day that matches point ``row``'s layout and
+    concurrency (module docstring), or None."""
+    folder = LENGTHS.get((int(row["isl"]), int(row["osl"])))
+    if folder is None:
+        return None
+    folder = f"{EARLY_RECIPES}gb200-{row['precision']}/{folder}/"
+    commit = git_out(srt_slurm, "log", "--all", "-1", f"--before={day}T23:59:59", "--format=%H", "--", folder).strip()
+    if not commit:
+        return None
+    try:
+        prefill, decode = (g["parallelism"].get("tp", 1) for g in scenario_for(row)["groups"])
+    except PointRefused:
+        return None
+    want = (int(row["prefill_num_workers"]), prefill, int(row["decode_num_workers"]), decode)
+    matches = []
+    for path in git_out(srt_slurm, "ls-tree", "--name-only", f"{commit}:{folder}").split():
+        text = git_out(srt_slurm, "show", f"{commit}:{folder}{path}")
+        layout = recipe_layout(text)
+        if layout is not None and layout[:4] == want and concurrency_of(row) in layout[4]:
+            matches.append((commit, folder + path, text))
+    return matches[0] if len(matches) == 1 else None
+
+
+def derive(inferencex: Path, srt_slurm: Path | None = None) -> pd.DataFrame:
     rows = []
     for row, day_s, commit, configs in disaggregated_points_with_configs(inferencex, "sglang", DEEPSEEK):
         name = f"dsr1-{row['precision']}-{GPU[str(row['system'])]}-dynamo-sglang"
@@ -66,13 +122,19 @@ def derive(inferencex: Path) -> pd.DataFrame:
         # InferenceX's copy of the recipe (its CONFIG_FILE is a path in srt-slurm)
         copy = RECIPES + files[0].removeprefix("recipes/") if len(files) == 1 else None
         found = file_on(inferencex, copy, day_s) if copy else None
+        source = found[0][:9] if found else ""
+        if found is None and srt_slurm is not None and str(row["system"]) == "gb200" and day_s < DYNAMO_SGLANG_UNTIL:
+            early = early_recipe(srt_slurm, row, day_s)
+            if early is not None:
+                found = (early[0], early[2])
+                files, source = [early[1]], f"srt-slurm {early[0][:8]}"
         rows.append(
             {
                 "id": row["id"],
                 "day": day_s,
                 "configs": f"{name}@{commit[:9]}",
                 "config_files": " ".join(files),
-                "copy": found[0][:9] if found else "",
+                "copy": source,
                 "servers": server_settings(found[1]) if found else None,
             }
         )
@@ -82,9 +144,12 @@ def derive(inferencex: Path) -> pd.DataFrame:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--inferencex", required=True, type=Path, help="a git checkout of SemiAnalysisAI/InferenceX")
+    parser.add_argument("--srt-slurm", type=Path, help="a git checkout of NVIDIA/srt-slurm (the earlier points)")
     args = parser.parse_args()
     require_checkout(parser, "--inferencex", args.inferencex, CONFIGS)
-    table = derive(args.inferencex)
+    if args.srt_slurm is not None:
+        require_checkout(parser, "--srt-slurm", args.srt_slurm)
+    table = derive(args.inferencex, args.srt_slurm)
     print_table(table.drop(columns="servers"))
     known = table[table["servers"].notna()]
     print_mapping("SGLANG_SERVERS", ((r.id, repr(r.servers)) for r in known.itertuples()))

@@ -1045,3 +1045,22 @@ def test_sglang_gb200_disaggregated_points_run_before_2026_01_30_sent_five_promp
     assert scenario_for(new)["workload"]["num_requests"] == 10 * 4096
     agg = points[points["id"] == "dsr1_h200_sglang_fp8_agg_1024x1024_c4_cfg81"].iloc[0]
     assert prompts_per_user(agg) == 10
+
+
+def test_december_sglang_points_take_the_srt_slurm_recipe_of_their_layout(points):
+    """The GB200 points of 2025-12-21 ran Dynamo's slurm_jobs scripts, whose flags NVIDIA/srt-slurm published as
+    recipes the day before: FP8 8k/1k on 5 prefill workers of 8 GPUs and a decode worker of 32 is mid-curve-5p1d
+    (prefill chunked-prefill-size 131072, mem-fraction-static 0.80; decode max-running-requests 8192, 0.82)."""
+    from benchmarks.inferencex_sglang_disagg_derive import recipe_layout
+
+    row = points[points["id"] == "dsr1_gb200_sglang_fp8_disagg_8192x1024_c1024_cfg253"].iloc[0]
+    prefill, decode = scenario_for(row)["groups"]
+    assert prefill["policy"]["chunked_prefill_size"] == 131072 and prefill["kv_cache"]["mem_fraction_static"] == 0.8
+    assert decode["policy"]["max_running_requests"] == 8192 and decode["kv_cache"]["mem_fraction_static"] == 0.82
+    text = (
+        "resources:\n  gpus_per_node: 4\n  prefill_nodes: 10\n  prefill_workers: 5\n  decode_nodes: 8\n"
+        "  decode_workers: 1\nbackend:\n  sglang_config:\n    decode:\n      tp-size: 32\n"
+        "benchmark:\n  concurrencies: '512x1024x2048x6144'\n"
+    )
+    assert recipe_layout(text) == (5, 8, 1, 32, {512, 1024, 2048, 6144})  # prefill GPUs from its nodes
+    assert recipe_layout("resources: {}\n") is None
