@@ -147,6 +147,22 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
     policy = policies.batching.resolve_for_hardware(g.policy or cfg.policy, hardware.memory_bytes, hardware.name)
     engine = policies.batching.traits_of(policy.kind).engine
     windowed = windowed_kv(policy.kind, model, kv, g.role)
+    enforce_eager = bool(getattr(policy, "enforce_eager", False))
+    if enforce_eager and g.role != "prefill":
+        raise ValueError(
+            f"group {name}: policy.enforce_eager launches decode steps without CUDA graphs too, which servesim does "
+            "not price; set it on a prefill group (role: prefill) of a disaggregated cluster"
+        )
+    cost_model = resolve_cost_model(
+        g.cost_model or cfg.cost_model,
+        policy.kind,
+        dp,
+        par.ep,
+        model,
+        enforce_eager,
+        int(getattr(policy, "piecewise_graph_max_tokens", 0)),
+        policy,
+    )
     memory = None
     if kv.num_blocks is None:
         # with a profile: the measured device memory, weights and (unless set) activation and runtime reserve
@@ -168,6 +184,7 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
             extra_kv_bytes_per_token=proposer.kv_bytes_per_token_per_gpu(par.tp) if proposer is not None else 0.0,
             dp_attention=dp,
             windowed=windowed,
+            per_rank=per_rank_parts(cost_model) if dp > 1 else frozenset(),
         )
         if memory.state_slots is not None and "max_mamba_cache_size" in type(policy).model_fields:
             # SGLang's state pool caps its running requests (a hybrid linear-attention model)
@@ -194,22 +211,6 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
         raise ValueError(f"group {name}: {num_blocks} KV blocks cannot be shared by {par.pp} pipeline engines")
     if num_blocks < dp:
         raise ValueError(f"group {name}: {num_blocks} KV blocks cannot be shared by {dp} attention-DP ranks")
-    enforce_eager = bool(getattr(policy, "enforce_eager", False))
-    if enforce_eager and g.role != "prefill":
-        raise ValueError(
-            f"group {name}: policy.enforce_eager launches decode steps without CUDA graphs too, which servesim does "
-            "not price; set it on a prefill group (role: prefill) of a disaggregated cluster"
-        )
-    cost_model = resolve_cost_model(
-        g.cost_model or cfg.cost_model,
-        policy.kind,
-        dp,
-        par.ep,
-        model,
-        enforce_eager,
-        int(getattr(policy, "piecewise_graph_max_tokens", 0)),
-        policy,
-    )
     return GroupSetup(
         name,
         g,
@@ -312,6 +313,18 @@ def _cpu_overlap(params: Any) -> bool:
     return False
 
 
+def per_rank_parts(params: Any) -> frozenset[str]:
+    """What resolved cost-model parameters' attention-DP layout runs on each rank's own tokens beside attention, whose
+    weights each rank then holds whole (``ModelSpec.attention_group_weight_bytes``): everything but the routed
+    experts in the local layout, SGLang's scattered parts in the gathered one."""
+    roofline = _roofline_params(params)
+    if roofline is None:
+        return frozenset()
+    if roofline.dp_attention_mlp == "local":
+        return frozenset(("moe", "dense", "lm_head"))
+    return frozenset(roofline.dp_attention_scattered or ())
+
+
 def _roofline_params(params: Any) -> Any:
     """Resolved cost-model parameters' roofline: theirs where they are the roofline's, their nested one, or None."""
     if "expert_all_to_all" in type(params).model_fields:
@@ -342,6 +355,11 @@ def resolve_cost_model(
     attention-DP layout (``dp_attention_mlp``, ``dp_attention_padding``, and ``dp_attention_scattered`` from the
     ``policy``'s flags: ``scattered_layers``)."""
     traits = policies.batching.traits_of(policy_kind)
+    if getattr(policy, "enable_dp_lm_head", False) and dp_attention == 1:
+        raise ValueError(
+            "policy.enable_dp_lm_head needs attention data parallelism (parallelism.dp_attention > 1), as SGLang's "
+            "--enable-dp-lm-head does"
+        )
     fields = type(params).model_fields
     update: dict[str, Any] = {}
     if "framework" in fields and params.framework is None:
@@ -357,6 +375,12 @@ def resolve_cost_model(
             nested["expert_all_to_all"] = traits.engine == "vllm" and dp_attention > 1 and ep > 1
         if roofline.dp_attention_mlp is None:
             nested["dp_attention_mlp"] = "local" if traits.dp_attention_local_mlp else "gathered"
+        local = nested.get("dp_attention_mlp", roofline.dp_attention_mlp) == "local"
+        if roofline.dp_attention_scattered and (dp_attention == 1 or local):
+            raise ValueError(
+                "cost_model.roofline.dp_attention_scattered: SGLang's scattered layers need attention data "
+                "parallelism (parallelism.dp_attention > 1) in the gathered layout (dp_attention_mlp: gathered)"
+            )
         if roofline.dp_attention_scattered is None:
             gathered = nested.get("dp_attention_mlp", roofline.dp_attention_mlp) == "gathered"
             all_to_all = nested.get("expert_all_to_all", roofline.expert_all_to_all)
@@ -383,6 +407,7 @@ def fp4_allgather(policy: Any, model: ModelSpec | None, ep: int, dp_attention: i
     return (
         getattr(policy, "moe_runner_backend", None) == "flashinfer_cutlass"
         and model is not None
+        and model.is_moe
         and model.quantization == "nvfp4"
         and dp_attention > 1
         and ep == dp_attention

@@ -516,24 +516,43 @@ class ModelSpec(NoBoolNumbers):
             return 0.0
         return self.routed_expert_params() * self.weight_bytes / (ep * (tp // ep) * pp)
 
-    def attention_group_weight_bytes(self) -> float:
+    def attention_group_weight_bytes(self, per_rank: frozenset[str] = frozenset()) -> float:
         """Bytes of the weights attention data parallelism keeps on every attention group of tp/dp GPUs instead
         of splitting them over all tp: every layer's attention projections and the input embedding (SGLang builds
         both on the attention-TP group under ``--enable-dp-attention``: ``get_attention_tp_size`` in its attention
-        layers, ``VocabParallelEmbedding(use_attn_tp_group=is_dp_attention_enabled())``). The MLPs, shared and
-        routed experts and the LM head stay split over the tp GPUs (SGLang's defaults ``moe_dense_tp_size`` None,
-        ``enable_dp_lm_head`` False)."""
-        attention = self.attention_params_all_layers() * self.dense_weight_bytes
-        return attention + self.vocab_size * self.hidden_size * self.embedding_weight_bytes
+        layers, ``VocabParallelEmbedding(use_attn_tp_group=is_dp_attention_enabled())``), and the parts the layout
+        runs on each rank's own tokens (``per_rank``, simulator/cost/dp_attention.py): "moe", every MoE layer's
+        router and shared experts (SGLang builds them at TP 1 under DeepEP; TensorRT-LLM's
+        ``_compute_shared_expert_tp_size`` gives 1 with attention DP); "dense", the dense layers' MLP (a dense
+        model's whole MLP); "lm_head", the LM head. The rest (routed experts, and by SGLang's defaults
+        ``moe_dense_tp_size`` None and ``enable_dp_lm_head`` False the dense layers and LM head) stays split over
+        the tp GPUs."""
+        params = self.attention_params_all_layers()
+        if "moe" in per_rank and self.is_moe:
+            params += self.num_moe_layers * (self.shared_expert_params() + self.hidden_size * self.num_experts)
+        if "dense" in per_rank:
+            params += (
+                self.num_dense_layers * self.dense_mlp_params()
+                if self.is_moe
+                else self.num_layers * self.expert_params()
+            )
+        embeddings = 2 if "lm_head" in per_rank and not self.tie_word_embeddings else 1
+        return (
+            params * self.dense_weight_bytes
+            + embeddings * self.vocab_size * self.hidden_size * self.embedding_weight_bytes
+        )
 
-    def weight_bytes_per_gpu(self, tp: int, pp: int = 1, dp_attention: int = 1) -> float:
+    def weight_bytes_per_gpu(
+        self, tp: int, pp: int = 1, dp_attention: int = 1, per_rank: frozenset[str] = frozenset()
+    ) -> float:
         """Weight bytes on each GPU of a tp x pp replica: 1/(tp pp) of them, but with attention data parallelism
         (``dp_attention`` ranks of tp/dp_attention GPUs each) the attention group's weights
-        (``attention_group_weight_bytes``) are split over tp/dp_attention GPUs only."""
+        (``attention_group_weight_bytes``, with the parts ``per_rank`` the layout runs on each rank's tokens) are
+        split over tp/dp_attention GPUs only."""
         total = self.weight_bytes_total()
         if dp_attention == 1:
             return total / (tp * pp)
-        replicated = self.attention_group_weight_bytes()
+        replicated = self.attention_group_weight_bytes(per_rank)
         return (total - replicated) / (tp * pp) + replicated * dp_attention / (tp * pp)
 
     def check_expert_parallel(self, ep: int, tp: int) -> None:

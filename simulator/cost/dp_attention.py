@@ -37,7 +37,9 @@ breakdowns (``OP_NAMES``) goes to one side:
   the shared experts at TP 1 there: python/sglang/srt/models/deepseek_v2.py); a dense layer where
   ``--moe-dense-tp-size 1`` (``enable_moe_dense_fully_dp``); the LM head with ``--enable-dp-lm-head``. ``"moe"``,
   ``"dense"`` and ``"lm_head"`` in ``scattered`` move those ops to the attention side at the rank's own rows (at
-  its attention TP, which is TP 1 in every DeepEP layout InferenceX runs), and a scattered layer's two all-reduces
+  its attention TP, which is TP 1 in every DeepEP layout InferenceX runs; with a wider attention TP SGLang runs them
+  at TP 1 on a slice of the rank's tokens, which this prices as the rank's tokens split over its attention TP: the
+  same FLOPs, a 1/attention-TP share of the weights read), and a scattered layer's two all-reduces
   go (``all_reduce`` keeps the share of the layers still gathered). Without an all-to-all SGLang scatters its MoE
   layers too where the flashinfer_cutlass runner takes NVFP4 experts over as many GPUs as DP ranks
   (``should_use_flashinfer_cutlass_moe_fp4_allgather``, python/sglang/srt/layers/moe/utils.py): each rank's tokens,

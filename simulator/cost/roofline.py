@@ -134,10 +134,11 @@ class RooflineParams(BaseModel):
         description="With attention data parallelism in the 'gathered' layout, what SGLang runs on each rank's own "
         "tokens instead of the gathered rows (its LayerCommunicator's ScatterMode.SCATTERED, "
         "python/sglang/srt/layers/communicator.py; simulator/cost/dp_attention.py): 'moe', the MoE layers' router "
-        "and shared experts, where an all-to-all moves the routed experts' tokens (expert_all_to_all: "
-        "--moe-a2a-backend deepep); 'dense', the dense layers' MLP (--moe-dense-tp-size 1); 'lm_head', the LM head "
-        "(--enable-dp-lm-head). None: what the engine's flags give (expert_all_to_all, and the sglang policy's "
-        "moe_dense_tp_size and enable_dp_lm_head).",
+        "and shared experts, where the routed experts' tokens travel by themselves (expert_all_to_all: "
+        "--moe-a2a-backend deepep; or the sglang policy's moe_runner_backend flashinfer_cutlass with NVFP4 experts "
+        "over as many GPUs as DP ranks, which all-gathers them quantized); 'dense', the dense layers' MLP "
+        "(--moe-dense-tp-size 1); 'lm_head', the LM head (--enable-dp-lm-head). None: what the engine's flags give "
+        "(expert_all_to_all, and the sglang policy's moe_runner_backend, moe_dense_tp_size and enable_dp_lm_head).",
     )
     dp_attention_padding: Literal["sglang", "largest", "none"] | None = Field(
         None,

@@ -120,14 +120,18 @@ def _per_gpu(
     extra_kv_bytes_per_token: float,
     dp_attention: int = 1,
     windowed: bool = False,
+    per_rank: frozenset[str] = frozenset(),
 ) -> _PerGpu:
     """With attention data parallelism (``dp_attention`` > 1) each GPU holds the attention group's weights split
     tp/dp_attention ways (``ModelSpec.weight_bytes_per_gpu``) and the KV of its own rank's requests only, their
-    heads split tp/dp_attention ways: the block count is one rank's pool. ``windowed``: the engine holds a
+    heads split tp/dp_attention ways: the block count is one rank's pool (``per_rank``: the parts the layout holds
+    whole on each rank beside attention, ``ModelSpec.attention_group_weight_bytes``). ``windowed``: the engine holds a
     sliding-window layer's keys for the window only, so a block is the full-attention layers'
     (``ModelSpec.kv_bytes_per_token_per_gpu``)."""
     device = hardware.memory_bytes if memory_bytes is None else memory_bytes
-    weights = model.weight_bytes_per_gpu(tp, pp, dp_attention) if weight_bytes is None else weight_bytes / (tp * pp)
+    weights = (
+        model.weight_bytes_per_gpu(tp, pp, dp_attention, per_rank) if weight_bytes is None else weight_bytes / (tp * pp)
+    )
     weights += extra_weight_bytes / tp  # a speculative proposer's, split over the tp GPUs
     per_token = model.kv_bytes_per_token_per_gpu(tp, pp, dp_attention, windowed)
     block_bytes = (per_token + extra_kv_bytes_per_token) * block_size
@@ -167,6 +171,7 @@ def plan_memory(
     dp_attention: int = 1,
     max_seqs: int | None = None,
     windowed: bool = False,
+    per_rank: frozenset[str] = frozenset(),
 ) -> MemoryPlan:
     """vLLM's KV blocks per replica: (memory x gpu_memory_utilization - weights/(tp pp) - reserve) / bytes per block.
 
@@ -209,6 +214,7 @@ def plan_memory(
         extra_kv_bytes_per_token,
         dp_attention,
         windowed,
+        per_rank=per_rank,
     )
     usable = g.device_bytes * gpu_memory_utilization
     reserve = default_reserve_bytes(model, tp) if reserve_bytes is None else reserve_bytes
@@ -334,6 +340,7 @@ def plan_sglang_memory(
     extra_kv_bytes_per_token: float = 0.0,
     dp_attention: int = 1,
     max_mamba_cache_size: int | None = None,
+    per_rank: frozenset[str] = frozenset(),
 ) -> MemoryPlan:
     """SGLang's KV blocks per replica: (memory x mem_fraction_static - weights/(tp pp)) / bytes per block.
 
@@ -364,6 +371,7 @@ def plan_sglang_memory(
         extra_weight_bytes,
         extra_kv_bytes_per_token,
         dp_attention,
+        per_rank=per_rank,
     )
     fraction = mem_fraction_static
     if fraction is None:
@@ -418,6 +426,7 @@ def plan_trtllm_memory(
     extra_kv_bytes_per_token: float = 0.0,
     dp_attention: int = 1,
     max_batch_size: int | None = None,
+    per_rank: frozenset[str] = frozenset(),
 ) -> MemoryPlan:
     """TensorRT-LLM's KV blocks per replica: free_gpu_memory_fraction x (memory - weights/(tp pp) - reserve).
 
@@ -442,6 +451,7 @@ def plan_trtllm_memory(
         extra_weight_bytes,
         extra_kv_bytes_per_token,
         dp_attention,
+        per_rank=per_rank,
     )
     fraction = TRTLLM_FREE_GPU_MEMORY_FRACTION if free_gpu_memory_fraction is None else free_gpu_memory_fraction
     reserve = default_reserve_bytes(model, tp, max_num_tokens) if reserve_bytes is None else reserve_bytes

@@ -46,7 +46,7 @@ from simulator.cost.roofline import (
     gemm_peak_flops_per_s,
 )
 from simulator.cost.shape import COST_MODELS, MLP_OPS, BatchShape, OpCost, StepTime
-from simulator.cost.silicon.tables import AttentionTable, Curve, GemmTable, load_tables, lower_of
+from simulator.cost.silicon.tables import AttentionTable, Curve, GemmTable, load_tables, lower_within
 
 GEMM_OPS = ("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down", "lm_head")
 
@@ -305,7 +305,7 @@ class SiliconCostModel:
         self._moe: Curve | None = None
         self._moe_source: str | None = None  # where the MoE curve is not one of this GPU's tables (borrow.py)
         self._moe_deepep: dict[bool, Curve] = {}  # SGLang's DeepEP MoE by "the step holds a prefill"
-        self._deepep_note: str | None = None  # what the DeepEP curve is where the model's format was not measured
+        self._deepep_notes: dict[bool, str] = {}  # by phase: what a DeepEP curve is where the format was not measured
         self._all_reduce = None
         self._all_to_all: tuple[Curve, Curve] | None = None  # DeepEP's dispatch and combine
         self._exchange: dict[str, Any] = {}  # NCCL's all-gather and reduce-scatter (moe_exchange)
@@ -460,12 +460,13 @@ class SiliconCostModel:
                             continue
                         if d not in dtypes:
                             quant = m.quantization
-                            self._deepep_note = f"{d} under DeepEP (no {quant} DeepEP measurement)"
+                            note = f"{d} under DeepEP (no {quant} DeepEP measurement)"
                             if self._moe is not None and self._moe_source is None:
-                                found = lower_of(found, self._moe)
-                                self._deepep_note = (
+                                found = lower_within(found, self._moe)
+                                note = (
                                     f"the lower of {d} under DeepEP and {quant} fused (no {quant} DeepEP measurement)"
                                 )
+                            self._deepep_notes[prefill] = note
                         self._moe_deepep[prefill] = found
                         break
         if m.is_moe and self.ep > 1 and self.params.roofline.expert_all_to_all:
@@ -1176,8 +1177,9 @@ class SiliconCostModel:
         source = "measured" if rc == rows and rows in curve.xs else "interpolated"
         if self._moe_source is not None and curve is self._moe:  # another GPU's curve (borrow.py)
             source = f"carried over from other GPUs, {source}"
-        elif self._deepep_note is not None and curve is not self._moe:
-            source = f"{source}: {self._deepep_note}"
+        elif curve is not self._moe:
+            note = next((self._deepep_notes.get(k) for k, c in self._moe_deepep.items() if c is curve), None)
+            source = f"{source}: {note}" if note is not None else source
         if rc != rows:  # anchored: the roofline's routed MLP at the edge of the measured token counts
             edge = self.roofline.mlp_parts(round(rc))["routed"]
             t *= roof_total / sum(edge[name].seconds for name in MLP_OPS if name in edge)

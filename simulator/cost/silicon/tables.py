@@ -133,10 +133,11 @@ class Curve:
         return min(max(x, self.lo), self.hi)
 
 
-def lower_of(a: Curve, b: Curve) -> Curve:
-    """The lower of two curves that each bound one op's time from above: at every token count either measures (the
-    union of their axes), the smaller of their times there, and one's alone where the other does not reach."""
-    xs = sorted(set(a.xs) | set(b.xs))
+def lower_within(a: Curve, b: Curve) -> Curve:
+    """``a`` lowered to ``b`` where both bound one op's time from above: at each token count of ``a``'s range that
+    either measures, the smaller of their times there. Outside ``a``'s range the caller's anchoring applies, as to
+    ``a`` alone (``b`` measured further does not stand in for it there)."""
+    xs = sorted(set(a.xs) | {x for x in b.xs if a.lo <= x <= a.hi})
     times = [min(t for t in (a(x), b(x)) if t is not None) for x in xs]
     return Curve(xs, times)
 

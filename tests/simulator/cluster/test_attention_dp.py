@@ -78,7 +78,10 @@ def test_r1_on_8_h200_dp_attention_8_holds_its_mla_kv_once_per_request():
     ways: + 7/8 x 12.36 GiB. So blocks per GPU (16 tokens, 1,124,352 bytes) are floor((U - W - R) / B) with
     U = 0.9 x 140.40 GiB, R = 1.465 GiB and W = 78.33 GiB (dp 1) or 89.14 GiB (dp 8): 44,467 and 34,142; the
     replica holds 44,467 x 16 = 711,472 tokens at dp 1 and 8 x 34,142 x 16 = 4,370,176 at dp 8, 6.14 times as
-    many (8 x 34,142 / 44,467); at equal weights per GPU, exactly 8 times."""
+    many (8 x 34,142 / 44,467); at equal weights per GPU, exactly 8 times. vLLM's DP ranks are engines of their own
+    that hold every part but the routed experts (the local layout): the shared experts and router, the dense layers
+    and the LM head too, 17.67 GiB a group, W = 93.79 GiB: 29,704 blocks a GPU, 8 x 29,704 x 16 = 3,802,112 tokens,
+    5.34 times."""
     model, hardware = resolve_model(R1), resolve_hardware("h200")
     assert model.kv_bytes_per_token_per_gpu(8) == model.kv_bytes_per_token_per_gpu(8, 1, 8) == 61 * 576 * 2
     replicated = model.attention_group_weight_bytes()
@@ -93,8 +96,10 @@ def test_r1_on_8_h200_dp_attention_8_holds_its_mla_kv_once_per_request():
         for dp in (1, 8)
         for cfg in [r1_scenario(dp, policy={"kind": "vllm"})]
     }
-    assert setups[1].num_blocks * 16 == 711_472 and setups[8].num_blocks * 16 == 4_370_176
-    assert setups[8].num_blocks / setups[1].num_blocks == pytest.approx(6.142, abs=1e-3)
+    local = plan_memory(model, hardware, 8, 16, 0.9, dp_attention=8, per_rank=frozenset({"moe", "dense", "lm_head"}))
+    assert local.num_blocks == 29_704
+    assert setups[1].num_blocks * 16 == 711_472 and setups[8].num_blocks * 16 == 3_802_112
+    assert setups[8].num_blocks / setups[1].num_blocks == pytest.approx(5.344, abs=1e-3)
     # the same weights per GPU (a measured figure): the MLA KV tokens are exactly 8 times
     same = [plan_memory(model, hardware, 8, 16, 0.9, weight_bytes=640e9, dp_attention=dp) for dp in (1, 8)]
     assert same[0].num_blocks == same[1].num_blocks
@@ -258,18 +263,46 @@ def test_sglang_under_deepep_runs_its_moe_layers_on_each_ranks_own_tokens(flags,
     assert step.ops["moe_router"] == own["moe_router"]  # on the rank's 64 rows, not the gathered ones
     assert step.total_s == pytest.approx(max(local_s + shared_s, own["cpu_overhead"].seconds))
     assert cost.step_time_ranks(ranks).total_s == step.total_s
-    # the shared experts at TP 1 on 64 rows, not split over 8 GPUs on the gathered rows as without DeepEP
-    gathered_layout = make_cost_model(
-        resolve_cost_model(base.model_copy(update={"dp_attention_scattered": ()}), "sglang", 8, 8, model),
-        model,
-        hardware,
-        8,
-        1,
-        None,
-        8,
-        8,
-    )
-    assert gathered_layout.breakdown_ranks(ranks).total_s != step.total_s
+    # the shared experts at TP 1 on the busy rank's 64 rows, not split over 8 GPUs on the gathered rows; the dense
+    # layers on whichever side their flag puts them
+    for name in ("mlp_gate_up", "mlp_down"):
+        expected = parts["shared"][name].seconds + by_part["routed"][name].seconds
+        expected += (parts if "dense" in scattered else by_part)["dense"][name].seconds
+        assert step.ops[name].seconds == pytest.approx(expected)
+    assert parts["shared"]["mlp_gate_up"].seconds != shared.mlp_by_part(gathered)["shared"]["mlp_gate_up"].seconds
+
+
+def test_each_rank_holds_the_weights_its_layout_runs_on_its_own_tokens():
+    """A part run on each rank's own tokens (the shared experts and router, the dense layers, the LM head) is held
+    whole by every attention group instead of split over all tp: dp_attention - 1 more tp-ths of it a GPU.
+    TensorRT-LLM's local layout holds all three; SGLang's gathered one those its flags scatter."""
+    model = resolve_model(R1)
+    wb, eb = model.dense_weight_bytes, model.embedding_weight_bytes
+    moe = model.num_moe_layers * (model.shared_expert_params() + model.hidden_size * model.num_experts) * wb
+    dense = model.num_dense_layers * model.dense_mlp_params() * wb
+    lm_head = model.vocab_size * model.hidden_size * eb
+    plain = model.weight_bytes_per_gpu(8, 1, 8)
+    for parts, extra in (({"moe"}, moe), ({"moe", "dense", "lm_head"}, moe + dense + lm_head)):
+        held = model.weight_bytes_per_gpu(8, 1, 8, frozenset(parts))
+        assert held - plain == pytest.approx(extra * 7 / 8)
+    assert model.weight_bytes_per_gpu(8, 1, 1, frozenset({"moe"})) == model.weight_bytes_per_gpu(8, 1, 1)
+    # the groups' KV pools shrink by it: TensorRT-LLM's and SGLang-under-DeepEP's below SGLang's gathered layout
+    blocks = {
+        name: build(r1_scenario(8, **fields)).replicas[0].engines[0].kv.num_total_blocks
+        for name, fields in (("gathered", {}), ("deepep", SGLANG_DEEPEP))
+    }
+    assert blocks["deepep"] < blocks["gathered"]
+
+
+def test_scattered_settings_that_cannot_apply_are_refused_in_one_line():
+    from policies.batching.sglang import SglangParams
+
+    model = resolve_model(R1)
+    with pytest.raises(ValueError, match=r"^policy.enable_dp_lm_head needs attention data parallelism"):
+        resolve_cost_model(RooflineParams(), "sglang", 1, 8, model, policy=SglangParams(enable_dp_lm_head=True))
+    for dp, kind in ((1, "sglang"), (8, "trtllm")):
+        with pytest.raises(ValueError, match=r"^cost_model.roofline.dp_attention_scattered: SGLang's scattered"):
+            resolve_cost_model(RooflineParams(dp_attention_scattered=("moe",)), kind, dp, 8, model)
 
 
 def test_sglangs_flashinfer_cutlass_fp4_experts_all_gather_each_ranks_quantized_tokens():
@@ -292,6 +325,13 @@ def test_sglangs_flashinfer_cutlass_fp4_experts_all_gather_each_ranks_quantized_
     dense_share = model.num_dense_layers / model.num_layers
     reduce = shared.breakdown(gathered_shape(ranks)).ops["all_reduce"].seconds
     assert step.ops["all_reduce"].seconds == pytest.approx(reduce * dense_share)
+    # the router and shared experts at TP 1 on the busiest rank's 3,000 tokens, the routed experts and the dense
+    # layers on the 4,000 gathered
+    attention = make_cost_model(params, model, hardware, 1, 1)
+    assert step.ops["moe_router"] == attention.breakdown(ranks[0]).ops["moe_router"]
+    own, rows = attention.mlp_by_part(ranks[0]), shared.mlp_by_part(gathered_shape(ranks))
+    expected = own["shared"]["mlp_gate_up"].seconds + rows["routed"]["mlp_gate_up"].seconds
+    assert step.ops["mlp_gate_up"].seconds == pytest.approx(expected + rows["dense"]["mlp_gate_up"].seconds)
     # not where ep differs from the DP size, nor with the default runner or FP8 experts
     assert resolve_cost_model(RooflineParams(), "sglang", 4, 1, model, policy=cutlass).dp_attention_scattered == ()
     assert (
@@ -531,11 +571,24 @@ def test_balancing_is_tensorrt_llms_and_needs_attention_dp():
         validate({"policy": {"kind": "trtllm", "attention_dp_config": {"timeout_iters": -1}}})
 
 
-def test_decode_ranks_priced_from_their_parts_equal_the_whole_pricing():
+SGLANG_DEEPEP = {
+    "policy": {"kind": "sglang", "moe_dense_tp_size": 1, "enable_dp_lm_head": True},
+    "cost_model": {"kind": "silicon", "roofline": {"expert_all_to_all": True}},
+}
+
+
+@pytest.mark.parametrize(
+    ("fields", "scattered"),
+    [({"policy": {"kind": "trtllm"}}, None), (SGLANG_DEEPEP, ("moe", "dense", "lm_head")), ({}, ())],
+)
+def test_decode_ranks_priced_from_their_parts_equal_the_whole_pricing(fields, scattered):
     """DpAttentionCostModel prices a decode-only rank's attention side from the ops of its sequence count and the
-    decode tables at its context: the same floats as pricing every op (breakdown_ranks), and the same run."""
-    cfg = r1_scenario(4, policy={"kind": "trtllm"}, kv_cache={"dtype": "fp8"})
+    decode tables at its context: the same floats as pricing every op (breakdown_ranks), and the same run, in
+    TensorRT-LLM's local layout, SGLang's scattered one under DeepEP and its gathered one."""
+    cfg = r1_scenario(4, kv_cache={"dtype": "fp8"}, **({"policy": {"kind": "sglang"}} | fields))
     cost = build(cfg).replicas[0].engines[0].cost_model
+    if scattered is not None:
+        assert cost._scattered_parts == ({"shared", "dense"} if scattered else set())
     rng = np.random.default_rng(7)
     for _ in range(200):
         shapes = []
@@ -551,7 +604,8 @@ def test_decode_ranks_priced_from_their_parts_equal_the_whole_pricing():
     assert cost._decode_rest and all(rest is not None for rest in cost._decode_rest.values())
 
     def run(fast: bool):
-        sim = build(r1_scenario(2, policy={"kind": "trtllm"}, workload={"num_requests": 60}, seed=5))
+        fields_2 = {"policy": {"kind": "sglang"}} | fields
+        sim = build(r1_scenario(2, workload={"num_requests": 60}, seed=5, **fields_2))
         sim.replicas[0].engines[0].cost_model.fast = fast
         return sim.run()
 
