@@ -1064,3 +1064,40 @@ def test_december_sglang_points_take_the_srt_slurm_recipe_of_their_layout(points
     )
     assert recipe_layout(text) == (5, 8, 1, 32, {512, 1024, 2048, 6144})  # prefill GPUs from its nodes
     assert recipe_layout("resources: {}\n") is None
+
+
+def test_an_early_point_takes_the_one_recipe_of_its_day_that_matches_its_layout(points, tmp_path):
+    """early_recipe reads the recipe folder of the point's precision and lengths as it stood on the point's day and
+    takes the one recipe whose worker counts, GPUs a worker and concurrencies match; two matches, or none, give
+    nothing."""
+    import os
+    import subprocess
+
+    from benchmarks.inferencex_sglang_disagg_derive import early_recipe
+
+    row = points[points["id"] == "dsr1_gb200_sglang_fp8_disagg_8192x1024_c1024_cfg253"].iloc[0]
+    folder = tmp_path / "recipies" / "gb200-fp8" / "8k1k"
+    folder.mkdir(parents=True)
+
+    def recipe(prefill_workers: int, concurrencies: str) -> str:
+        return (
+            f"resources:\n  gpus_per_node: 4\n  prefill_nodes: {2 * prefill_workers}\n  prefill_workers: "
+            f"{prefill_workers}\n  decode_nodes: 8\n  decode_workers: 1\n"
+            f"benchmark:\n  concurrencies: '{concurrencies}'\n"
+        )
+
+    (folder / "mid.yaml").write_text(recipe(5, "512x1024"))
+    (folder / "other.yaml").write_text(recipe(3, "512x1024"))  # 3 prefill workers: not the point's 5
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    env = os.environ | {"GIT_COMMITTER_DATE": "2025-12-20T12:00:00", "GIT_AUTHOR_DATE": "2025-12-20T12:00:00"}
+    subprocess.run([*git, "commit", "-q", "-m", "recipes"], check=True, env=env)
+    found = early_recipe(tmp_path, row, "2025-12-21")
+    assert found is not None and found[1] == "recipies/gb200-fp8/8k1k/mid.yaml"
+    assert early_recipe(tmp_path, row, "2025-12-19") is None  # the folder did not exist yet
+    (folder / "twin.yaml").write_text(recipe(5, "1024"))  # a second match: nothing
+    subprocess.run([*git, "add", "."], check=True)
+    env = env | {"GIT_COMMITTER_DATE": "2025-12-21T08:00:00", "GIT_AUTHOR_DATE": "2025-12-21T08:00:00"}
+    subprocess.run([*git, "commit", "-q", "-m", "twin"], check=True, env=env)
+    assert early_recipe(tmp_path, row, "2025-12-21") is None
