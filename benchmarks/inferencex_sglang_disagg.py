@@ -4,7 +4,10 @@ InferenceX launched its SGLang disaggregated DeepSeek points from srt-slurm reci
 set their own scheduler limits and memory: a GB200 FP8 8k/1k ``mid-curve`` prefill server takes
 ``chunked-prefill-size`` 131072 (16384 tokens a step on each of its 8 attention-DP ranks) where SGLang's default
 on GB200 is 16384 for the server (2048 a rank), and its decode server ``max-running-requests`` 8192. The file
-records none of them. ``SGLANG_SERVERS`` maps a point's id to ``{role: {"policy": ..., "kv_cache": ...}}``: the
+records none of them. ``SGLANG_SERVERS`` maps a point's id to ``{role: {"policy": ..., "kv_cache": ...}}`` (its
+recipe's, ``SGLANG_RECIPE_OF``; each recipe read once in ``SGLANG_RECIPES``, by the repository, commit and path
+read: InferenceX's copies under ``benchmarks/multi_node/srt-slurm-recipes/``, NVIDIA/srt-slurm's under
+``recipies/``): the
 ``chunked_prefill_size``, ``max_prefill_tokens`` and ``max_running_requests`` of the sglang policy and the
 ``mem_fraction_static`` of the KV cache that the recipe gives each role's servers (the server's values: servesim
 divides the chunk and the requests by the attention-DP size as SGLang does).
@@ -19,50 +22,50 @@ scripts' flags as NVIDIA published them on 2025-12-20): 17 points. Left out, the
 settings: those two entries of the day share, and the earlier points no recipe's layout and concurrency matches.
 """
 
-SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
-    "dsr1_b200_sglang_fp8_disagg_8192x1024_c1024_cfg655": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 8192, "max_running_requests": 8},
-            "kv_cache": {"mem_fraction_static": 0.6},
-        },
-        "decode": {"policy": {"max_running_requests": 1024}, "kv_cache": {"mem_fraction_static": 0.75}},
-    },
-    "dsr1_b200_sglang_fp8_disagg_8192x1024_c128_cfg639": {
+SGLANG_RECIPES: dict[str, dict[str, dict[str, dict[str, float]]]] = {
+    "InferenceX@80d98084f:b200-fp8/8k1k_stp_lowlat_1.yaml": {
         "prefill": {
             "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 8192, "max_running_requests": 8},
             "kv_cache": {"mem_fraction_static": 0.6},
         },
         "decode": {"policy": {"max_running_requests": 32}, "kv_cache": {"mem_fraction_static": 0.75}},
     },
-    "dsr1_b200_sglang_fp8_disagg_8192x1024_c160_cfg641": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 8192, "max_running_requests": 8},
-            "kv_cache": {"mem_fraction_static": 0.6},
-        },
-        "decode": {"policy": {"max_running_requests": 256}, "kv_cache": {"mem_fraction_static": 0.75}},
-    },
-    "dsr1_b200_sglang_fp8_disagg_8192x1024_c288_cfg641": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 8192, "max_running_requests": 8},
-            "kv_cache": {"mem_fraction_static": 0.6},
-        },
-        "decode": {"policy": {"max_running_requests": 256}, "kv_cache": {"mem_fraction_static": 0.75}},
-    },
-    "dsr1_b200_sglang_fp8_disagg_8192x1024_c288_cfg649": {
+    "InferenceX@80d98084f:b200-fp8/8k1k_stp_maxtpt_0.yaml": {
         "prefill": {
             "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 8192, "max_running_requests": 8},
             "kv_cache": {"mem_fraction_static": 0.6},
         },
         "decode": {"policy": {"max_running_requests": 128}, "kv_cache": {"mem_fraction_static": 0.75}},
     },
-    "dsr1_b200_sglang_fp8_disagg_8192x1024_c512_cfg654": {
+    "InferenceX@80d98084f:b200-fp8/8k1k_stp_maxtpt_1.yaml": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 8192, "max_running_requests": 8},
+            "kv_cache": {"mem_fraction_static": 0.6},
+        },
+        "decode": {"policy": {"max_running_requests": 256}, "kv_cache": {"mem_fraction_static": 0.75}},
+    },
+    "InferenceX@80d98084f:b200-fp8/8k1k_stp_maxtpt_2.yaml": {
         "prefill": {
             "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 8192, "max_running_requests": 8},
             "kv_cache": {"mem_fraction_static": 0.6},
         },
         "decode": {"policy": {"max_running_requests": 512}, "kv_cache": {"mem_fraction_static": 0.75}},
     },
-    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c12000_cfg259": {
+    "InferenceX@80d98084f:b200-fp8/8k1k_stp_maxtpt_3.yaml": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 8192, "max_running_requests": 8},
+            "kv_cache": {"mem_fraction_static": 0.6},
+        },
+        "decode": {"policy": {"max_running_requests": 1024}, "kv_cache": {"mem_fraction_static": 0.75}},
+    },
+    "InferenceX@80d98084f:gb200-fp4/1k1k/low-latency.yaml": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
+    "InferenceX@80d98084f:gb200-fp4/1k1k/mid-curve.yaml": {
         "prefill": {
             "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 32768, "max_running_requests": 30000},
             "kv_cache": {"mem_fraction_static": 0.84},
@@ -72,79 +75,14 @@ SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
             "kv_cache": {"mem_fraction_static": 0.83},
         },
     },
-    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c32_cfg252": {
+    "InferenceX@80d98084f:gb200-fp4/8k1k/low-latency.yaml": {
         "prefill": {
-            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
             "kv_cache": {"mem_fraction_static": 0.95},
         },
         "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
     },
-    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c32_cfg486": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
-    },
-    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c4_cfg486": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
-    },
-    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c512_cfg483": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 32768, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.84},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 786432, "max_running_requests": 67584},
-            "kv_cache": {"mem_fraction_static": 0.83},
-        },
-    },
-    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c64_cfg252": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
-    },
-    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c8192_cfg259": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 32768, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.84},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 786432, "max_running_requests": 67584},
-            "kv_cache": {"mem_fraction_static": 0.83},
-        },
-    },
-    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c8192_cfg483": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 32768, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.84},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 786432, "max_running_requests": 67584},
-            "kv_cache": {"mem_fraction_static": 0.83},
-        },
-    },
-    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c8_cfg252": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
-    },
-    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c8_cfg486": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
-    },
-    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c1024_cfg254": {
+    "InferenceX@80d98084f:gb200-fp4/8k1k/max-tpt.yaml": {
         "prefill": {
             "policy": {"chunked_prefill_size": 131072, "max_prefill_tokens": 524288, "max_running_requests": 30000},
             "kv_cache": {"mem_fraction_static": 0.95},
@@ -154,65 +92,17 @@ SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
             "kv_cache": {"mem_fraction_static": 0.83},
         },
     },
-    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c2048_cfg254": {
+    "InferenceX@80d98084f:gb200-fp8/1k1k/low-latency.yaml": {
         "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_prefill_tokens": 524288, "max_running_requests": 30000},
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
             "kv_cache": {"mem_fraction_static": 0.95},
         },
         "decode": {
-            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 16384},
-            "kv_cache": {"mem_fraction_static": 0.83},
-        },
-    },
-    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c2048_cfg489": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_prefill_tokens": 524288, "max_running_requests": 30000},
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 128},
             "kv_cache": {"mem_fraction_static": 0.95},
         },
-        "decode": {
-            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 16384},
-            "kv_cache": {"mem_fraction_static": 0.83},
-        },
     },
-    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c32_cfg255": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
-    },
-    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c4_cfg481": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
-    },
-    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c64_cfg255": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
-    },
-    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c8192_cfg254": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_prefill_tokens": 524288, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 16384},
-            "kv_cache": {"mem_fraction_static": 0.83},
-        },
-    },
-    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c8_cfg481": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
-    },
-    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c1024_cfg523": {
+    "InferenceX@80d98084f:gb200-fp8/1k1k/max-tpt.yaml": {
         "prefill": {
             "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
             "kv_cache": {"mem_fraction_static": 0.75},
@@ -222,37 +112,7 @@ SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
             "kv_cache": {"mem_fraction_static": 0.82},
         },
     },
-    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c128_cfg227": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-    },
-    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c2048_cfg523": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.75},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
-            "kv_cache": {"mem_fraction_static": 0.82},
-        },
-    },
-    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c4096_cfg236": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.75},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
-            "kv_cache": {"mem_fraction_static": 0.82},
-        },
-    },
-    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c4096_cfg508": {
+    "InferenceX@80d98084f:gb200-fp8/1k1k/ultra-tpt.yaml": {
         "prefill": {
             "policy": {"chunked_prefill_size": 131072, "max_running_requests": 8192},
             "kv_cache": {"mem_fraction_static": 0.75},
@@ -262,77 +122,7 @@ SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
             "kv_cache": {"mem_fraction_static": 0.82},
         },
     },
-    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c4096_cfg523": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.75},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
-            "kv_cache": {"mem_fraction_static": 0.82},
-        },
-    },
-    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c4_cfg502": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 128},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-    },
-    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c6144_cfg523": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.75},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
-            "kv_cache": {"mem_fraction_static": 0.82},
-        },
-    },
-    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c64_cfg227": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-    },
-    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c8_cfg502": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 128},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-    },
-    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c1024_cfg253": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.8},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 8192},
-            "kv_cache": {"mem_fraction_static": 0.82},
-        },
-    },
-    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c1024_cfg533": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.8},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 8192},
-            "kv_cache": {"mem_fraction_static": 0.82},
-        },
-    },
-    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c16_cfg536": {
+    "InferenceX@80d98084f:gb200-fp8/8k1k/low-latency.yaml": {
         "prefill": {
             "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
             "kv_cache": {"mem_fraction_static": 0.8},
@@ -342,7 +132,7 @@ SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
             "kv_cache": {"mem_fraction_static": 0.8},
         },
     },
-    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c2048_cfg253": {
+    "InferenceX@80d98084f:gb200-fp8/8k1k/mid-curve.yaml": {
         "prefill": {
             "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
             "kv_cache": {"mem_fraction_static": 0.8},
@@ -352,98 +142,21 @@ SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
             "kv_cache": {"mem_fraction_static": 0.82},
         },
     },
-    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c2048_cfg533": {
+    "InferenceX@80d98084f:gb300-fp4/1k1k/low_latency.yaml": {
         "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.8},
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
         },
-        "decode": {
-            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 8192},
-            "kv_cache": {"mem_fraction_static": 0.82},
-        },
+        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
     },
-    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c4_cfg536": {
+    "InferenceX@80d98084f:gb300-fp4/8k1k/low_latency.yaml": {
         "prefill": {
             "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.8},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.8},
-        },
-    },
-    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c512_cfg253": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.8},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 8192},
-            "kv_cache": {"mem_fraction_static": 0.82},
-        },
-    },
-    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c512_cfg533": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.8},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 8192},
-            "kv_cache": {"mem_fraction_static": 0.82},
-        },
-    },
-    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c6144_cfg253": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.8},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 8192},
-            "kv_cache": {"mem_fraction_static": 0.82},
-        },
-    },
-    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c6144_cfg533": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.8},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 8192},
-            "kv_cache": {"mem_fraction_static": 0.82},
-        },
-    },
-    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c8_cfg536": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.8},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.8},
-        },
-    },
-    "dsr1_gb300_sglang_fp4_disagg_1024x1024_c32_cfg571": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
             "kv_cache": {"mem_fraction_static": 0.95},
         },
         "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
     },
-    "dsr1_gb300_sglang_fp4_disagg_1024x1024_c4_cfg571": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
-    },
-    "dsr1_gb300_sglang_fp4_disagg_1024x1024_c8_cfg571": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
-    },
-    "dsr1_gb300_sglang_fp4_disagg_8192x1024_c2048_cfg575": {
+    "InferenceX@80d98084f:gb300-fp4/8k1k/max_tpt.yaml": {
         "prefill": {
             "policy": {"chunked_prefill_size": 131072, "max_prefill_tokens": 524288, "max_running_requests": 30000},
             "kv_cache": {"mem_fraction_static": 0.95},
@@ -453,45 +166,7 @@ SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
             "kv_cache": {"mem_fraction_static": 0.83},
         },
     },
-    "dsr1_gb300_sglang_fp4_disagg_8192x1024_c32_cfg569": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
-    },
-    "dsr1_gb300_sglang_fp4_disagg_8192x1024_c4_cfg569": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
-    },
-    "dsr1_gb300_sglang_fp4_disagg_8192x1024_c64_cfg569": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
-    },
-    "dsr1_gb300_sglang_fp4_disagg_8192x1024_c8_cfg569": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
-    },
-    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c1024_cfg528": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.75},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
-            "kv_cache": {"mem_fraction_static": 0.82},
-        },
-    },
-    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c16_cfg517": {
+    "InferenceX@80d98084f:gb300-fp8/1k1k/stp/low-latency.yaml": {
         "prefill": {
             "policy": {"chunked_prefill_size": 8192, "max_prefill_tokens": 8192, "max_running_requests": 128},
             "kv_cache": {"mem_fraction_static": 0.95},
@@ -501,7 +176,7 @@ SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
             "kv_cache": {"mem_fraction_static": 0.85},
         },
     },
-    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c2048_cfg528": {
+    "InferenceX@80d98084f:gb300-fp8/1k1k/stp/max.yaml": {
         "prefill": {
             "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
             "kv_cache": {"mem_fraction_static": 0.75},
@@ -511,17 +186,7 @@ SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
             "kv_cache": {"mem_fraction_static": 0.82},
         },
     },
-    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c32_cfg517": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 8192, "max_prefill_tokens": 8192, "max_running_requests": 128},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": -1, "max_running_requests": 128},
-            "kv_cache": {"mem_fraction_static": 0.85},
-        },
-    },
-    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c4096_cfg526": {
+    "InferenceX@80d98084f:gb300-fp8/1k1k/stp/mid.yaml": {
         "prefill": {
             "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
             "kv_cache": {"mem_fraction_static": 0.75},
@@ -531,97 +196,7 @@ SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
             "kv_cache": {"mem_fraction_static": 0.82},
         },
     },
-    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c4096_cfg528": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.75},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
-            "kv_cache": {"mem_fraction_static": 0.82},
-        },
-    },
-    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c4_cfg517": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 8192, "max_prefill_tokens": 8192, "max_running_requests": 128},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": -1, "max_running_requests": 128},
-            "kv_cache": {"mem_fraction_static": 0.85},
-        },
-    },
-    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c6144_cfg528": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.75},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
-            "kv_cache": {"mem_fraction_static": 0.82},
-        },
-    },
-    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c7168_cfg526": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.75},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
-            "kv_cache": {"mem_fraction_static": 0.82},
-        },
-    },
-    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c7680_cfg526": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.75},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
-            "kv_cache": {"mem_fraction_static": 0.82},
-        },
-    },
-    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c8_cfg517": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 8192, "max_prefill_tokens": 8192, "max_running_requests": 128},
-            "kv_cache": {"mem_fraction_static": 0.95},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": -1, "max_running_requests": 128},
-            "kv_cache": {"mem_fraction_static": 0.85},
-        },
-    },
-    "dsr1_gb300_sglang_fp8_disagg_8192x1024_c1024_cfg505": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.75},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
-            "kv_cache": {"mem_fraction_static": 0.82},
-        },
-    },
-    "dsr1_gb300_sglang_fp8_disagg_8192x1024_c128_cfg505": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.75},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
-            "kv_cache": {"mem_fraction_static": 0.82},
-        },
-    },
-    "dsr1_gb300_sglang_fp8_disagg_8192x1024_c256_cfg505": {
-        "prefill": {
-            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
-            "kv_cache": {"mem_fraction_static": 0.75},
-        },
-        "decode": {
-            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
-            "kv_cache": {"mem_fraction_static": 0.82},
-        },
-    },
-    "dsr1_gb300_sglang_fp8_disagg_8192x1024_c4_cfg519": {
+    "InferenceX@80d98084f:gb300-fp8/8k1k/stp/low-latency.yaml": {
         "prefill": {
             "policy": {"chunked_prefill_size": 32768, "max_prefill_tokens": 32768, "max_running_requests": 128},
             "kv_cache": {"mem_fraction_static": 0.95},
@@ -631,7 +206,7 @@ SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
             "kv_cache": {"mem_fraction_static": 0.85},
         },
     },
-    "dsr1_gb300_sglang_fp8_disagg_8192x1024_c512_cfg505": {
+    "InferenceX@80d98084f:gb300-fp8/8k1k/stp/mid.yaml": {
         "prefill": {
             "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
             "kv_cache": {"mem_fraction_static": 0.75},
@@ -641,35 +216,153 @@ SGLANG_SERVERS: dict[str, dict[str, dict[str, dict[str, float]]]] = {
             "kv_cache": {"mem_fraction_static": 0.82},
         },
     },
-    "dsr1_gb300_sglang_fp8_disagg_8192x1024_c8_cfg519": {
+    "InferenceX@80d98084f:h200/8k1k/bs128-1p1d-dep.yaml": {
         "prefill": {
-            "policy": {"chunked_prefill_size": 32768, "max_prefill_tokens": 32768, "max_running_requests": 128},
+            "policy": {"chunked_prefill_size": 163840, "max_prefill_tokens": 163840, "max_running_requests": 16},
+            "kv_cache": {"mem_fraction_static": 0.75},
+        },
+        "decode": {"policy": {"max_running_requests": 256}, "kv_cache": {"mem_fraction_static": 0.88}},
+    },
+    "srt-slurm@0fff67b0:gb200-fp4/1k1k/low-latency.yaml": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
+    "srt-slurm@0fff67b0:gb200-fp4/1k1k/mid-curve.yaml": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 65536, "max_prefill_tokens": 32768, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.84},
+        },
+        "decode": {
+            "policy": {"chunked_prefill_size": 786432, "max_running_requests": 67584},
+            "kv_cache": {"mem_fraction_static": 0.83},
+        },
+    },
+    "srt-slurm@1f19bece:gb200-fp4/8k1k/low-latency.yaml": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
+        "decode": {"policy": {"chunked_prefill_size": 8192}, "kv_cache": {"mem_fraction_static": 0.95}},
+    },
+    "srt-slurm@1f19bece:gb200-fp4/8k1k/max-tpt.yaml": {
+        "prefill": {
+            "policy": {"chunked_prefill_size": 131072, "max_prefill_tokens": 524288, "max_running_requests": 30000},
             "kv_cache": {"mem_fraction_static": 0.95},
         },
         "decode": {
-            "policy": {"chunked_prefill_size": -1, "max_running_requests": 128},
-            "kv_cache": {"mem_fraction_static": 0.85},
+            "policy": {"chunked_prefill_size": 24576, "max_running_requests": 16384},
+            "kv_cache": {"mem_fraction_static": 0.83},
         },
     },
-    "dsr1_h200_sglang_fp8_disagg_8192x1024_c128_cfg434": {
+    "srt-slurm@4f942835:gb200-fp8/1k1k/low-latency.yaml": {
         "prefill": {
-            "policy": {"chunked_prefill_size": 163840, "max_prefill_tokens": 163840, "max_running_requests": 16},
-            "kv_cache": {"mem_fraction_static": 0.75},
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
         },
-        "decode": {"policy": {"max_running_requests": 256}, "kv_cache": {"mem_fraction_static": 0.88}},
+        "decode": {
+            "policy": {"chunked_prefill_size": 8192, "max_running_requests": 512},
+            "kv_cache": {"mem_fraction_static": 0.95},
+        },
     },
-    "dsr1_h200_sglang_fp8_disagg_8192x1024_c256_cfg434": {
+    "srt-slurm@4f942835:gb200-fp8/1k1k/max-tpt-2p1d.yaml": {
         "prefill": {
-            "policy": {"chunked_prefill_size": 163840, "max_prefill_tokens": 163840, "max_running_requests": 16},
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
             "kv_cache": {"mem_fraction_static": 0.75},
         },
-        "decode": {"policy": {"max_running_requests": 256}, "kv_cache": {"mem_fraction_static": 0.88}},
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 45000},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
     },
-    "dsr1_h200_sglang_fp8_disagg_8192x1024_c64_cfg434": {
+    "srt-slurm@b88a9e95:gb200-fp8/8k1k/mid-curve-5p1d.yaml": {
         "prefill": {
-            "policy": {"chunked_prefill_size": 163840, "max_prefill_tokens": 163840, "max_running_requests": 16},
-            "kv_cache": {"mem_fraction_static": 0.75},
+            "policy": {"chunked_prefill_size": 131072, "max_running_requests": 30000},
+            "kv_cache": {"mem_fraction_static": 0.8},
         },
-        "decode": {"policy": {"max_running_requests": 256}, "kv_cache": {"mem_fraction_static": 0.88}},
+        "decode": {
+            "policy": {"chunked_prefill_size": 36864, "max_running_requests": 8192},
+            "kv_cache": {"mem_fraction_static": 0.82},
+        },
     },
 }
+
+SGLANG_RECIPE_OF: dict[str, str] = {
+    "dsr1_b200_sglang_fp8_disagg_8192x1024_c1024_cfg655": "InferenceX@80d98084f:b200-fp8/8k1k_stp_maxtpt_3.yaml",
+    "dsr1_b200_sglang_fp8_disagg_8192x1024_c128_cfg639": "InferenceX@80d98084f:b200-fp8/8k1k_stp_lowlat_1.yaml",
+    "dsr1_b200_sglang_fp8_disagg_8192x1024_c160_cfg641": "InferenceX@80d98084f:b200-fp8/8k1k_stp_maxtpt_1.yaml",
+    "dsr1_b200_sglang_fp8_disagg_8192x1024_c288_cfg641": "InferenceX@80d98084f:b200-fp8/8k1k_stp_maxtpt_1.yaml",
+    "dsr1_b200_sglang_fp8_disagg_8192x1024_c288_cfg649": "InferenceX@80d98084f:b200-fp8/8k1k_stp_maxtpt_0.yaml",
+    "dsr1_b200_sglang_fp8_disagg_8192x1024_c512_cfg654": "InferenceX@80d98084f:b200-fp8/8k1k_stp_maxtpt_2.yaml",
+    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c12000_cfg259": "srt-slurm@0fff67b0:gb200-fp4/1k1k/mid-curve.yaml",
+    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c32_cfg252": "srt-slurm@0fff67b0:gb200-fp4/1k1k/low-latency.yaml",
+    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c32_cfg486": "InferenceX@80d98084f:gb200-fp4/1k1k/low-latency.yaml",
+    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c4_cfg486": "InferenceX@80d98084f:gb200-fp4/1k1k/low-latency.yaml",
+    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c512_cfg483": "InferenceX@80d98084f:gb200-fp4/1k1k/mid-curve.yaml",
+    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c64_cfg252": "srt-slurm@0fff67b0:gb200-fp4/1k1k/low-latency.yaml",
+    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c8192_cfg259": "srt-slurm@0fff67b0:gb200-fp4/1k1k/mid-curve.yaml",
+    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c8192_cfg483": "InferenceX@80d98084f:gb200-fp4/1k1k/mid-curve.yaml",
+    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c8_cfg252": "srt-slurm@0fff67b0:gb200-fp4/1k1k/low-latency.yaml",
+    "dsr1_gb200_sglang_fp4_disagg_1024x1024_c8_cfg486": "InferenceX@80d98084f:gb200-fp4/1k1k/low-latency.yaml",
+    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c1024_cfg254": "srt-slurm@1f19bece:gb200-fp4/8k1k/max-tpt.yaml",
+    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c2048_cfg254": "srt-slurm@1f19bece:gb200-fp4/8k1k/max-tpt.yaml",
+    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c2048_cfg489": "InferenceX@80d98084f:gb200-fp4/8k1k/max-tpt.yaml",
+    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c32_cfg255": "srt-slurm@1f19bece:gb200-fp4/8k1k/low-latency.yaml",
+    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c4_cfg481": "InferenceX@80d98084f:gb200-fp4/8k1k/low-latency.yaml",
+    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c64_cfg255": "srt-slurm@1f19bece:gb200-fp4/8k1k/low-latency.yaml",
+    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c8192_cfg254": "srt-slurm@1f19bece:gb200-fp4/8k1k/max-tpt.yaml",
+    "dsr1_gb200_sglang_fp4_disagg_8192x1024_c8_cfg481": "InferenceX@80d98084f:gb200-fp4/8k1k/low-latency.yaml",
+    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c1024_cfg523": "InferenceX@80d98084f:gb200-fp8/1k1k/max-tpt.yaml",
+    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c128_cfg227": "srt-slurm@4f942835:gb200-fp8/1k1k/low-latency.yaml",
+    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c2048_cfg523": "InferenceX@80d98084f:gb200-fp8/1k1k/max-tpt.yaml",
+    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c4096_cfg236": "srt-slurm@4f942835:gb200-fp8/1k1k/max-tpt-2p1d.yaml",
+    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c4096_cfg508": "InferenceX@80d98084f:gb200-fp8/1k1k/ultra-tpt.yaml",
+    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c4096_cfg523": "InferenceX@80d98084f:gb200-fp8/1k1k/max-tpt.yaml",
+    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c4_cfg502": "InferenceX@80d98084f:gb200-fp8/1k1k/low-latency.yaml",
+    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c6144_cfg523": "InferenceX@80d98084f:gb200-fp8/1k1k/max-tpt.yaml",
+    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c64_cfg227": "srt-slurm@4f942835:gb200-fp8/1k1k/low-latency.yaml",
+    "dsr1_gb200_sglang_fp8_disagg_1024x1024_c8_cfg502": "InferenceX@80d98084f:gb200-fp8/1k1k/low-latency.yaml",
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c1024_cfg253": "srt-slurm@b88a9e95:gb200-fp8/8k1k/mid-curve-5p1d.yaml",
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c1024_cfg533": "InferenceX@80d98084f:gb200-fp8/8k1k/mid-curve.yaml",
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c16_cfg536": "InferenceX@80d98084f:gb200-fp8/8k1k/low-latency.yaml",
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c2048_cfg253": "srt-slurm@b88a9e95:gb200-fp8/8k1k/mid-curve-5p1d.yaml",
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c2048_cfg533": "InferenceX@80d98084f:gb200-fp8/8k1k/mid-curve.yaml",
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c4_cfg536": "InferenceX@80d98084f:gb200-fp8/8k1k/low-latency.yaml",
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c512_cfg253": "srt-slurm@b88a9e95:gb200-fp8/8k1k/mid-curve-5p1d.yaml",
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c512_cfg533": "InferenceX@80d98084f:gb200-fp8/8k1k/mid-curve.yaml",
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c6144_cfg253": "srt-slurm@b88a9e95:gb200-fp8/8k1k/mid-curve-5p1d.yaml",
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c6144_cfg533": "InferenceX@80d98084f:gb200-fp8/8k1k/mid-curve.yaml",
+    "dsr1_gb200_sglang_fp8_disagg_8192x1024_c8_cfg536": "InferenceX@80d98084f:gb200-fp8/8k1k/low-latency.yaml",
+    "dsr1_gb300_sglang_fp4_disagg_1024x1024_c32_cfg571": "InferenceX@80d98084f:gb300-fp4/1k1k/low_latency.yaml",
+    "dsr1_gb300_sglang_fp4_disagg_1024x1024_c4_cfg571": "InferenceX@80d98084f:gb300-fp4/1k1k/low_latency.yaml",
+    "dsr1_gb300_sglang_fp4_disagg_1024x1024_c8_cfg571": "InferenceX@80d98084f:gb300-fp4/1k1k/low_latency.yaml",
+    "dsr1_gb300_sglang_fp4_disagg_8192x1024_c2048_cfg575": "InferenceX@80d98084f:gb300-fp4/8k1k/max_tpt.yaml",
+    "dsr1_gb300_sglang_fp4_disagg_8192x1024_c32_cfg569": "InferenceX@80d98084f:gb300-fp4/8k1k/low_latency.yaml",
+    "dsr1_gb300_sglang_fp4_disagg_8192x1024_c4_cfg569": "InferenceX@80d98084f:gb300-fp4/8k1k/low_latency.yaml",
+    "dsr1_gb300_sglang_fp4_disagg_8192x1024_c64_cfg569": "InferenceX@80d98084f:gb300-fp4/8k1k/low_latency.yaml",
+    "dsr1_gb300_sglang_fp4_disagg_8192x1024_c8_cfg569": "InferenceX@80d98084f:gb300-fp4/8k1k/low_latency.yaml",
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c1024_cfg528": "InferenceX@80d98084f:gb300-fp8/1k1k/stp/mid.yaml",
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c16_cfg517": "InferenceX@80d98084f:gb300-fp8/1k1k/stp/low-latency.yaml",
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c2048_cfg528": "InferenceX@80d98084f:gb300-fp8/1k1k/stp/mid.yaml",
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c32_cfg517": "InferenceX@80d98084f:gb300-fp8/1k1k/stp/low-latency.yaml",
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c4096_cfg526": "InferenceX@80d98084f:gb300-fp8/1k1k/stp/max.yaml",
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c4096_cfg528": "InferenceX@80d98084f:gb300-fp8/1k1k/stp/mid.yaml",
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c4_cfg517": "InferenceX@80d98084f:gb300-fp8/1k1k/stp/low-latency.yaml",
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c6144_cfg528": "InferenceX@80d98084f:gb300-fp8/1k1k/stp/mid.yaml",
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c7168_cfg526": "InferenceX@80d98084f:gb300-fp8/1k1k/stp/max.yaml",
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c7680_cfg526": "InferenceX@80d98084f:gb300-fp8/1k1k/stp/max.yaml",
+    "dsr1_gb300_sglang_fp8_disagg_1024x1024_c8_cfg517": "InferenceX@80d98084f:gb300-fp8/1k1k/stp/low-latency.yaml",
+    "dsr1_gb300_sglang_fp8_disagg_8192x1024_c1024_cfg505": "InferenceX@80d98084f:gb300-fp8/8k1k/stp/mid.yaml",
+    "dsr1_gb300_sglang_fp8_disagg_8192x1024_c128_cfg505": "InferenceX@80d98084f:gb300-fp8/8k1k/stp/mid.yaml",
+    "dsr1_gb300_sglang_fp8_disagg_8192x1024_c256_cfg505": "InferenceX@80d98084f:gb300-fp8/8k1k/stp/mid.yaml",
+    "dsr1_gb300_sglang_fp8_disagg_8192x1024_c4_cfg519": "InferenceX@80d98084f:gb300-fp8/8k1k/stp/low-latency.yaml",
+    "dsr1_gb300_sglang_fp8_disagg_8192x1024_c512_cfg505": "InferenceX@80d98084f:gb300-fp8/8k1k/stp/mid.yaml",
+    "dsr1_gb300_sglang_fp8_disagg_8192x1024_c8_cfg519": "InferenceX@80d98084f:gb300-fp8/8k1k/stp/low-latency.yaml",
+    "dsr1_h200_sglang_fp8_disagg_8192x1024_c128_cfg434": "InferenceX@80d98084f:h200/8k1k/bs128-1p1d-dep.yaml",
+    "dsr1_h200_sglang_fp8_disagg_8192x1024_c256_cfg434": "InferenceX@80d98084f:h200/8k1k/bs128-1p1d-dep.yaml",
+    "dsr1_h200_sglang_fp8_disagg_8192x1024_c64_cfg434": "InferenceX@80d98084f:h200/8k1k/bs128-1p1d-dep.yaml",
+}
+
+SGLANG_SERVERS = {point: SGLANG_RECIPES[recipe] for point, recipe in SGLANG_RECIPE_OF.items()}

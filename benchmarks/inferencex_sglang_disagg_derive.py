@@ -1,5 +1,6 @@
-"""How ``SGLANG_SERVERS`` of ``benchmarks/inferencex_sglang_disagg.py`` was derived: the scheduler and memory flags
-of each SGLang disaggregated point's prefill and decode servers, from the recipe InferenceX launched it with.
+"""How ``SGLANG_RECIPES`` and ``SGLANG_RECIPE_OF`` of ``benchmarks/inferencex_sglang_disagg.py`` were derived: the
+scheduler and memory flags of each SGLang disaggregated point's prefill and decode servers, from the recipe InferenceX
+launched it with.
 
 InferenceX's ``.github/configs/nvidia-master.yaml`` names, for each load of a ``*-dynamo-sglang`` configuration,
 the srt-slurm recipe it ran (``CONFIG_FILE=recipes/gb200-fp8/8k1k/mid-curve.yaml``); InferenceX keeps copies of
@@ -122,12 +123,13 @@ def derive(inferencex: Path, srt_slurm: Path | None = None) -> pd.DataFrame:
         # InferenceX's copy of the recipe (its CONFIG_FILE is a path in srt-slurm)
         copy = RECIPES + files[0].removeprefix("recipes/") if len(files) == 1 else None
         found = file_on(inferencex, copy, day_s) if copy else None
-        source = found[0][:9] if found else ""
+        # the recipe's key: the repository, commit and path read (under RECIPES, or EARLY_RECIPES)
+        source = f"InferenceX@{found[0][:9]}:{copy.removeprefix(RECIPES)}" if found and copy else ""
         if found is None and srt_slurm is not None and str(row["system"]) == "gb200" and day_s < DYNAMO_SGLANG_UNTIL:
             early = early_recipe(srt_slurm, row, day_s)
             if early is not None:
                 found = (early[0], early[2])
-                files, source = [early[1]], f"srt-slurm {early[0][:8]}"
+                files, source = [early[1]], f"srt-slurm@{early[0][:8]}:{early[1].removeprefix(EARLY_RECIPES)}"
         rows.append(
             {
                 "id": row["id"],
@@ -152,8 +154,10 @@ def main() -> None:
     table = derive(args.inferencex, args.srt_slurm)
     print_table(table.drop(columns="servers"))
     known = table[table["servers"].notna()]
-    print_mapping("SGLANG_SERVERS", ((r.id, repr(r.servers)) for r in known.itertuples()))
-    print(f"# {len(known)} of {len(table)} points")
+    recipes = dict(zip(known["copy"], known["servers"], strict=True))
+    print_mapping("SGLANG_RECIPES", ((key, repr(servers)) for key, servers in sorted(recipes.items())))
+    print_mapping("SGLANG_RECIPE_OF", ((r.id, repr(r.copy)) for r in known.itertuples()))
+    print(f"# {len(known)} of {len(table)} points, {len(recipes)} recipes")
 
 
 if __name__ == "__main__":

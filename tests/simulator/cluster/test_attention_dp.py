@@ -155,16 +155,27 @@ def test_ranks_step_together_and_a_step_takes_the_slowest_ranks_time():
     assert result.requests.set_index("request_id").loc[1, "first_scheduled_s"] == 2.0
 
 
+BUSY, LIGHT = BatchShape((), (), 64, 64 * 4000, 64), BatchShape((), (), 8, 8 * 500, 8)
+RANKS = [BUSY, LIGHT, *[EMPTY] * 6]
+"""8 attention-DP ranks: one of 64 decodes at 4,000 tokens of context, one of 8 at 500, six idle."""
+
+
+def _lockstep_models(params, model, hardware):
+    """The 8-rank lockstep model over tp 8 x ep 8, and the two it composes: one rank's attention (tp 1) and the
+    shared layers (tp 8, ep 8)."""
+    return (
+        make_cost_model(params, model, hardware, 8, 1, None, 8, 8),
+        make_cost_model(params, model, hardware, 1, 1),
+        make_cost_model(params, model, hardware, 8, 1, None, 8),
+    )
+
+
 def test_the_cost_of_a_lockstep_step_on_the_roofline():
     """max over ranks of the attention side (tp/N GPUs) + the shared side at the gathered rows (tp GPUs)."""
     model, hardware = resolve_model(R1), resolve_hardware("h200")
     params = resolve_cost_model(RooflineParams(), "sglang")
-    cost = make_cost_model(params, model, hardware, 8, 1, None, 8, 8)
-    attention = make_cost_model(params, model, hardware, 1, 1)
-    shared = make_cost_model(params, model, hardware, 8, 1, None, 8)
-    busy = BatchShape((), (), 64, 64 * 4000, 64)
-    light = BatchShape((), (), 8, 8 * 500, 8)
-    ranks = [busy, light, *[EMPTY] * 6]
+    cost, attention, shared = _lockstep_models(params, model, hardware)
+    busy, light, ranks = BUSY, LIGHT, RANKS
     step = cost.breakdown_ranks(ranks)
     slowest = attention.breakdown(busy).ops
     attention_s = sum(op.seconds for name, op in slowest.items() if name in ATTENTION_OPS)
@@ -196,11 +207,8 @@ def test_tensorrt_llm_runs_all_but_the_routed_experts_on_each_ranks_own_tokens(k
     base = RooflineParams() if kind == "roofline" else validate_scenario({"cost_model": {"kind": "silicon"}}).cost_model
     params = resolve_cost_model(base, "trtllm", 8, 8, model)
     assert (params if kind == "roofline" else params.roofline).dp_attention_mlp == "local"
-    cost = make_cost_model(params, model, hardware, 8, 1, None, 8, 8)
-    attention = make_cost_model(params, model, hardware, 1, 1)
-    shared = make_cost_model(params, model, hardware, 8, 1, None, 8)
-    busy, light = BatchShape((), (), 64, 64 * 4000, 64), BatchShape((), (), 8, 8 * 500, 8)
-    ranks = [busy, light, *[EMPTY] * 6]
+    cost, attention, shared = _lockstep_models(params, model, hardware)
+    busy, ranks = BUSY, RANKS
     step = cost.breakdown_ranks(ranks)
     assert "all_reduce" not in step.ops
     own = attention.breakdown(busy).ops
@@ -239,11 +247,8 @@ def test_sglang_under_deepep_runs_its_moe_layers_on_each_ranks_own_tokens(flags,
     base = RooflineParams(expert_all_to_all=True)
     params = resolve_cost_model(base, "sglang", 8, 8, model, policy=SglangParams(**flags))
     assert params.dp_attention_mlp == "gathered" and params.dp_attention_scattered == scattered
-    cost = make_cost_model(params, model, hardware, 8, 1, None, 8, 8)
-    attention = make_cost_model(params, model, hardware, 1, 1)
-    shared = make_cost_model(params, model, hardware, 8, 1, None, 8)
-    busy, light = BatchShape((), (), 64, 64 * 4000, 64), BatchShape((), (), 8, 8 * 500, 8)
-    ranks = [busy, light, *[EMPTY] * 6]
+    cost, attention, shared = _lockstep_models(params, model, hardware)
+    busy, ranks = BUSY, RANKS
     step = cost.breakdown_ranks(ranks)
     own, parts = attention.breakdown(busy).ops, attention.mlp_by_part(busy)
     local = ATTENTION_OPS | {"moe_router"} | ({"lm_head"} if "lm_head" in scattered else set())
