@@ -65,7 +65,17 @@ the host's time is the longer, and it is in every TTFT at low load.
   ``is_multimodal``), which Qwen3.5's ``Qwen3_5MoeForConditionalGeneration`` is. Like the MLA figure it is read
   for every engine's eagerly launched steps (vLLM above its largest capture size, TensorRT-LLM's context steps),
   whose own host times were not found.
-- Other architectures: no measurement found; their eager host time is taken as hidden under the GPU's (0).
+- A grouped-query attention + MoE decoder layer (gpt-oss, MiniMax-M2, Qwen3-MoE, Mixtral and the models built like
+  them: no MLA, no linear-attention layers): sgl-project/sglang#33293 logs SGLang's ``bench_one_batch`` of
+  ibm-granite/granite-3.1-3b-a800m-instruct (32 layers; 24 query and 8 KV heads; 40 experts, 8 a token; FlashInfer
+  attention, Triton MoE; BF16, TP 1, one H200) launched eagerly, batch 1: a 128-token prefill in 23.55 ms (median of
+  five warmed runs, before that PR's fusion) and a decode step in 26.49 ms, where the same decode step replayed from a
+  CUDA graph takes 2.67 ms. 128 prompt tokens cost no more than one decode token, so the eager forward is bound by
+  its launches: 23.55 ms / 32 layers = 0.736 ms per layer (bench_one_batch times the forward and sampling alone, no
+  request path). Granite scales its residuals by a constant (one more elementwise kernel a layer than a plain layer,
+  the kernels that PR fuses), so the figure is somewhat high for a plain layer.
+- Other architectures (dense decoders among them): no measurement of a host-bound eager forward found; their eager
+  host time is taken as hidden under the GPU's (0).
 
 Set ``eager_host_s_per_layer`` of the cost model (``roofline`` or ``silicon``'s nested ``roofline``) to
 your engine's (e.g. a profiled eager forward of one token divided by the layers) or to 0 to leave it out.
@@ -97,12 +107,22 @@ HYBRID_GDN_MOE_EAGER_HOST_S_PER_LAYER = (
 ) / QWEN3_NEXT_LAYERS  # 1.959 ms
 
 
+SGLANG_GRANITE_MOE_EAGER_PREFILL_S = 23.55e-3
+"""SGLang's eager forward of a 128-token prefill of granite-3.1-3b-a800m-instruct, batch 1, one H200 (``bench_one_batch``,
+median of five: sgl-project/sglang#33293)."""
+GRANITE_MOE_LAYERS = 32
+
+GQA_MOE_EAGER_HOST_S_PER_LAYER = SGLANG_GRANITE_MOE_EAGER_PREFILL_S / GRANITE_MOE_LAYERS  # 0.736 ms
+
+
 def measured_eager_host_s_per_layer(model: ModelSpec) -> float:
     """The measured host time to launch one decoder layer of ``model`` eagerly, seconds; 0 where none was found."""
     if model.is_mla and model.is_moe:
         return MLA_MOE_EAGER_HOST_S_PER_LAYER
     if model.num_linear_layers and model.is_moe:
         return HYBRID_GDN_MOE_EAGER_HOST_S_PER_LAYER
+    if model.is_moe:
+        return GQA_MOE_EAGER_HOST_S_PER_LAYER
     return 0.0
 
 

@@ -7,10 +7,12 @@ from simulator.config.presets import resolve_hardware, resolve_model
 from simulator.config.scenario import validate_scenario
 from simulator.cost.dp_attention import EMPTY
 from simulator.cost.eager import (
+    GQA_MOE_EAGER_HOST_S_PER_LAYER,
     HYBRID_GDN_MOE_EAGER_HOST_S_PER_LAYER,
     MLA_MOE_EAGER_HOST_S_PER_LAYER,
     REQUEST_PATH_S,
     SGLANG_DEEPSEEK_V3_EAGER_FORWARD_S,
+    SGLANG_GRANITE_MOE_EAGER_PREFILL_S,
     SGLANG_QWEN3_NEXT_EAGER_TTFT_S,
     measured_eager_host_s_per_layer,
 )
@@ -76,6 +78,34 @@ def test_a_hybrid_gated_deltanet_moe_layer_takes_sglangs_eager_qwen3_next_launch
     step = cost.breakdown(prefill(1024))
     assert step.ops["eager_host"].seconds == pytest.approx(HYBRID_GDN_MOE_EAGER_HOST_S_PER_LAYER * 60)
     assert step.total_s == pytest.approx(HYBRID_GDN_MOE_EAGER_HOST_S_PER_LAYER * 60)
+
+
+def test_a_grouped_query_attention_moe_layer_takes_sglangs_eager_granite_moe_launches():
+    """sgl-project/sglang#33293: SGLang's bench_one_batch of granite-3.1-3b-a800m-instruct (32 layers of grouped-query
+    attention and routed experts) launched eagerly prefills 128 tokens in 23.55 ms, about what one decode token takes
+    so (26.49 ms), where a graph replays that decode step in 2.67 ms: the launches set the time. gpt-oss and MiniMax-M2
+    are built so (no MLA, no linear attention) and take the figure; a dense model has none measured."""
+    assert pytest.approx(0.736e-3, abs=1e-6) == GQA_MOE_EAGER_HOST_S_PER_LAYER
+    assert pytest.approx(SGLANG_GRANITE_MOE_EAGER_PREFILL_S) == GQA_MOE_EAGER_HOST_S_PER_LAYER * 32
+    gpt_oss = resolve_model("openai/gpt-oss-120b")
+    assert gpt_oss.is_moe and not gpt_oss.is_mla and not gpt_oss.num_linear_layers
+    assert measured_eager_host_s_per_layer(gpt_oss) == GQA_MOE_EAGER_HOST_S_PER_LAYER
+    assert measured_eager_host_s_per_layer(resolve_model("llama-3.1-8b")) == 0.0
+    # TensorRT-LLM launches a context step of gpt-oss without its graphs: a 1k prompt on 8 x B200 waits for the host
+    resolved = resolve_cost_model(SiliconParams(), "trtllm", model=gpt_oss)
+    cost = make_cost_model(resolved, gpt_oss, resolve_hardware("b200"), 8, 1)
+    graphed = make_cost_model(
+        resolved.model_copy(update={"roofline": resolved.roofline.model_copy(update={"eager_host_s_per_layer": 0.0})}),
+        gpt_oss,
+        resolve_hardware("b200"),
+        8,
+        1,
+    )
+    host_s = GQA_MOE_EAGER_HOST_S_PER_LAYER * gpt_oss.num_layers
+    assert graphed.step_time(prefill(1024)).total_s < host_s
+    assert cost.breakdown(prefill(1024)).ops["eager_host"].seconds == pytest.approx(host_s)
+    assert cost.step_time(prefill(1024)).total_s == pytest.approx(host_s)
+    assert cost.step_time(decode(8)).total_s == graphed.step_time(decode(8)).total_s  # decode replays a graph
 
 
 @pytest.mark.parametrize("policy", ["sglang", "trtllm", "vllm_v0"])
