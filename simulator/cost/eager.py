@@ -108,8 +108,8 @@ HYBRID_GDN_MOE_EAGER_HOST_S_PER_LAYER = (
 
 
 SGLANG_GRANITE_MOE_EAGER_PREFILL_S = 23.55e-3
-"""SGLang's eager forward of a 128-token prefill of granite-3.1-3b-a800m-instruct, batch 1, one H200 (``bench_one_batch``,
-median of five: sgl-project/sglang#33293)."""
+"""SGLang's eager forward of a 128-token prefill of granite-3.1-3b-a800m-instruct, batch 1, one H200
+(``bench_one_batch``, median of five: sgl-project/sglang#33293)."""
 GRANITE_MOE_LAYERS = 32
 
 GQA_MOE_EAGER_HOST_S_PER_LAYER = SGLANG_GRANITE_MOE_EAGER_PREFILL_S / GRANITE_MOE_LAYERS  # 0.736 ms
