@@ -83,8 +83,15 @@ GAP_ANALYSIS = "gap-analysis"
 GROUP_FIELDS = ("source", "model", "system", "engine", "precision")
 RANGE_RATIO = 0.8  # InferenceX's --random-range-ratio: lengths uniform in [0.8 L, L]
 PROMPTS_PER_USER = 10  # InferenceX's --num-prompts 10 * CONC
-DYNAMO_SGLANG_PROMPTS_PER_USER = 5  # Dynamo's SGLang slurm_jobs client: --num-prompts 5 * CONC (prompts_per_user)
-DYNAMO_SGLANG_UNTIL = "2026-01-30"  # InferenceX's GB200 SGLang disaggregated runs moved to srtctl that day
+DEEPSEEK_PATHS = ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")  # the file's names of DeepSeek-R1's runs
+# InferenceX's GB200 disaggregated DeepSeek-R1 runs that went through ai-dynamo/dynamo's own launchers, by (engine,
+# precision): the first day on srtctl (whose sa-bench sends 10 x CONC), and the prompts a user their client sent before
+# (``prompts_per_user``)
+DYNAMO_CLIENTS: dict[tuple[str, str], tuple[str, int]] = {
+    ("sglang", "fp4"): ("2026-02-07", 5),  # slurm_jobs' scripts/vllm/bench.sh until 2767db504
+    ("sglang", "fp8"): ("2026-02-09", 5),  # until 37f353be2
+    ("trtllm", "fp4"): ("2026-01-30", 8),  # performance_sweeps' benchmark_disagg.slurm (MULTI_ROUND 8) until 4e9a376bf
+}
 VLLM_MAX_NUM_BATCHED_TOKENS = 8192  # InferenceX's vLLM recipe
 # Ids of the file that the dependency's model_configs hold under another name, same architecture:
 # meta-llama renamed its Llama 3.1 repositories (Meta-Llama-3.1-70B is Llama-3.1-70B); the 8B Instruct
@@ -403,17 +410,34 @@ def policy_for(engine: str, concurrency: int) -> dict[str, Any]:
     raise PointRefused(f"engine {engine} not modelled")
 
 
+def dynamo_client_until(row: pd.Series) -> str | None:
+    """The day a GB200 disaggregated DeepSeek-R1 point's engine and precision left Dynamo's own launcher for srtctl
+    (``DYNAMO_CLIENTS``); None where it never ran through one."""
+    if row["mode"] != "disagg" or str(row["system"]) != "gb200" or str(row["model_path"]) not in DEEPSEEK_PATHS:
+        return None
+    found = DYNAMO_CLIENTS.get((str(row["backend"]), str(row["precision"])))
+    return None if found is None else found[0]
+
+
 def prompts_per_user(row: pd.Series) -> int:
     """The requests each user sent: 10 (InferenceX's ``benchmark_lib.sh`` and srt-slurm's sa-bench: ``--num-prompts
-    $((concurrency * 10))``), but 5 for the SGLang disaggregated points InferenceX ran on GB200 before 2026-01-30
-    through Dynamo's SGLang ``slurm_jobs`` (``runners/launch_gb200-nv.sh`` up to b0c4ed21b, which runs
-    ``examples/backends/sglang/slurm_jobs/submit_disagg.sh`` of ai-dynamo/dynamo at b7107d0; its
-    ``scripts/vllm/bench.sh`` passes ``--num-prompts $((concurrency * 5))``; srtctl from 4e9a376bf, 2026-01-30).
+    $((concurrency * 10))``), but fewer where InferenceX ran a GB200 disaggregated DeepSeek-R1 point through
+    ai-dynamo/dynamo's own launcher, before that engine and precision moved to srtctl (``DYNAMO_CLIENTS``):
+
+    - SGLang: ``runners/launch_gb200-nv.sh`` ran ``examples/backends/sglang/slurm_jobs/submit_disagg.sh`` of Dynamo
+      at b7107d0, whose ``scripts/vllm/bench.sh`` passes ``--num-prompts $((concurrency * 5))``; FP4 moved to srtctl
+      with 2767db504 (2026-02-07), FP8 with 37f353be2 (2026-02-09).
+    - TensorRT-LLM (FP4): the launcher checked out Dynamo's ``release/0.5.1-rc0.pre1`` (e9dd89c03) and then
+      ``release/0.5.1-rc0.20251105`` (450d834a9, 93e1b3ca1), whose ``components/backends/trtllm/performance_sweeps/
+      benchmark_disagg.slurm`` sets ``MULTI_ROUND`` 8 unless given (InferenceX never gives it) and whose
+      ``scripts/bench.sh`` sends ``concurrency x multi_round`` prompts at that concurrency; srtctl from 4e9a376bf
+      (2026-01-30).
+
     A point without its measurement day (an export file's) keeps 10."""
+    until = dynamo_client_until(row)
     found = MEASURED_DAY.search(str(row["silicon_data_source"]))
-    dynamo = row["backend"] == "sglang" and row["mode"] == "disagg" and str(row["system"]) == "gb200"
-    if dynamo and found is not None and found.group(1) < DYNAMO_SGLANG_UNTIL:
-        return DYNAMO_SGLANG_PROMPTS_PER_USER
+    if until is not None and found is not None and found.group(1) < until:
+        return DYNAMO_CLIENTS[(str(row["backend"]), str(row["precision"]))][1]
     return PROMPTS_PER_USER
 
 

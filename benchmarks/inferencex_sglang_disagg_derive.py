@@ -44,11 +44,17 @@ from benchmarks.inferencex_mtp_sweeps import (
     print_table,
     require_checkout,
 )
-from benchmarks.inferencex_points import DYNAMO_SGLANG_UNTIL, PointRefused, concurrency_of, scenario_for
+from benchmarks.inferencex_points import (
+    DEEPSEEK_PATHS,
+    PointRefused,
+    concurrency_of,
+    dynamo_client_until,
+    scenario_for,
+)
 from benchmarks.inferencex_trt_disagg_derive import GPU, config_files_for
 
 RECIPES = "benchmarks/multi_node/srt-slurm-recipes/"
-DEEPSEEK = ["deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3"]
+DEEPSEEK = list(DEEPSEEK_PATHS)
 POLICY_FLAGS = {
     "chunked-prefill-size": "chunked_prefill_size",
     "max-prefill-tokens": "max_prefill_tokens",
@@ -125,7 +131,8 @@ def derive(inferencex: Path, srt_slurm: Path | None = None) -> pd.DataFrame:
         found = file_on(inferencex, copy, day_s) if copy else None
         # the recipe's key: the repository, commit and path read (under RECIPES, or EARLY_RECIPES)
         source = f"InferenceX@{found[0][:9]}:{copy.removeprefix(RECIPES)}" if found and copy else ""
-        if found is None and srt_slurm is not None and str(row["system"]) == "gb200" and day_s < DYNAMO_SGLANG_UNTIL:
+        until = dynamo_client_until(row)
+        if found is None and srt_slurm is not None and until is not None and day_s < until:
             early = early_recipe(srt_slurm, row, day_s)
             if early is not None:
                 found = (early[0], early[2])

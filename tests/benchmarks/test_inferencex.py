@@ -1030,10 +1030,10 @@ def test_explain_takes_one_point_apart(points, capsys):
     assert "Traceback" not in err
 
 
-def test_sglang_gb200_disaggregated_points_run_before_2026_01_30_sent_five_prompts_a_user(points):
-    """InferenceX ran its GB200 SGLang disaggregated points through Dynamo's SGLang slurm_jobs until 2026-01-30,
-    whose client (scripts/vllm/bench.sh) sends 5 x CONC prompts; srtctl's sa-bench and InferenceX's own client send
-    10 x CONC."""
+def test_sglang_gb200_disaggregated_points_run_through_dynamo_sent_five_prompts_a_user(points):
+    """InferenceX ran its GB200 SGLang disaggregated points through Dynamo's SGLang slurm_jobs until srtctl (FP4 from
+    2767db504, 2026-02-07; FP8 from 37f353be2, 2026-02-09), whose client (scripts/vllm/bench.sh) sends 5 x CONC
+    prompts; srtctl's sa-bench and InferenceX's own client send 10 x CONC."""
     from benchmarks.inferencex_points import prompts_per_user
 
     old = points[points["id"] == "dsr1_gb200_sglang_fp4_disagg_1024x1024_c12000_cfg259"].iloc[0]
@@ -1045,6 +1045,35 @@ def test_sglang_gb200_disaggregated_points_run_before_2026_01_30_sent_five_promp
     assert scenario_for(new)["workload"]["num_requests"] == 10 * 4096
     agg = points[points["id"] == "dsr1_h200_sglang_fp8_agg_1024x1024_c4_cfg81"].iloc[0]
     assert prompts_per_user(agg) == 10
+
+
+def test_trtllm_gb200_disaggregated_points_run_before_2026_01_30_sent_eight_prompts_a_user(points):
+    """Until srtctl (4e9a376bf, 2026-01-30) InferenceX ran its GB200 TensorRT-LLM DeepSeek-R1 FP4 disaggregated points
+    through Dynamo's performance_sweeps: benchmark_disagg.slurm's MULTI_ROUND defaults to 8 (InferenceX never sets it)
+    and scripts/bench.sh sends concurrency x multi_round prompts. The FP8 points of February and the FP4 points of
+    March ran srtctl (10 x CONC); a gpt-oss point of the same days ran another Dynamo branch, not read: 10."""
+    from benchmarks.inferencex_points import prompts_per_user
+
+    def point(pid: str):
+        return points[points["id"] == pid].iloc[0]
+
+    export = point("2026_04_06_deepseek_r1_gb200_trtllm_fp4_disagg_1024x1024_c2048_tp4_ep4_1145")
+    assert "measured=2025-12-19" in export["silicon_data_source"]
+    assert prompts_per_user(export) == 8
+    december = point("dsr1_gb200_trtllm_fp4_disagg_8192x1024_c24_cfg229")
+    assert "measured=2025-12-19" in december["silicon_data_source"]
+    assert scenario_for(december)["workload"]["num_requests"] == 8 * 24
+    march = points[
+        (points["backend"] == "trtllm")
+        & (points["system"] == "gb200")
+        & (points["mode"] == "disagg")
+        & (points["model_path"] == "deepseek-ai/DeepSeek-R1")
+        & points["silicon_data_source"].str.contains("measured=2026-03-23")
+    ]
+    assert len(march) and all(prompts_per_user(row) == 10 for _, row in march.iterrows())
+    gpt_oss = point("2026_03_25_gpt_oss_120b_gb200_trtllm_fp4_disagg_8192x1024_c384_tp1_0_ep1_0_1263")
+    assert "measured=2026-01-07" in gpt_oss["silicon_data_source"]
+    assert prompts_per_user(gpt_oss) == 10
 
 
 def test_december_sglang_points_take_the_srt_slurm_recipe_of_their_layout(points):
