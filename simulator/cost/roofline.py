@@ -120,6 +120,14 @@ class RooflineParams(BaseModel):
         "use_ep, vllm/model_executor/layers/fused_moe/config.py); SGLang's and TensorRT-LLM's default attention-DP "
         "layout gathers the tokens instead (no all-to-all).",
     )
+    all_to_all_kernel: Literal["engine", "nvlink_two_sided", "nvlink_one_sided"] = Field(
+        "engine",
+        description="With expert_all_to_all, whose measured kernels move the tokens (the silicon cost model): "
+        "'engine', the engine's own all-to-all table (DeepEP's under SGLang and TensorRT-LLM's collectors, vLLM's "
+        "all2all); 'nvlink_two_sided' or 'nvlink_one_sided', TensorRT-LLM's NVLink all-to-all "
+        "(TRTLLM_FORCE_COMM_METHOD NVLINK_TWO_SIDED or NVLINK_ONE_SIDED; measured on GB200 NVL72, read for GB300: "
+        "simulator/cost/silicon/nvlink_a2a.py).",
+    )
     dp_attention_mlp: Literal["gathered", "local"] | None = Field(
         None,
         description="With attention data parallelism, where the MLPs run (simulator/cost/dp_attention.py): "

@@ -46,6 +46,7 @@ from simulator.cost.roofline import (
     gemm_peak_flops_per_s,
 )
 from simulator.cost.shape import COST_MODELS, MLP_OPS, BatchShape, OpCost, StepTime
+from simulator.cost.silicon.nvlink_a2a import nvlink_all_to_all
 from simulator.cost.silicon.tables import AttentionTable, Curve, GemmTable, load_tables, lower_within
 
 GEMM_OPS = ("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down", "lm_head")
@@ -307,7 +308,8 @@ class SiliconCostModel:
         self._moe_deepep: dict[bool, Curve] = {}  # SGLang's DeepEP MoE by "the step holds a prefill"
         self._deepep_notes: dict[bool, str] = {}  # by phase: what a DeepEP curve is where the format was not measured
         self._all_reduce = None
-        self._all_to_all: tuple[Curve, Curve] | None = None  # DeepEP's dispatch and combine
+        self._all_to_all: tuple[Curve, ...] | None = None  # DeepEP's dispatch and combine (or NVLink's kernels)
+        self._all_to_all_source = "DeepEP"  # whose all-to-all those curves time
         self._exchange: dict[str, Any] = {}  # NCCL's all-gather and reduce-scatter (moe_exchange)
         self._mla_module = False  # MLA attention priced by the measured module (projections included)
         self._module_name = "DSA" if m.is_dsa else "MLA"
@@ -471,9 +473,22 @@ class SiliconCostModel:
                         break
         if m.is_moe and self.ep > 1 and self.params.roofline.expert_all_to_all:
             shape = (m.hidden_size, m.num_experts_per_token, m.num_experts, self.ep)
-            dispatch, combine = t.all_to_all("dispatch", *shape), t.all_to_all("combine", *shape)
-            if dispatch is not None and combine is not None:
-                self._all_to_all = (dispatch, combine)
+            kernel = self.params.roofline.all_to_all_kernel
+            if kernel == "engine":
+                dispatch, combine = t.all_to_all("dispatch", *shape), t.all_to_all("combine", *shape)
+                if dispatch is not None and combine is not None:
+                    self._all_to_all = (dispatch, combine)
+            else:
+                found = nvlink_all_to_all(t.selection.tables.name, kernel, self._a2a_dtype(), *shape)
+                if found is None:
+                    raise ValueError(
+                        f"cost_model.roofline.all_to_all_kernel: no measurement of TensorRT-LLM's {kernel} all-to-all "
+                        f"for {t.selection.tables.name} with {self._a2a_dtype()} tokens at hidden {m.hidden_size}, top "
+                        f"{m.num_experts_per_token} of {m.num_experts} experts, ep {self.ep} "
+                        "(cost/silicon/nvlink_a2a.py: GB200 and GB300, DeepSeek-V3's shape); use all_to_all_kernel: "
+                        "engine"
+                    )
+                self._all_to_all, self._all_to_all_source = found
         if tp > 1:
             from simulator.cost.collectives import MeasuredAllReduce, MeasuredCollective, ScaleOut
 
@@ -1091,6 +1106,12 @@ class SiliconCostModel:
 
     # MoE, all-to-all and all-reduce --------------------------------------------------------
 
+    def _a2a_dtype(self) -> str:
+        """The format TensorRT-LLM's MoE sends its tokens in (``exchange_bytes_per_row``'s rule): NVFP4 or FP8
+        per-tensor experts take them quantized, any other (DeepSeek's FP8 block scales among them) in bf16."""
+        quant = self.model.quantization
+        return {"nvfp4": "nvfp4", "fp8": "fp8"}.get(quant or "", "bfloat16")
+
     def _all_to_all_lookup(self, rows: int) -> tuple[float, str]:
         """Expert parallelism's dispatch and combine per MoE layer, each GPU sending its ``rows / ep`` share of the
         step's tokens: DeepEP's measured times (the faster of its normal and low-latency kernels at that count),
@@ -1107,7 +1128,8 @@ class SiliconCostModel:
                 t *= tokens / tc
                 beyond = True
             total += t  # below the smallest count: its time (the kernels' latency floor)
-        source = "interpolated (DeepEP)" if not beyond else f"roofline anchored at tokens={tc:g} (DeepEP)"
+        who = self._all_to_all_source
+        source = f"interpolated ({who})" if not beyond else f"roofline anchored at tokens={tc:g} ({who})"
         return total * self.model.num_moe_layers, source
 
     def _mlp_split(self, rows: int, has_prefill: bool = False) -> dict[str, tuple[float, str]]:
