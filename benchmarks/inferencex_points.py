@@ -74,7 +74,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.inferencex_sglang_disagg import SGLANG_SERVERS
-from benchmarks.inferencex_trt_disagg import DECODE_SEATS, MOE_KERNELS, TRT_SERVERS
+from benchmarks.inferencex_trt_disagg import ALL_TO_ALL, DECODE_SEATS, MOE_KERNELS, TRT_SERVERS
 from simulator.config.presets import hardware_presets
 
 SAMPLE_FILE = ("aiconfigurator_core", "systems/silicon_sample.csv")
@@ -1433,11 +1433,13 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
 def _trt_disaggregated_recipe(scenario: dict[str, Any], point_id: str) -> None:
     """Each server's settings from the recipe the point ran (benchmarks/inferencex_trt_disagg.py), where known: the
     generation servers' max_batch_size (their seats), each server's MoE kernel family, scheduler limits and KV
-    memory fraction, and the context servers' overlap scheduler, off (``disable_overlap_scheduler: true``): a server
-    without it runs its CPU work between its steps and plans each step after the last (``cpu_overlap`` false)."""
+    memory fraction, the context servers' overlap scheduler, off (``disable_overlap_scheduler: true``): a server
+    without it runs its CPU work between its steps and plans each step after the last (``cpu_overlap`` false), and
+    the all-to-all a server's environment forces on its attention-DP MoE (``all_to_all_kernel``)."""
     seats = DECODE_SEATS.get(point_id)
     kernels = MOE_KERNELS.get(point_id, (None, None))
     servers = TRT_SERVERS.get(point_id)
+    forced = ALL_TO_ALL.get(point_id, (None, None))
     for group in scenario["groups"]:
         decode = group["role"] == "decode"
         policy = dict(group.get("policy", scenario["policy"]))
@@ -1447,13 +1449,20 @@ def _trt_disaggregated_recipe(scenario: dict[str, Any], point_id: str) -> None:
         kernel = kernels[1] if decode else kernels[0]
         if kernel is not None:
             cost_model["moe_kernel"] = kernel
+        roofline: dict[str, Any] = {}
         if servers is not None:
             fields, kv_cache, overlap = servers.role(group["role"])
             policy |= fields
             if kv_cache:
                 group["kv_cache"] = scenario["kv_cache"] | kv_cache
             if not overlap:
-                cost_model["roofline"] = {"cpu_overlap": False}
+                roofline["cpu_overlap"] = False
+        a2a = forced[1] if decode else forced[0]
+        if a2a is not None and group["parallelism"].get("dp_attention", 1) > 1:
+            # ConfigurableMoE's forced method runs only with attention DP over more than one rank
+            roofline |= {"expert_all_to_all": True, "all_to_all_kernel": a2a}
+        if roofline:
+            cost_model["roofline"] = roofline
         if policy != scenario["policy"]:
             group["policy"] = policy
         if cost_model:

@@ -14,7 +14,8 @@ the day, else its first version); where srt-slurm does not hold the path, the re
 ``moe_config.backend`` of the recipe's ``prefill`` and ``decode`` servers too, as the kernel family servesim prices
 (``SiliconParams.moe_kernel``: TRTLLM trtllm_gen, CUTLASS cutlass, DEEPGEMM deepgemm; CUTEDSL and WIDEEP have no
 family of their own in the tables, and the fastest measured kernel is kept), and each server's scheduler limits, KV
-memory fraction and overlap scheduler (``server_flags``, ``TRT_SERVERS``). Prints the
+memory fraction and overlap scheduler (``server_flags``, ``TRT_SERVERS``), and the all-to-all their environment
+forces (``all_to_all``, ``ALL_TO_ALL``). Prints the
 table and each point's evidence; points with no recipe (the configurations of 2025, launched without a
 CONFIG_FILE) are listed and left out.
 
@@ -88,6 +89,10 @@ def moe_kernels(recipe_text: str) -> tuple[str | None, str | None]:
     return family("prefill"), family("decode")
 
 
+COMM_METHODS = {"NVLINK_TWO_SIDED": "nvlink_two_sided", "NVLINK_ONE_SIDED": "nvlink_one_sided"}
+"""TensorRT-LLM's ``TRTLLM_FORCE_COMM_METHOD`` values servesim prices, as ``all_to_all_kernel``."""
+
+
 def server_flags(recipe_text: str) -> TrtServers:
     """The context (prefill) and generation (decode) servers' settings of an srt-slurm TensorRT-LLM recipe
     (``backend.trtllm_config.{prefill,decode}``): ``max_batch_size`` (the context servers'; the generation servers'
@@ -113,6 +118,21 @@ def server_flags(recipe_text: str) -> TrtServers:
         fraction(decode),
         not decode.get("disable_overlap_scheduler"),
     )
+
+
+def all_to_all(recipe_text: str) -> tuple[str | None, str | None]:
+    """The all-to-all the context and generation servers' environments force on their MoE
+    (``backend.{prefill,decode}_environment``: TensorRT-LLM's ConfigurableMoE, ``ENABLE_CONFIGURABLE_MOE`` "1", reads
+    ``TRTLLM_FORCE_COMM_METHOD`` in fused_moe/communication/communication_factory.py), as ``all_to_all_kernel``."""
+    backend = (yaml.safe_load(recipe_text) or {}).get("backend") or {}
+
+    def forced(role: str) -> str | None:
+        env = backend.get(f"{role}_environment") or {}
+        if str(env.get("ENABLE_CONFIGURABLE_MOE")) != "1":
+            return None
+        return COMM_METHODS.get(str(env.get("TRTLLM_FORCE_COMM_METHOD")))
+
+    return forced("prefill"), forced("decode")
 
 
 def config_files_for(config: dict[str, Any] | None, row: pd.Series) -> list[str]:
@@ -151,6 +171,7 @@ def derive(inferencex: Path, srt_slurm: Path) -> pd.DataFrame:
         recipe = decode_max_batch_size(found[1]) if found else None
         prefill_moe, decode_moe = moe_kernels(found[1]) if found else (None, None)
         servers = server_flags(found[1]) if found else None
+        prefill_a2a, decode_a2a = all_to_all(found[1]) if found else (None, None)
         rows.append(
             {
                 "id": row["id"],
@@ -164,6 +185,8 @@ def derive(inferencex: Path, srt_slurm: Path) -> pd.DataFrame:
                 "prefill_moe": prefill_moe,
                 "decode_moe": decode_moe,
                 "servers": servers,
+                "prefill_a2a": prefill_a2a,
+                "decode_a2a": decode_a2a,
             }
         )
     return pd.DataFrame(rows)
@@ -191,6 +214,10 @@ def main() -> None:
     servers = table[table["servers"].notna()]
     print_mapping(
         "TRT_SERVERS", ((r.id, f"TrtServers({', '.join(map(repr, r.servers))})") for r in servers.itertuples())
+    )
+    forced = table[table["prefill_a2a"].notna() | table["decode_a2a"].notna()]
+    print_mapping(
+        "ALL_TO_ALL", ((r.id, f"({family(r.prefill_a2a)}, {family(r.decode_a2a)})") for r in forced.itertuples())
     )
     unknown = ", ".join(table.loc[table["seats"].isna(), "id"])
     print(f"# {len(known)} of {len(table)} points; without a recipe: {unknown}")

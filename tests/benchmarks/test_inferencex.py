@@ -904,6 +904,36 @@ def test_a_trtllm_recipes_server_settings_are_read_by_role():
     assert not any(s.prefill_overlap for s in TRT_SERVERS.values())
 
 
+def test_trtllm_fp8_generation_servers_exchange_by_the_nvlink_all_to_all_their_environment_forces(points):
+    """Every GB200 and GB300 FP8 generation server of the recipes sets ENABLE_CONFIGURABLE_MOE "1" and
+    TRTLLM_FORCE_COMM_METHOD NVLINK_TWO_SIDED; ConfigurableMoE runs it with attention DP over more than one rank. The
+    32-rank GB300 decode server takes it; a TP 8 one (no attention DP) keeps its tensor-parallel MoE."""
+    from benchmarks.inferencex_trt_disagg import ALL_TO_ALL
+    from benchmarks.inferencex_trt_disagg_derive import all_to_all
+
+    env = (
+        'backend:\n  decode_environment:\n    ENABLE_CONFIGURABLE_MOE: "1"\n'
+        '    TRTLLM_FORCE_COMM_METHOD: "NVLINK_TWO_SIDED"\n  prefill_environment:\n    TRTLLM_ENABLE_PDL: "1"\n'
+    )
+    assert all_to_all(env) == (None, "nvlink_two_sided")
+    assert all_to_all(env.replace('ENABLE_CONFIGURABLE_MOE: "1"', 'ENABLE_CONFIGURABLE_MOE: "0"')) == (None, None)
+    assert all_to_all("backend:\n  type: trtllm\n") == (None, None)
+    assert set(ALL_TO_ALL.values()) == {(None, "nvlink_two_sided")}
+
+    def decode_group(point: str) -> dict:
+        scenario = scenario_for(points[points["id"] == point].iloc[0])
+        validate_scenario(scenario)
+        return next(g for g in scenario["groups"] if g["role"] == "decode")
+
+    wide = decode_group("dsr1_gb300_trtllm_fp8_disagg_1024x8192_c1024_cfg462")
+    assert wide["parallelism"]["dp_attention"] == 32
+    assert wide["cost_model"]["roofline"] == {"expert_all_to_all": True, "all_to_all_kernel": "nvlink_two_sided"}
+    tensor = decode_group("dsr1_gb300_trtllm_fp8_disagg_8192x1024_c4_cfg392")
+    assert "dsr1_gb300_trtllm_fp8_disagg_8192x1024_c4_cfg392" in ALL_TO_ALL
+    assert tensor["parallelism"].get("dp_attention", 1) == 1
+    assert "expert_all_to_all" not in tensor.get("cost_model", {}).get("roofline", {})
+
+
 def test_sglang_disaggregated_servers_take_their_recipes_limits_and_memory(points):
     """GB200 FP8 8k/1k at 1,024 users ran recipe gb200-fp8/8k1k/mid-curve.yaml: prefill servers of chunked-prefill-size
     131072 and mem-fraction-static 0.8, a decode server of max-running-requests 8192 and 0.82."""
