@@ -88,8 +88,9 @@ DEEPSEEK_PATHS = ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")  # the f
 # precision): the first day on srtctl (whose sa-bench sends 10 x CONC), and the prompts a user their client sent before
 # (``prompts_per_user``)
 DYNAMO_CLIENTS: dict[tuple[str, str], tuple[str, int]] = {
-    ("sglang", "fp4"): ("2026-02-07", 5),  # slurm_jobs' scripts/vllm/bench.sh until 2767db504
-    ("sglang", "fp8"): ("2026-02-09", 5),  # until 37f353be2
+    ("sglang", "fp4"): ("2026-02-07", 5),  # slurm_jobs' scripts/vllm/bench.sh until 2767db504 (its day's points: none)
+    # until 37f353be2 (07:50 -0800 that day): the day's points ran its new configs, the run the merge started, on srtctl
+    ("sglang", "fp8"): ("2026-02-09", 5),
     ("trtllm", "fp4"): ("2026-01-30", 8),  # performance_sweeps' benchmark_disagg.slurm (MULTI_ROUND 8) until 4e9a376bf
 }
 VLLM_MAX_NUM_BATCHED_TOKENS = 8192  # InferenceX's vLLM recipe
@@ -1458,8 +1459,10 @@ def _trt_disaggregated_recipe(scenario: dict[str, Any], point_id: str) -> None:
             if not overlap:
                 roofline["cpu_overlap"] = False
         a2a = forced[1] if decode else forced[0]
-        if a2a is not None and group["parallelism"].get("dp_attention", 1) > 1:
-            # ConfigurableMoE's forced method runs only with attention DP over more than one rank
+        layout = group["parallelism"]
+        if a2a is not None and layout.get("dp_attention", 1) > 1 and layout.get("ep", 1) == layout.get("tp", 1):
+            # ConfigurableMoE's forced method runs only with attention DP over more than one rank and the experts'
+            # TP 1 (communication_factory.create_strategy gathers otherwise)
             roofline |= {"expert_all_to_all": True, "all_to_all_kernel": a2a}
         if roofline:
             cost_model["roofline"] = roofline

@@ -15,7 +15,8 @@ divides the chunk and the requests by the attention-DP size as SGLang does).
 Derived by ``python -m benchmarks.inferencex_sglang_disagg_derive`` from the recipe nvidia-master.yaml names for the
 point's load on the day it was measured, as InferenceX keeps it under ``benchmarks/multi_node/srt-slurm-recipes/``
 (copies tracked from 2026-04-28, after the points of February and March were measured: the recipes may have
-changed in between, which InferenceX did not record): 56 points. The GB200 points measured before 2026-01-30 ran
+changed in between, which InferenceX did not record): 56 points. The GB200 points measured before their precision
+moved to srtctl (FP4 2026-02-07, FP8 2026-02-09: ``inferencex_points.DYNAMO_CLIENTS``) ran
 Dynamo's SGLang ``slurm_jobs`` scripts, which name no recipe: they take NVIDIA/srt-slurm's recipe of the day whose
 worker counts, GPUs a worker and concurrency list are the point's (``recipies/gb200-{fp4,fp8}/{1k1k,8k1k}/``, the
 scripts' flags as NVIDIA published them on 2025-12-20): 17 points. Left out, their servers keep the generic

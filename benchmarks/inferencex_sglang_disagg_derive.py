@@ -13,7 +13,8 @@ share, e.g. GB300 FP4 1k/1k ``mid_curve`` and ``max_tpt`` at the same loads and 
 attention-DP size as SGLang does, ``simulator/cluster/dp_attention.py``) and ``mem-fraction-static``
 (``kv_cache.mem_fraction_static``). Prints the table and each point's evidence.
 
-The points InferenceX measured before its GB200 SGLang runs moved to srtctl (2026-01-30) name no recipe: they ran
+The points InferenceX measured before its GB200 SGLang runs moved to srtctl (FP4 2026-02-07, FP8 2026-02-09:
+``inferencex_points.DYNAMO_CLIENTS``) name no recipe: they ran
 Dynamo's SGLang ``slurm_jobs`` scripts, whose flags NVIDIA/srt-slurm published as recipes on 2025-12-20 (d83c9ee,
 ``recipies/gb200-{fp4,fp8}/{1k1k,8k1k}/``; e.g. the 8k/1k FP8 ``mid-curve-5p1d`` flags are those of Dynamo's
 ``scripts/gb200-fp8/disagg/8k1k-max-tpt.sh``). With ``--srt-slurm`` such a point takes the recipe of that folder, as

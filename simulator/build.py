@@ -332,6 +332,28 @@ def _roofline_params(params: Any) -> Any:
     return getattr(params, "roofline", None)
 
 
+def _check_nvlink_all_to_all(params: Any, roofline: Any, nested: dict[str, Any], engine: str) -> None:
+    """One line where TensorRT-LLM's NVLink all-to-all (``all_to_all_kernel``) is asked for but would not be read:
+    only the silicon model prices it, only where tokens are dispatched (``expert_all_to_all``), and only TensorRT-LLM
+    runs it."""
+    kernel = roofline.all_to_all_kernel
+    if roofline is params:
+        raise ValueError(
+            f"cost_model.all_to_all_kernel: {kernel} is TensorRT-LLM's measured all-to-all, which only the silicon "
+            "cost model reads (cost_model: {kind: silicon, roofline: {all_to_all_kernel: ...}})"
+        )
+    if not nested.get("expert_all_to_all", roofline.expert_all_to_all):
+        raise ValueError(
+            f"cost_model.roofline.all_to_all_kernel: {kernel} needs expert_all_to_all: true (the tokens dispatched to "
+            "their experts' GPUs)"
+        )
+    if engine != "trtllm":
+        raise ValueError(
+            f"cost_model.roofline.all_to_all_kernel: {kernel} is TensorRT-LLM's all-to-all; the {engine} engine "
+            "runs its own (all_to_all_kernel: engine)"
+        )
+
+
 def resolve_cost_model(
     params: Any,
     policy_kind: str,
@@ -373,6 +395,8 @@ def resolve_cost_model(
             nested["cpu_overlap"] = traits.overlaps_cpu
         if roofline.expert_all_to_all is None:
             nested["expert_all_to_all"] = traits.engine == "vllm" and dp_attention > 1 and ep > 1
+        if roofline.all_to_all_kernel != "engine":
+            _check_nvlink_all_to_all(params, roofline, nested, traits.engine)
         if roofline.dp_attention_mlp is None:
             nested["dp_attention_mlp"] = "local" if traits.dp_attention_local_mlp else "gathered"
         local = nested.get("dp_attention_mlp", roofline.dp_attention_mlp) == "local"

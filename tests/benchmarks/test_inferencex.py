@@ -1077,6 +1077,34 @@ def test_sglang_gb200_disaggregated_points_run_through_dynamo_sent_five_prompts_
     assert prompts_per_user(agg) == 10
 
 
+def test_the_dynamo_clients_end_on_the_day_their_engine_and_precision_moved_to_srtctl():
+    """DYNAMO_CLIENTS' days, on made-up rows: SGLang FP4 5 x CONC until 2026-02-07, FP8 until 2026-02-09 (the points of
+    that day ran the new configs on srtctl), TensorRT-LLM FP4 8 x CONC until 2026-01-30; GB200 DeepSeek-R1
+    disaggregated points only."""
+    import pandas as pd
+
+    from benchmarks.inferencex_points import prompts_per_user
+
+    def row(backend: str, precision: str, day: str, **kw: str) -> pd.Series:
+        fields = {
+            "backend": backend,
+            "precision": precision,
+            "mode": "disagg",
+            "system": "gb200",
+            "model_path": "deepseek-ai/DeepSeek-R1",
+            "silicon_data_source": f"db-dump/2026-04-27; measured={day}T00:00:00.000Z",
+        }
+        return pd.Series(fields | kw)
+
+    assert [prompts_per_user(row("sglang", "fp4", d)) for d in ("2026-02-06", "2026-02-07")] == [5, 10]
+    assert [prompts_per_user(row("sglang", "fp8", d)) for d in ("2026-02-08", "2026-02-09")] == [5, 10]
+    assert [prompts_per_user(row("trtllm", "fp4", d)) for d in ("2026-01-29", "2026-01-30")] == [8, 10]
+    assert prompts_per_user(row("trtllm", "fp8", "2026-01-29")) == 10  # FP8 went straight to srtctl
+    assert prompts_per_user(row("sglang", "fp4", "2025-12-21", system="gb300")) == 10
+    assert prompts_per_user(row("sglang", "fp4", "2025-12-21", mode="agg")) == 10
+    assert prompts_per_user(row("trtllm", "fp4", "2025-12-19", model_path="openai/gpt-oss-120b")) == 10
+
+
 def test_trtllm_gb200_disaggregated_points_run_before_2026_01_30_sent_eight_prompts_a_user(points):
     """Until srtctl (4e9a376bf, 2026-01-30) InferenceX ran its GB200 TensorRT-LLM DeepSeek-R1 FP4 disaggregated points
     through Dynamo's performance_sweeps: benchmark_disagg.slurm's MULTI_ROUND defaults to 8 (InferenceX never sets it)

@@ -309,7 +309,7 @@ class SiliconCostModel:
         self._deepep_notes: dict[bool, str] = {}  # by phase: what a DeepEP curve is where the format was not measured
         self._all_reduce = None
         self._all_to_all: tuple[Curve, ...] | None = None  # DeepEP's dispatch and combine (or NVLink's kernels)
-        self._all_to_all_source = "DeepEP"  # whose all-to-all those curves time
+        self._all_to_all_source = "DeepEP"  # whose all-to-all those curves time (the engines' tables are DeepEP's)
         self._exchange: dict[str, Any] = {}  # NCCL's all-gather and reduce-scatter (moe_exchange)
         self._mla_module = False  # MLA attention priced by the measured module (projections included)
         self._module_name = "DSA" if m.is_dsa else "MLA"
@@ -1114,8 +1114,9 @@ class SiliconCostModel:
 
     def _all_to_all_lookup(self, rows: int) -> tuple[float, str]:
         """Expert parallelism's dispatch and combine per MoE layer, each GPU sending its ``rows / ep`` share of the
-        step's tokens: DeepEP's measured times (the faster of its normal and low-latency kernels at that count),
-        the roofline anchored at the edge of the measured token counts."""
+        step's tokens: the engine's measured DeepEP times (the faster of its normal and low-latency kernels at that
+        count), or TensorRT-LLM's NVLink kernels (``all_to_all_kernel``: prepare, dispatch and combine summed), the
+        roofline anchored at the edge of the measured token counts."""
         assert self._all_to_all is not None
         tokens = max(1.0, rows / self.ep)
         total = 0.0

@@ -7,10 +7,11 @@ the release and the MoE backend; a deployment can force it. InferenceX's GB200 a
 DeepSeek-R1 generation server of NVIDIA/srt-slurm's ``recipes/trtllm/gb200-fp8`` and ``gb300-fp8`` (75f6e32a,
 2026-01-27 onward) sets ``ENABLE_CONFIGURABLE_MOE: "1"`` and ``TRTLLM_FORCE_COMM_METHOD: "NVLINK_TWO_SIDED"``
 (``decode_environment``), which TensorRT-LLM's ``ConfigurableMoE`` reads in
-``tensorrt_llm/_torch/modules/fused_moe/communication/communication_factory.py`` (the forced method wins wherever
-attention DP runs with more than one rank). Set it with the cost model's ``roofline: {expert_all_to_all: true,
-all_to_all_kernel: nvlink_two_sided}`` (or ``nvlink_one_sided``, the method TensorRT-LLM 1.2's CUTLASS and TRTLLM
-backends pick on their own where NVLink allows).
+``tensorrt_llm/_torch/modules/fused_moe/communication/communication_factory.py``: the forced method runs where
+attention DP has more than one rank and the experts' tensor parallelism is 1 (the factory gathers otherwise). Set it
+with the cost model's ``roofline: {expert_all_to_all: true, all_to_all_kernel: nvlink_two_sided}`` (or
+``nvlink_one_sided``, the method TensorRT-LLM 1.2's CUTLASS and TRTLLM backends pick on their own where NVLink
+allows); the silicon model reads it, under the ``trtllm`` policy only.
 
 **Measured** (aiconfigurator-core: ``comm/trtllm/<version>/trtllm_alltoall_perf.parquet``, TensorRT-LLM 1.2.0rc6 on
 GB200 NVL72, balanced routing, DeepSeek-V3's shape: hidden 7168, 8 of 256 experts; expert-parallel sizes 2 to 64):
@@ -59,16 +60,17 @@ def _frame(system: str) -> tuple[pd.DataFrame, str] | None:
     if not found:
         return None
     path = found[-1]
-    frame = pd.read_parquet(path, columns=[*_COLUMNS, "moe_ep_size", "latency"])
-    frame = frame[frame.latency > 0]
-    label = f"TensorRT-LLM's NVLink all-to-all measured on {measured} ({path.parent.name} tables)"
+    frame = pd.read_parquet(path, columns=[*_COLUMNS, "moe_ep_size", "distribution", "version", "latency"])
+    frame = frame[(frame.latency > 0) & (frame.distribution == "balanced")]  # the routing the curves stand for
+    releases = ", ".join(sorted(map(str, frame.version.unique())))
+    label = f"TensorRT-LLM {releases}'s NVLink all-to-all measured on {measured}"
     if measured != system:
         label += f", read for {system} (same NVLink 5 fabric: cost/silicon/nvlink_a2a.py)"
     return frame, label
 
 
 def nvlink_all_to_all(
-    system: str, kernel: str, dtype: str, hidden: int, topk: int, experts: int, ep: int
+    system: str, kernel: NvlinkKernel, dtype: str, hidden: int, topk: int, experts: int, ep: int
 ) -> tuple[tuple[Curve, ...], str] | None:
     """One MoE layer's NVLink all-to-all on ``system``: a curve (seconds against a rank's tokens) for each op
     ``kernel`` runs, dispatching ``dtype`` tokens ("bfloat16", "fp8", "nvfp4") at the model's shape over ``ep`` GPUs,

@@ -22,7 +22,9 @@ SHAPE = (7168, 8, 256)
 def _table() -> pd.DataFrame:
     root = database.dependency_root()
     assert root is not None
-    paths = sorted((root / "gb200" / "comm" / "trtllm").glob(f"*/{TABLE}"))
+    paths = sorted(
+        (root / "gb200" / "comm" / "trtllm").glob(f"*/{TABLE}"), key=lambda p: database.version_key(p.parent.name)
+    )
     assert paths, "aiconfigurator-core ships GB200's NVLink all-to-all table"
     return pd.read_parquet(paths[-1])
 
@@ -37,6 +39,9 @@ def test_two_sided_reads_prepare_dispatch_and_combine_as_measured():
     for curve, op in zip(curves, ("alltoall_prepare", "alltoall_dispatch", "alltoall_combine"), strict=True):
         ms = float(rows[(rows.op_name == op) & (rows.num_tokens == 128)].latency.median())
         assert curve(128) == pytest.approx(ms * 1e-3)
+    # the table's milliseconds read as seconds: 128 tokens of 7168 bf16 values to up to 8 of 32 GPUs over NVLink 5 take
+    # tens of microseconds (about 15 MB at 900 GB/s a direction is 16 us), not milliseconds or nanoseconds
+    assert 10e-6 < curves[1](128) < 100e-6
     # one-sided: dispatch and combine only, measured with NVFP4 tokens alone
     one, _ = nvlink_all_to_all("gb200", "nvlink_one_sided", "nvfp4", *SHAPE, 32)
     assert len(one) == 2
@@ -96,3 +101,26 @@ def test_attention_dp_ranks_exchange_by_the_all_to_all_instead_of_gathering():
     assert a2a_exchange_s == pytest.approx(sum(c(16) for c in curves) * DSV3.num_moe_layers)
     assert a2a_exchange_s < gather_s  # each token to its experts' ranks, not every rank's tokens to every rank
     assert a2a_s == pytest.approx(gathered_s - gather_s + a2a_exchange_s)
+
+
+@pytest.mark.parametrize(
+    ("policy", "roofline", "message"),
+    [
+        ("trtllm", {"all_to_all_kernel": "nvlink_two_sided"}, "needs expert_all_to_all: true"),
+        ("sglang", {"expert_all_to_all": True, "all_to_all_kernel": "nvlink_two_sided"}, "the sglang engine runs"),
+    ],
+)
+def test_asking_for_it_where_it_would_not_be_read_is_one_line(policy, roofline, message):
+    scenario = {
+        "model": "deepseek-ai/DeepSeek-V3",
+        "hardware": "gb200",
+        "parallelism": {"tp": 8, "ep": 8, "dp_attention": 8},
+        "policy": {"kind": policy},
+        "cost_model": {"kind": "silicon", "roofline": roofline},
+        "workload": {"num_requests": 4},
+    }
+    with pytest.raises(ValueError, match=f"all_to_all_kernel: nvlink_two_sided .*{message}"):
+        build(validate_scenario(scenario))
+    scenario["cost_model"] = {"kind": "roofline", "all_to_all_kernel": "nvlink_two_sided"}
+    with pytest.raises(ValueError, match="only the silicon cost model reads"):
+        build(validate_scenario(scenario))
