@@ -46,7 +46,6 @@ from simulator.cost.roofline import (
     gemm_peak_flops_per_s,
 )
 from simulator.cost.shape import COST_MODELS, MLP_OPS, BatchShape, OpCost, StepTime
-from simulator.cost.silicon.nvlink_a2a import nvlink_all_to_all
 from simulator.cost.silicon.tables import AttentionTable, Curve, GemmTable, load_tables, lower_within
 
 GEMM_OPS = ("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down", "lm_head")
@@ -479,6 +478,8 @@ class SiliconCostModel:
                 if dispatch is not None and combine is not None:
                     self._all_to_all = (dispatch, combine)
             else:
+                from simulator.cost.silicon.nvlink_a2a import nvlink_all_to_all  # pandas: only where it is asked for
+
                 found = nvlink_all_to_all(t.selection.tables.name, kernel, self._a2a_dtype(), *shape)
                 if found is None:
                     raise ValueError(
