@@ -24,13 +24,15 @@ TensorRT-LLM, which it measured with CUTLASS (40 us).
 ``kv_cache_config.free_gpu_memory_fraction``, and whether its overlap scheduler runs (every context server of these
 recipes sets ``disable_overlap_scheduler: true``: servesim's ``cpu_overlap: false`` for that group's cost model).
 
-``ALL_TO_ALL`` maps it to the all-to-all its (context, generation) servers' environment forces on the MoE
-(``ENABLE_CONFIGURABLE_MOE: "1"`` with ``TRTLLM_FORCE_COMM_METHOD: NVLINK_TWO_SIDED``: every GB200 and GB300 FP8
-generation server's), servesim's ``expert_all_to_all`` with that ``all_to_all_kernel`` where the server runs attention
-DP (simulator/cost/silicon/nvlink_a2a.py); the others keep the all-gather and reduce-scatter.
+``ALL_TO_ALL`` maps it to the all-to-all its (context, generation) servers' MoE runs (the derive's ``all_to_all``):
+the method their environment forces (``ENABLE_CONFIGURABLE_MOE: "1"`` with ``TRTLLM_FORCE_COMM_METHOD:
+NVLINK_TWO_SIDED``: every GB200 and GB300 FP8 generation server's), or, for a CUTEDSL server in TensorRT-LLM 1.2.0rc6's
+image, ConfigurableMoE's first choice, NVLinkOneSided; servesim's ``expert_all_to_all`` with that
+``all_to_all_kernel`` where the server runs attention DP with the experts' TP 1 (simulator/cost/silicon/nvlink_a2a.py);
+the others keep the all-gather and reduce-scatter.
 
 Derived by ``python -m benchmarks.inferencex_trt_disagg_derive``: 116 points with seats, 116 with a kernel, 116 with
-server settings, 24 with a forced all-to-all.
+server settings, 31 with an all-to-all.
 Left out, their servers keep the generic ``max_batch_size`` of the concurrency and the fastest kernel: the GB200 FP4
 configurations of 2025 (launched without a recipe file) and the H200 ones whose loads (concurrency and worker
 counts) no entry of the day's dsr1-fp8-h200-dynamo-trt lists.
@@ -434,6 +436,10 @@ TRT_SERVERS: dict[str, TrtServers] = {
 
 
 ALL_TO_ALL: dict[str, tuple[str | None, str | None]] = {
+    "dsr1_gb200_trtllm_fp4_disagg_1024x8192_c2048_cfg239": (None, "nvlink_one_sided"),
+    "dsr1_gb200_trtllm_fp4_disagg_1024x8192_c4096_cfg239": (None, "nvlink_one_sided"),
+    "dsr1_gb200_trtllm_fp4_disagg_1024x8192_c8192_cfg239": (None, "nvlink_one_sided"),
+    "dsr1_gb200_trtllm_fp4_disagg_8192x1024_c4096_cfg362": (None, "nvlink_one_sided"),
     "dsr1_gb200_trtllm_fp8_disagg_1024x1024_c256_cfg375": (None, "nvlink_two_sided"),
     "dsr1_gb200_trtllm_fp8_disagg_1024x1024_c27_cfg386": (None, "nvlink_two_sided"),
     "dsr1_gb200_trtllm_fp8_disagg_1024x1024_c3_cfg386": (None, "nvlink_two_sided"),
@@ -445,6 +451,9 @@ ALL_TO_ALL: dict[str, tuple[str | None, str | None]] = {
     "dsr1_gb200_trtllm_fp8_disagg_8192x1024_c18_cfg386": (None, "nvlink_two_sided"),
     "dsr1_gb200_trtllm_fp8_disagg_8192x1024_c63_cfg386": (None, "nvlink_two_sided"),
     "dsr1_gb200_trtllm_fp8_disagg_8192x1024_c6_cfg386": (None, "nvlink_two_sided"),
+    "dsr1_gb300_trtllm_fp4_disagg_1024x8192_c1024_cfg373": (None, "nvlink_one_sided"),
+    "dsr1_gb300_trtllm_fp4_disagg_1024x8192_c4096_cfg373": (None, "nvlink_one_sided"),
+    "dsr1_gb300_trtllm_fp4_disagg_1024x8192_c8192_cfg373": (None, "nvlink_one_sided"),
     "dsr1_gb300_trtllm_fp8_disagg_1024x1024_c12288_cfg418": (None, "nvlink_two_sided"),
     "dsr1_gb300_trtllm_fp8_disagg_1024x1024_c24_cfg392": (None, "nvlink_two_sided"),
     "dsr1_gb300_trtllm_fp8_disagg_1024x1024_c4_cfg392": (None, "nvlink_two_sided"),

@@ -41,7 +41,7 @@ from benchmarks.inferencex_mtp_sweeps import (
     print_table,
     require_checkout,
 )
-from benchmarks.inferencex_points import concurrency_of
+from benchmarks.inferencex_points import concurrency_of, image_of
 from benchmarks.inferencex_trt_disagg import TrtServers
 
 MODEL_PREFIX = {
@@ -120,19 +120,33 @@ def server_flags(recipe_text: str) -> TrtServers:
     )
 
 
-def all_to_all(recipe_text: str) -> tuple[str | None, str | None]:
-    """The all-to-all the context and generation servers' environments force on their MoE
-    (``backend.{prefill,decode}_environment``: TensorRT-LLM's ConfigurableMoE, ``ENABLE_CONFIGURABLE_MOE`` "1", reads
-    ``TRTLLM_FORCE_COMM_METHOD`` in fused_moe/communication/communication_factory.py), as ``all_to_all_kernel``."""
+CONFIGURABLE_CUTEDSL_IMAGES = ("nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1",)
+"""Dynamo's TensorRT-LLM images whose release builds a CUTEDSL MoE as ConfigurableMoE whatever the environment: 0.8.1
+(0.8.1.post2) ships TensorRT-LLM 1.2.0rc6, after NVIDIA/TensorRT-LLM#9592 (2025-12-06) made ``create_moe`` wrap
+``CuteDslFusedMoE`` so (``if enable_configurable_moe or moe_cls == CuteDslFusedMoE``)."""
+
+
+def all_to_all(recipe_text: str, image: str | None = None) -> tuple[str | None, str | None]:
+    """The all-to-all the context and generation servers' MoE runs, as ``all_to_all_kernel`` (None: the gather).
+
+    TensorRT-LLM's ConfigurableMoE picks it in ``fused_moe/communication/communication_factory.py``: the method
+    ``TRTLLM_FORCE_COMM_METHOD`` names where the server's environment (``backend.{prefill,decode}_environment``) sets
+    it with ``ENABLE_CONFIGURABLE_MOE`` "1"; else, for a CUTEDSL server in ``image`` of
+    ``CONFIGURABLE_CUTEDSL_IMAGES``, the factory's first choice, NVLinkOneSided (its order: NVLinkOneSided,
+    NVLinkTwoSided, DeepEP, DeepEP low-latency, the gather). Both only with attention DP over more than one rank and
+    the experts' TP 1, which the benchmark checks on the point's layout."""
     backend = (yaml.safe_load(recipe_text) or {}).get("backend") or {}
+    config = backend.get("trtllm_config") or {}
+    configurable = image is not None and image.startswith(CONFIGURABLE_CUTEDSL_IMAGES)
 
-    def forced(role: str) -> str | None:
+    def chosen(role: str) -> str | None:
         env = backend.get(f"{role}_environment") or {}
-        if str(env.get("ENABLE_CONFIGURABLE_MOE")) != "1":
-            return None
-        return COMM_METHODS.get(str(env.get("TRTLLM_FORCE_COMM_METHOD")))
+        if str(env.get("ENABLE_CONFIGURABLE_MOE")) == "1" and "TRTLLM_FORCE_COMM_METHOD" in env:
+            return COMM_METHODS.get(str(env["TRTLLM_FORCE_COMM_METHOD"]))
+        moe = str(((config.get(role) or {}).get("moe_config") or {}).get("backend", "")).upper()
+        return "nvlink_one_sided" if configurable and moe == "CUTEDSL" else None
 
-    return forced("prefill"), forced("decode")
+    return chosen("prefill"), chosen("decode")
 
 
 def config_files_for(config: dict[str, Any] | None, row: pd.Series) -> list[str]:
@@ -171,7 +185,8 @@ def derive(inferencex: Path, srt_slurm: Path) -> pd.DataFrame:
         recipe = decode_max_batch_size(found[1]) if found else None
         prefill_moe, decode_moe = moe_kernels(found[1]) if found else (None, None)
         servers = server_flags(found[1]) if found else None
-        prefill_a2a, decode_a2a = all_to_all(found[1]) if found else (None, None)
+        image = image_of(str(row["silicon_data_source"]))
+        prefill_a2a, decode_a2a = all_to_all(found[1], image) if found else (None, None)
         rows.append(
             {
                 "id": row["id"],

@@ -904,10 +904,11 @@ def test_a_trtllm_recipes_server_settings_are_read_by_role():
     assert not any(s.prefill_overlap for s in TRT_SERVERS.values())
 
 
-def test_trtllm_fp8_generation_servers_exchange_by_the_nvlink_all_to_all_their_environment_forces(points):
+def test_trtllm_generation_servers_exchange_by_the_nvlink_all_to_all_configurable_moe_picks(points):
     """Every GB200 and GB300 FP8 generation server of the recipes sets ENABLE_CONFIGURABLE_MOE "1" and
-    TRTLLM_FORCE_COMM_METHOD NVLINK_TWO_SIDED; ConfigurableMoE runs it with attention DP over more than one rank. The
-    32-rank GB300 decode server takes it; a TP 8 one (no attention DP) keeps its tensor-parallel MoE."""
+    TRTLLM_FORCE_COMM_METHOD NVLINK_TWO_SIDED; ConfigurableMoE runs it with attention DP over more than one rank and
+    the experts' TP 1. The 32-rank GB300 decode server takes it; a TP 8 one (no attention DP) keeps its
+    tensor-parallel MoE. A CUTEDSL server of 1.2.0rc6 takes the factory's first choice, NVLinkOneSided."""
     from benchmarks.inferencex_trt_disagg import ALL_TO_ALL
     from benchmarks.inferencex_trt_disagg_derive import all_to_all
 
@@ -918,7 +919,14 @@ def test_trtllm_fp8_generation_servers_exchange_by_the_nvlink_all_to_all_their_e
     assert all_to_all(env) == (None, "nvlink_two_sided")
     assert all_to_all(env.replace('ENABLE_CONFIGURABLE_MOE: "1"', 'ENABLE_CONFIGURABLE_MOE: "0"')) == (None, None)
     assert all_to_all("backend:\n  type: trtllm\n") == (None, None)
-    assert set(ALL_TO_ALL.values()) == {(None, "nvlink_two_sided")}
+    # a CUTEDSL server of TensorRT-LLM 1.2.0rc6's image runs ConfigurableMoE whatever its environment: the factory's
+    # first choice, NVLinkOneSided; an older image's, or another backend's, gathers
+    cutedsl = "backend:\n  trtllm_config:\n    decode:\n      moe_config:\n        backend: CUTEDSL\n"
+    rc6 = "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post2"
+    assert all_to_all(cutedsl, rc6) == (None, "nvlink_one_sided")
+    assert all_to_all(cutedsl, "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.7.0.post2") == (None, None)
+    assert all_to_all(cutedsl.replace("CUTEDSL", "CUTLASS"), rc6) == (None, None)
+    assert set(ALL_TO_ALL.values()) == {(None, "nvlink_two_sided"), (None, "nvlink_one_sided")}
 
     def decode_group(point: str) -> dict:
         scenario = scenario_for(points[points["id"] == point].iloc[0])
@@ -928,6 +936,8 @@ def test_trtllm_fp8_generation_servers_exchange_by_the_nvlink_all_to_all_their_e
     wide = decode_group("dsr1_gb300_trtllm_fp8_disagg_1024x8192_c1024_cfg462")
     assert wide["parallelism"]["dp_attention"] == 32
     assert wide["cost_model"]["roofline"] == {"expert_all_to_all": True, "all_to_all_kernel": "nvlink_two_sided"}
+    cutedsl = decode_group("dsr1_gb300_trtllm_fp4_disagg_1024x8192_c1024_cfg373")
+    assert cutedsl["cost_model"]["roofline"] == {"expert_all_to_all": True, "all_to_all_kernel": "nvlink_one_sided"}
     tensor = decode_group("dsr1_gb300_trtllm_fp8_disagg_8192x1024_c4_cfg392")
     assert "dsr1_gb300_trtllm_fp8_disagg_8192x1024_c4_cfg392" in ALL_TO_ALL
     assert tensor["parallelism"].get("dp_attention", 1) == 1
