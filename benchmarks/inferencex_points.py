@@ -411,13 +411,13 @@ def policy_for(engine: str, concurrency: int) -> dict[str, Any]:
     raise PointRefused(f"engine {engine} not modelled")
 
 
-def dynamo_client_until(row: pd.Series) -> str | None:
-    """The day a GB200 disaggregated DeepSeek-R1 point's engine and precision left Dynamo's own launcher for srtctl
-    (``DYNAMO_CLIENTS``); None where it never ran through one."""
+def dynamo_client(row: pd.Series) -> tuple[str, int] | None:
+    """A GB200 disaggregated DeepSeek-R1 point's Dynamo client (``DYNAMO_CLIENTS``): the day its engine and precision
+    left Dynamo's own launcher for srtctl, and the prompts a user it sent before; None where it never ran through
+    one."""
     if row["mode"] != "disagg" or str(row["system"]) != "gb200" or str(row["model_path"]) not in DEEPSEEK_PATHS:
         return None
-    found = DYNAMO_CLIENTS.get((str(row["backend"]), str(row["precision"])))
-    return None if found is None else found[0]
+    return DYNAMO_CLIENTS.get((str(row["backend"]), str(row["precision"])))
 
 
 def prompts_per_user(row: pd.Series) -> int:
@@ -435,10 +435,10 @@ def prompts_per_user(row: pd.Series) -> int:
       (2026-01-30).
 
     A point without its measurement day (an export file's) keeps 10."""
-    until = dynamo_client_until(row)
+    client = dynamo_client(row)
     found = MEASURED_DAY.search(str(row["silicon_data_source"]))
-    if until is not None and found is not None and found.group(1) < until:
-        return DYNAMO_CLIENTS[(str(row["backend"]), str(row["precision"]))][1]
+    if client is not None and found is not None and found.group(1) < client[0]:
+        return client[1]
     return PROMPTS_PER_USER
 
 

@@ -49,7 +49,7 @@ from benchmarks.inferencex_points import (
     DEEPSEEK_PATHS,
     PointRefused,
     concurrency_of,
-    dynamo_client_until,
+    dynamo_client,
     scenario_for,
 )
 from benchmarks.inferencex_trt_disagg_derive import GPU, config_files_for
@@ -132,8 +132,8 @@ def derive(inferencex: Path, srt_slurm: Path | None = None) -> pd.DataFrame:
         found = file_on(inferencex, copy, day_s) if copy else None
         # the recipe's key: the repository, commit and path read (under RECIPES, or EARLY_RECIPES)
         source = f"InferenceX@{found[0][:9]}:{copy.removeprefix(RECIPES)}" if found and copy else ""
-        until = dynamo_client_until(row)
-        if found is None and srt_slurm is not None and until is not None and day_s < until:
+        client = dynamo_client(row)
+        if found is None and srt_slurm is not None and client is not None and day_s < client[0]:
             early = early_recipe(srt_slurm, row, day_s)
             if early is not None:
                 found = (early[0], early[2])

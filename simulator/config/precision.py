@@ -68,6 +68,11 @@ QUANTIZATIONS: dict[str, Quantization] = {
     ),
 }
 
+EXCHANGED_QUANTIZED = frozenset(("nvfp4", "fp8"))
+"""The formats whose MoE kernels take the activations quantized, so the tokens travel to the experts' GPUs in them
+(TensorRT-LLM's fused-MoE ``quantize_input(..., post_quant_comm=True)``: NVFP4, FP8 per-tensor); the others (DeepSeek's
+FP8 block scales, quantized inside the kernels; weight-only formats) send the activation dtype."""
+
 
 # The MoE kernel families a deployment can name (``cost_model.moe_kernel``, ``servesim estimate --moe-kernel``); each
 # is recognised in the measured tables by simulator/cost/silicon/convert.py's ``MOE_KERNEL_FAMILIES``.

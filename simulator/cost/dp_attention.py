@@ -79,7 +79,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from simulator.config.precision import QUANTIZATIONS
+from simulator.config.precision import EXCHANGED_QUANTIZED, QUANTIZATIONS
 from simulator.cost.eager import eager_step_s
 from simulator.cost.overhead import overlap_total
 from simulator.cost.shape import MLP_OPS, BatchShape, CostModel, OpCost, StepTime, merge_op
@@ -119,7 +119,7 @@ def exchange_bytes_per_row(
     quantized activations (``quantize_input(..., post_quant_comm=True)``: NVFP4, one FP8 scale per 16 values; FP8
     per-tensor), and all-gather the bf16 state for DeepSeek's FP8 block scales (quantized inside the kernels:
     ``use_deepseek_fp8_block_scale``) and weight-only experts."""
-    quantized = quantization in ("nvfp4", "fp8")  # the activation quantized to the weights' format
+    quantized = quantization in EXCHANGED_QUANTIZED  # the activation quantized to the weights' format
     per_value = QUANTIZATIONS[quantization].weight_bytes if quantized else activation_bytes
     return hidden_size * per_value + 8 * experts_per_token, hidden_size * activation_bytes
 

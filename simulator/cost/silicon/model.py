@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from simulator.config.precision import QUANTIZATIONS, MoeKernelName
+from simulator.config.precision import EXCHANGED_QUANTIZED, QUANTIZATIONS, MoeKernelName
 from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost.overhead import padded_batch_size
 from simulator.cost.roofline import (
@@ -1108,10 +1108,10 @@ class SiliconCostModel:
     # MoE, all-to-all and all-reduce --------------------------------------------------------
 
     def _a2a_dtype(self) -> str:
-        """The format TensorRT-LLM's MoE sends its tokens in (``exchange_bytes_per_row``'s rule): NVFP4 or FP8
-        per-tensor experts take them quantized, any other (DeepSeek's FP8 block scales among them) in bf16."""
+        """The format TensorRT-LLM's MoE sends its tokens in (``EXCHANGED_QUANTIZED``, as ``exchange_bytes_per_row``
+        prices them): NVFP4 or FP8 per-tensor experts take them quantized, any other in bf16."""
         quant = self.model.quantization
-        return {"nvfp4": "nvfp4", "fp8": "fp8"}.get(quant or "", "bfloat16")
+        return quant if quant in EXCHANGED_QUANTIZED else "bfloat16"
 
     def _all_to_all_lookup(self, rows: int) -> tuple[float, str]:
         """Expert parallelism's dispatch and combine per MoE layer, each GPU sending its ``rows / ep`` share of the

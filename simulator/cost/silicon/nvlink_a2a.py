@@ -45,7 +45,19 @@ KERNELS: dict[str, tuple[str, tuple[str, ...]]] = {
 DONORS = {"gb300": "gb200"}
 """GPUs whose NVLink all-to-all is read from another's measurement (module docstring)."""
 TABLE = "trtllm_alltoall_perf.parquet"
-_COLUMNS = ["op_name", "kernel_source", "moe_dtype", "num_tokens", "hidden_size", "topk", "num_experts"]
+_COLUMNS = [
+    "op_name",
+    "kernel_source",
+    "moe_dtype",
+    "num_tokens",
+    "hidden_size",
+    "topk",
+    "num_experts",
+    "moe_ep_size",
+    "distribution",
+    "version",
+    "latency",
+]
 
 
 @cache
@@ -60,7 +72,10 @@ def _frame(system: str) -> tuple[pd.DataFrame, str] | None:
     if not found:
         return None
     path = found[-1]
-    frame = pd.read_parquet(path, columns=[*_COLUMNS, "moe_ep_size", "distribution", "version", "latency"])
+    frame = pd.read_parquet(path)
+    missing = [c for c in _COLUMNS if c not in frame.columns]
+    if missing:  # as convert._read says it of the tables it derives
+        raise ValueError(f"{path}: no column {', '.join(missing)} (not a measured table in the database layout)")
     frame = frame[(frame.latency > 0) & (frame.distribution == "balanced")]  # the routing the curves stand for
     releases = ", ".join(sorted(map(str, frame.version.unique())))
     label = f"TensorRT-LLM {releases}'s NVLink all-to-all measured on {measured}"

@@ -124,3 +124,14 @@ def test_asking_for_it_where_it_would_not_be_read_is_one_line(policy, roofline, 
     scenario["cost_model"] = {"kind": "roofline", "all_to_all_kernel": "nvlink_two_sided"}
     with pytest.raises(ValueError, match="only the silicon cost model reads"):
         build(validate_scenario(scenario))
+
+
+def test_a_table_without_a_column_is_one_line_naming_it(tmp_path, monkeypatch):
+    from simulator.cost.silicon import nvlink_a2a
+
+    folder = tmp_path / "gb200" / "comm" / "trtllm" / "9.9"
+    folder.mkdir(parents=True)
+    pd.DataFrame({"op_name": ["alltoall_dispatch"], "latency": [0.01]}).to_parquet(folder / TABLE)
+    monkeypatch.setattr(database, "dependency_root", lambda: tmp_path)
+    with pytest.raises(ValueError, match=r"trtllm_alltoall_perf\.parquet: no column kernel_source, moe_dtype"):
+        nvlink_a2a._frame.__wrapped__("gb200")
