@@ -126,7 +126,9 @@ class StepPlan:
     policy (the engine ends one it preempted earlier FINISHED, short, with the reason, as
     vLLM V0 ignores a recomputed sequence over its prompt limit). ``discard_kv`` frees every
     scheduled request's KV after the step (no KV cache). When nothing is scheduled the
-    replica sleeps until an arrival or ``wake_at_s``.
+    replica sleeps until an arrival or ``wake_at_s``. ``num_lead_decodes``: the first that many of ``scheduled``
+    are the requests the view's ``steady_decodes`` vouched for, one token each, in its order (set by
+    ``schedule_running``; the engine then need not check them one by one again).
     """
 
     scheduled: list[tuple[RequestView, int]] = field(default_factory=list)
@@ -136,6 +138,7 @@ class StepPlan:
     reject: list[tuple[RequestView, str]] = field(default_factory=list)
     discard_kv: bool = False
     wake_at_s: float | None = None
+    num_lead_decodes: int = 0
 
 
 class BatchPolicy(Protocol):

@@ -167,6 +167,8 @@ def schedule_running(
     decodes = lead if lead is not None or steady is None else steady(pending)
     if decodes is not None and decodes[0] <= tokens and decodes[1] <= free:
         i, need = decodes
+        if not scheduled:  # they open the plan: say so (StepPlan.num_lead_decodes)
+            plan.num_lead_decodes = i
         scheduled.extend(zip(pending[:i], repeat(1)))
         tokens -= i
         free -= need

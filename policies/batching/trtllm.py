@@ -171,7 +171,11 @@ def _is_generation(req: RequestView, n: int) -> bool:
 
 
 def num_generation(plan: StepPlan) -> int:
-    """How many of ``plan``'s scheduled requests are generation requests."""
+    """How many of ``plan``'s scheduled requests are generation requests (the decode batch's members that open it,
+    ``num_lead_decodes``, each one: a member wants its next token after a computed sequence)."""
+    lead = plan.num_lead_decodes
+    if lead:
+        return lead + sum(starmap(_is_generation, plan.scheduled[lead:]))
     return sum(starmap(_is_generation, plan.scheduled))
 
 
@@ -179,11 +183,13 @@ def hold_back_contexts(plan: StepPlan) -> None:
     """Leave ``plan``'s context requests (and the KV they would reserve) for a later step: it runs its generation
     requests alone."""
     generation: list[tuple[RequestView, int]] = []
-    for req, n in plan.scheduled:
+    for i, (req, n) in enumerate(plan.scheduled):
         if _is_generation(req, n):
             generation.append((req, n))
         else:
             plan.kv_tokens.pop(req, None)
+            if i < plan.num_lead_decodes:  # no longer opened by the members steady_decodes vouched for
+                plan.num_lead_decodes = 0
     plan.scheduled = generation
 
 
@@ -261,10 +267,13 @@ class TrtllmPolicy:
         rest = running[members:] if members else running
         decodes = [r for r in rest if r.num_tokens - r.num_computed_tokens == 1]
         contexts = [r for r in rest if r.num_tokens - r.num_computed_tokens > 1]
-        if members:
-            decodes[:0] = running[:members]
         budget = Budget(self.max_num_tokens, self.max_batch_size - len(running), view.num_free_blocks)
-        order = decodes + contexts
+        if members == len(running):  # only the members run (schedule_running copies the list it is given)
+            order = running
+        else:
+            if members:
+                decodes[:0] = running[:members]
+            order = decodes + contexts
         schedule_running(view, order, plan, budget, admission_order(running), chunk=running_chunk, lead=lead)
         if plan.preempt:
             return plan  # MAX_UTILIZATION paused the newest (GUARANTEED_NO_EVICT never gets here)

@@ -91,8 +91,12 @@ class FastForward:
         self.window: Window | None = None  # the window in progress
         self._synced = -1  # the batch's step at which every member was last brought up to date (-1: not since built)
         self._stepping = False  # the plain step under way decodes every member (``release`` kept the batch)
-        self._members: list[Request] | None = None  # members the plain step under way steps as the batch
+        # the plan of the plain step under way that steps the members as the batch (they open its ``scheduled``)
+        self._members: list[tuple[Request, int]] | None = None
+        self._num_members = 0  # how many open it
         self._members_blocks = 0  # the KV blocks their decode tokens take in that step
+        # the batch and its step when ``steady_decodes`` last found its members leading a plan's list
+        self._vouched: tuple[DecodeBatch, int] | None = None
         self.num_extended = 0  # steps ``wait_next`` ran (each a one-step window's plan saved)
         # the durations of a window's steps that did not run (an arrival cut it), with the batch size and computed
         # tokens they were priced at: step times are a pure function of those, so the next window may take them
@@ -125,6 +129,7 @@ class FastForward:
             return None
         if not batch.leads(order):
             return None
+        self._vouched = (batch, batch.step)
         return len(batch.base), batch.num_crossing_next()
 
     def blocks_to_completion(self) -> int | None:
@@ -185,16 +190,18 @@ class FastForward:
         ):
             return False
         m = len(batch.base)
-        head = plan.scheduled[:m]
-        if len(head) < m or not all(map((1).__eq__, map(itemgetter(1), head))):
-            return False
-        members = list(map(itemgetter(0), head))
-        if not batch.leads(members):
-            return False
+        vouched = self._vouched
+        if plan.num_lead_decodes != m or vouched is None or vouched[0] is not batch or vouched[1] != batch.step:
+            # not the members ``steady_decodes`` found leading the plan's list this step, one token each: check
+            head = plan.scheduled[:m]
+            if len(head) < m or not all(map((1).__eq__, map(itemgetter(1), head))):
+                return False
+            if not batch.leads(list(map(itemgetter(0), head))):
+                return False
         prev_end = ex.last_step_end_s
         if sum(t != prev_end for t in batch.emitted) > 1:
             return False
-        self._members = members
+        self._members, self._num_members = plan.scheduled, m
         return True
 
     def step_members(self, now_s: float) -> tuple[int, float | None, int, list[Request]]:
@@ -214,7 +221,8 @@ class FastForward:
                 gap, irregular = now_s - t, count
         _, finished = batch.advance(1, now_s, now_s, self._members_blocks)
         if len(finished) > 1:
-            finished.sort(key=members.index)
+            order = [r for r, _ in members[: self._num_members]]
+            finished.sort(key=order.index)
         for r in finished:
             self._materialize(r)
             batch.remove(r)
@@ -225,7 +233,7 @@ class FastForward:
         if batch is None:
             return
         if self._members is not None:  # stepped as the batch (``step_members``): the rest may join
-            scheduled = scheduled[len(self._members) :]
+            scheduled = scheduled[self._num_members :]
             self._members = None
         elif self._stepping:  # the plain step just run decoded every member once
             self._stepping = False

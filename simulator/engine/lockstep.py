@@ -66,6 +66,10 @@ class LockstepGroup:
         self._done: simpy.Event | None = None  # ends the step being gathered or run
         self.in_step = False
         self.num_steps = 0
+        # ranks still to decide, kept as the lists change (the barrier asks at every rank's report and shape):
+        self._unreported = 0  # neither reported this boundary nor idle
+        self._undecided = 0  # neither submitted a shape this boundary nor idle
+        self._submitted = 0  # shapes submitted this boundary
 
     def join(self, engine: LockstepEngine) -> int:
         """Add a rank; returns its index."""
@@ -74,6 +78,8 @@ class LockstepGroup:
         self._counts.append(None)
         self._transfer_s.append(0.0)
         self._idle.append(False)
+        self._unreported += 1
+        self._undecided += 1
         return len(self.members) - 1
 
     # -- what ranks tell the group ----------------------------------------------------------------
@@ -81,9 +87,11 @@ class LockstepGroup:
     def submit(self, rank: int, shape: BatchShape, transfer_s: float) -> simpy.Event:
         """Rank ``rank`` has planned a step of ``shape`` (after ``transfer_s`` of swaps); the event ends it."""
         assert not self.in_step and self._shapes[rank] is None, "a rank submitted twice, or during a step"
+        self._wake(rank)
         self._shapes[rank] = shape
+        self._undecided -= 1
+        self._submitted += 1
         self._transfer_s[rank] = transfer_s
-        self._idle[rank] = False
         if self._done is None:
             self._done = self.env.event()
         done = self._done
@@ -93,6 +101,8 @@ class LockstepGroup:
     def report(self, rank: int, num_contexts: int, num_generation: int) -> simpy.Event:
         """Rank ``rank``'s plan schedules ``num_contexts`` context and ``num_generation`` generation requests; the
         event fires once the group has decided (``hold``) whether contexts wait this step (module docstring)."""
+        if self._counts[rank] is None and not self._idle[rank]:
+            self._unreported -= 1
         self._counts[rank] = (num_contexts, num_generation)
         if self._agreed is None:
             self._agreed = self.env.event()
@@ -102,7 +112,10 @@ class LockstepGroup:
 
     def declare_idle(self, rank: int) -> None:
         """Rank ``rank`` has nothing to run: the step may start without it."""
-        self._idle[rank] = True
+        if not self._idle[rank]:
+            self._idle[rank] = True
+            self._unreported -= self._counts[rank] is None
+            self._undecided -= self._shapes[rank] is None
         self._agree_when_reported()
         self._launch_when_decided()
         if all(self._idle):  # no step this boundary: the next report starts a new agreement
@@ -110,11 +123,24 @@ class LockstepGroup:
 
     def wake(self, rank: int) -> None:
         """Rank ``rank`` was woken (a request, KV or freed blocks reached it): the next step waits for its plan."""
-        self._idle[rank] = False
+        self._wake(rank)
+
+    def _wake(self, rank: int) -> None:
+        if self._idle[rank]:
+            self._idle[rank] = False
+            self._unreported += self._counts[rank] is None
+            self._undecided += self._shapes[rank] is None
 
     def step_end(self) -> simpy.Event | None:
         """The event that ends the step in progress, or None between steps."""
         return self._done if self.in_step else None
+
+    def check(self) -> None:
+        """Assert the counts the barrier keeps against the lists they count."""
+        idle, shapes = self._idle, self._shapes
+        assert self._unreported == sum(c is None and not i for c, i in zip(self._counts, idle, strict=True))
+        assert self._undecided == sum(s is None and not i for s, i in zip(shapes, idle, strict=True))
+        assert self._submitted == sum(s is not None for s in shapes)
 
     # -- the step -----------------------------------------------------------------------------------
 
@@ -122,28 +148,26 @@ class LockstepGroup:
         agreed = self._agreed
         if agreed is None or agreed.triggered:
             return  # nobody waits, or decided already at this boundary
-        counts = self._counts
-        for count, idle in zip(counts, self._idle, strict=True):
-            if count is None and not idle:
-                return  # a rank still to plan
+        if self._unreported:
+            return  # a rank still to plan
         assert self.balance is not None
-        self.hold = self.balance.hold_contexts([(0, 0) if c is None else c for c in counts])
+        self.hold = self.balance.hold_contexts([(0, 0) if c is None else c for c in self._counts])
         agreed.succeed()
 
     def _new_boundary(self) -> None:
         self._counts = [None] * len(self._counts)
+        self._unreported = self._idle.count(False)
         self._agreed = None
         self.hold = False
 
     def _launch_when_decided(self) -> None:
         if self.in_step:
             return
-        shapes = self._shapes
-        for shape, idle in zip(shapes, self._idle, strict=True):
-            if shape is None and not idle:
-                return  # a rank still to plan
-        if all(shape is None for shape in shapes):
+        if self._undecided:
+            return  # a rank still to plan
+        if not self._submitted:
             return  # every rank idle
+        shapes = self._shapes
         step = self.cost_model.step_time_ranks([EMPTY if s is None else s for s in shapes])
         self.in_step = True
         self._new_boundary()
@@ -161,6 +185,8 @@ class LockstepGroup:
             engine._busy = False
             self._shapes[rank] = None
             self._transfer_s[rank] = 0.0
+        self._undecided = self._idle.count(False)
+        self._submitted = 0
         done.succeed()
 
 
@@ -185,6 +211,10 @@ class LockstepEngine(Engine):
 
     def _run_step(self, shape: BatchShape, transfer_s: float) -> Generator[simpy.Event, None, None]:
         yield self.group.submit(self.rank, shape, transfer_s)
+
+    def check(self) -> None:
+        super().check()
+        self.group.check()
 
     def _idle(self, wake_at_s: float | None) -> Generator[simpy.Event, None, None]:
         group = self.group

@@ -195,3 +195,25 @@ def test_attention_dp_ranks_do_not_wait_for_a_batch():
     ranked = rank_policy(params, "trtllm", 4)
     assert (ranked.batch_wait_timeout_iters, ranked.batch_wait_max_tokens_ratio) == (0, 0.0)
     assert rank_policy(params, "trtllm", 1) is params
+
+
+def test_the_members_that_open_a_plan_count_as_generation_and_survive_holding_back_contexts():
+    """``num_generation`` reads the members a plan opens with (``num_lead_decodes``) as generation requests without
+    looking at each, as counting them one by one does; holding the contexts back keeps them, and a plan whose opening
+    entries lose one no longer says they open it."""
+    from policies.batching.trtllm import hold_back_contexts, num_generation
+    from policies.interface import StepPlan
+
+    view = FakeView()
+    decodes = [running_request(view, i, 50, 50 + i, generated=i + 1) for i in range(3)]
+    for r in decodes:
+        r.num_generated_tokens = r.num_computed_tokens - 50 + 1  # one token more than computed: a decode
+    context = running_request(view, 9, 200, 0)
+    plan = StepPlan(scheduled=[(r, 1) for r in decodes] + [(context, 200)], num_lead_decodes=3)
+    counted = StepPlan(scheduled=list(plan.scheduled))
+    assert num_generation(plan) == num_generation(counted) == 3
+    hold_back_contexts(plan)
+    assert [r for r, _ in plan.scheduled] == decodes and plan.num_lead_decodes == 3
+    lost = StepPlan(scheduled=[(context, 200), *[(r, 1) for r in decodes]], num_lead_decodes=2)
+    hold_back_contexts(lost)
+    assert lost.num_lead_decodes == 0

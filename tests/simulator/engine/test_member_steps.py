@@ -22,7 +22,7 @@ def test_member_steps_give_the_plain_paths_results(policy, monkeypatch):
     step_members = FastForward.step_members
 
     def counted(self, now_s):
-        taken.append(len(self._members))
+        taken.append(self._num_members)
         return step_members(self, now_s)
 
     monkeypatch.setattr(FastForward, "step_members", counted)
@@ -71,7 +71,17 @@ def test_the_shortcut_schedules_as_the_loop(tokens, free):
         view = View(requests, free, steady)
         schedule_running(view, requests, plan, budget, lambda r: r.request_id, chunk=min)
         out.append((plan.scheduled, plan.preempt, budget))
+        # the plan says the view's members open it where the shortcut scheduled them (every one fits), else not
+        fits = steady and len(requests) <= tokens and sum(map(view._needs, requests)) <= free
+        assert plan.num_lead_decodes == (len(requests) if fits else 0)
     assert out[0] == out[1]
+
+
+def test_a_plan_that_already_schedules_does_not_say_the_members_open_it():
+    requests = [Req(i) for i in range(4)]
+    plan = StepPlan(scheduled=[(Req(9), 5)])
+    schedule_running(View(requests, 100, True), requests, plan, Budget(100, 100, 100), lambda r: r.request_id)
+    assert [r.request_id for r, _ in plan.scheduled] == [9, 0, 1, 2, 3] and plan.num_lead_decodes == 0
 
 
 def _memory_tight(policy: str, num_blocks: int, num_requests: int) -> dict:
