@@ -74,7 +74,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.inferencex_sglang_disagg import SGLANG_SERVERS
-from benchmarks.inferencex_trt_disagg import ALL_TO_ALL, DECODE_SEATS, MOE_KERNELS, TRT_SERVERS
+from benchmarks.inferencex_trt_disagg import ALL_TO_ALL, DECODE_SEATS, EXPERT_SLOTS, MOE_KERNELS, TRT_SERVERS
 from simulator.config.presets import hardware_presets
 
 SAMPLE_FILE = ("aiconfigurator_core", "systems/silicon_sample.csv")
@@ -1436,8 +1436,10 @@ def _trt_disaggregated_recipe(scenario: dict[str, Any], point_id: str) -> None:
     generation servers' max_batch_size (their seats), each server's MoE kernel family, scheduler limits and KV
     memory fraction, the context servers' overlap scheduler, off (``disable_overlap_scheduler: true``): a server
     without it runs its CPU work between its steps and plans each step after the last (``cpu_overlap`` false), and
-    the all-to-all a server's environment forces on its attention-DP MoE (``all_to_all_kernel``)."""
+    the all-to-all a server's environment forces on its attention-DP MoE (``all_to_all_kernel``), and the slots of
+    its expert load balancer (``eplb_slots``)."""
     seats = DECODE_SEATS.get(point_id)
+    slots = EXPERT_SLOTS.get(point_id, (None, None))
     kernels = MOE_KERNELS.get(point_id, (None, None))
     servers = TRT_SERVERS.get(point_id)
     forced = ALL_TO_ALL.get(point_id, (None, None))
@@ -1450,6 +1452,9 @@ def _trt_disaggregated_recipe(scenario: dict[str, Any], point_id: str) -> None:
         kernel = kernels[1] if decode else kernels[0]
         if kernel is not None:
             cost_model["moe_kernel"] = kernel
+        balancer = slots[1] if decode else slots[0]
+        if balancer is not None:
+            cost_model["eplb_slots"] = balancer
         roofline: dict[str, Any] = {}
         if servers is not None:
             fields, kv_cache, overlap = servers.role(group["role"])

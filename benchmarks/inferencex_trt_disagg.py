@@ -31,8 +31,14 @@ image, ConfigurableMoE's first choice, NVLinkOneSided; servesim's ``expert_all_t
 ``all_to_all_kernel`` where the server runs attention DP with the experts' TP 1 (simulator/cost/silicon/nvlink_a2a.py);
 the others keep the all-gather and reduce-scatter.
 
+``EXPERT_SLOTS`` maps it to the slots of its (context, generation) servers' expert load balancer
+(``moe_config.load_balancer.num_slots``, with ``layer_updates_per_iter: 1``: TensorRT-LLM's online EPLB, which copies
+the hottest experts into the slots beyond the 256 and places the slots over the ranks by the load it counts);
+servesim's ``eplb_slots``, the MoE layer read from aiconfigurator's measurement of TensorRT-LLM's wide-EP MoE under
+that balancer at those slots.
+
 Derived by ``python -m benchmarks.inferencex_trt_disagg_derive``: 116 points with seats, 116 with a kernel, 116 with
-server settings, 31 with an all-to-all.
+server settings, 31 with an all-to-all, 5 with a load balancer.
 Left out, their servers keep the generic ``max_batch_size`` of the concurrency and the fastest kernel: the GB200 FP4
 configurations of 2025 (launched without a recipe file) and the H200 ones whose loads (concurrency and worker
 counts) no entry of the day's dsr1-fp8-h200-dynamo-trt lists.
@@ -467,4 +473,12 @@ ALL_TO_ALL: dict[str, tuple[str | None, str | None]] = {
     "dsr1_gb300_trtllm_fp8_disagg_8192x1024_c36_cfg392": (None, "nvlink_two_sided"),
     "dsr1_gb300_trtllm_fp8_disagg_8192x1024_c4_cfg392": (None, "nvlink_two_sided"),
     "dsr1_gb300_trtllm_fp8_disagg_8192x1024_c512_cfg436": (None, "nvlink_two_sided"),
+}
+
+EXPERT_SLOTS: dict[str, tuple[int | None, int | None]] = {
+    "dsr1_gb200_trtllm_fp4_disagg_1024x8192_c4096_cfg239": (None, 288),
+    "dsr1_gb200_trtllm_fp4_disagg_1024x8192_c8192_cfg239": (None, 288),
+    "dsr1_gb200_trtllm_fp4_disagg_8192x1024_c4096_cfg362": (None, 256),
+    "dsr1_gb300_trtllm_fp4_disagg_1024x8192_c4096_cfg373": (None, 288),
+    "dsr1_gb300_trtllm_fp4_disagg_1024x8192_c8192_cfg373": (None, 288),
 }

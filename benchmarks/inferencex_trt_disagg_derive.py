@@ -15,7 +15,8 @@ the day, else its first version); where srt-slurm does not hold the path, the re
 (``SiliconParams.moe_kernel``: TRTLLM trtllm_gen, CUTLASS cutlass, DEEPGEMM deepgemm; CUTEDSL and WIDEEP have no
 family of their own in the tables, and the fastest measured kernel is kept), and each server's scheduler limits, KV
 memory fraction and overlap scheduler (``server_flags``, ``TRT_SERVERS``), and the all-to-all their environment
-forces (``all_to_all``, ``ALL_TO_ALL``). Prints the
+forces (``all_to_all``, ``ALL_TO_ALL``), and the slots of their expert load balancer (``expert_slots``,
+``EXPERT_SLOTS``: ``moe_config.load_balancer.num_slots``). Prints the
 table and each point's evidence; points with no recipe (the configurations of 2025, launched without a
 CONFIG_FILE) are listed and left out.
 
@@ -149,6 +150,19 @@ def all_to_all(recipe_text: str, image: str | None = None) -> tuple[str | None, 
     return chosen("prefill"), chosen("decode")
 
 
+def expert_slots(recipe_text: str) -> tuple[int | None, int | None]:
+    """The context and generation servers' expert load balancer slots (``moe_config.load_balancer.num_slots``; None:
+    no balancer), as ``SiliconParams.eplb_slots``."""
+    config = (((yaml.safe_load(recipe_text) or {}).get("backend") or {}).get("trtllm_config")) or {}
+
+    def slots(role: str) -> int | None:
+        balancer = (((config.get(role) or {}).get("moe_config")) or {}).get("load_balancer")
+        found = balancer.get("num_slots") if isinstance(balancer, dict) else None
+        return int(found) if found is not None else None
+
+    return slots("prefill"), slots("decode")
+
+
 def config_files_for(config: dict[str, Any] | None, row: pd.Series) -> list[str]:
     """The CONFIG_FILEs of the search-space entries without speculative decoding whose lengths, concurrency and
     worker counts are point ``row``'s."""
@@ -187,6 +201,7 @@ def derive(inferencex: Path, srt_slurm: Path) -> pd.DataFrame:
         servers = server_flags(found[1]) if found else None
         image = image_of(str(row["silicon_data_source"]))
         prefill_a2a, decode_a2a = all_to_all(found[1], image) if found else (None, None)
+        prefill_slots, decode_slots = expert_slots(found[1]) if found else (None, None)
         rows.append(
             {
                 "id": row["id"],
@@ -202,6 +217,8 @@ def derive(inferencex: Path, srt_slurm: Path) -> pd.DataFrame:
                 "servers": servers,
                 "prefill_a2a": prefill_a2a,
                 "decode_a2a": decode_a2a,
+                "prefill_slots": prefill_slots,
+                "decode_slots": decode_slots,
             }
         )
     return pd.DataFrame(rows)
@@ -233,6 +250,15 @@ def main() -> None:
     forced = table[table["prefill_a2a"].notna() | table["decode_a2a"].notna()]
     print_mapping(
         "ALL_TO_ALL", ((r.id, f"({family(r.prefill_a2a)}, {family(r.decode_a2a)})") for r in forced.itertuples())
+    )
+    balanced = table[table["prefill_slots"].notna() | table["decode_slots"].notna()]
+
+    def count(slots: Any) -> str:
+        return str(int(slots)) if pd.notna(slots) else "None"
+
+    print_mapping(
+        "EXPERT_SLOTS",
+        ((r.id, f"({count(r.prefill_slots)}, {count(r.decode_slots)})") for r in balanced.itertuples()),
     )
     unknown = ", ".join(table.loc[table["seats"].isna(), "id"])
     print(f"# {len(known)} of {len(table)} points; without a recipe: {unknown}")

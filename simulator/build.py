@@ -354,6 +354,28 @@ def _check_nvlink_all_to_all(params: Any, roofline: Any, nested: dict[str, Any],
         )
 
 
+def _check_eplb(slots: int, framework: str | None, ep: int, model: ModelSpec | None) -> None:
+    """One line where TensorRT-LLM's expert load balancer (``eplb_slots``) is asked for but cannot be priced: it is
+    measured on TensorRT-LLM's tables only, places experts over expert-parallel ranks, and TensorRT-LLM needs its
+    slots to hold every expert and to divide over the ranks (``MoeLoadBalancerConfig``)."""
+    if framework != "trtllm":
+        raise ValueError(
+            f"cost_model.eplb_slots: TensorRT-LLM's expert load balancer is measured on its tables only; this cost "
+            f"model reads {framework}'s (set cost_model.framework: trtllm, or the trtllm policy)"
+        )
+    if ep <= 1:
+        raise ValueError(
+            "cost_model.eplb_slots: the load balancer places experts over expert-parallel GPUs: set "
+            "parallelism.ep above 1"
+        )
+    if model is not None and slots < model.num_experts:
+        raise ValueError(
+            f"cost_model.eplb_slots: {slots} slots hold fewer than the {model.num_experts} experts of {model.name}"
+        )
+    if slots % ep:
+        raise ValueError(f"cost_model.eplb_slots: {slots} slots do not divide over the {ep} expert-parallel GPUs")
+
+
 def resolve_cost_model(
     params: Any,
     policy_kind: str,
@@ -388,6 +410,8 @@ def resolve_cost_model(
         update["framework"] = traits.engine
     if "cpu_overlap" in fields and params.cpu_overlap is None:
         update["cpu_overlap"] = traits.overlaps_cpu
+    if getattr(params, "eplb_slots", None) is not None:
+        _check_eplb(params.eplb_slots, update.get("framework", params.framework), ep, model)
     roofline = _roofline_params(params)
     if roofline is not None:
         nested: dict[str, Any] = {}

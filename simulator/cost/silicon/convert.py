@@ -290,6 +290,8 @@ REQUIRED_COLUMNS = {
 }
 for _phase in ("context", "generation"):  # SGLang's DeepEP MoE layer: the fused MoE table's columns
     REQUIRED_COLUMNS[f"wideep_{_phase}_moe_perf.parquet"] = REQUIRED_COLUMNS["moe_perf.parquet"]
+# TensorRT-LLM's wide-EP MoE layer: the fused MoE table's columns and the experts' weight slots
+REQUIRED_COLUMNS["wideep_moe_perf.parquet"] = (*REQUIRED_COLUMNS["moe_perf.parquet"], "num_slots")
 
 
 def _read(table: Table | None) -> pd.DataFrame | None:
@@ -674,6 +676,35 @@ def _wide_ep_moe(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str
         meta["moew"] = "DeepEP MoE compute; " + "; ".join(described)
 
 
+def _trt_wide_ep_moe(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:
+    """TensorRT-LLM's wide-EP MoE layer by the EP group's token count, with its expert load balancer (EPLB) or
+    without: ``moeb/<dtype>/<distribution>/h/inter/topk/E/<slots>/moe_tp/moe_ep``, the distribution ending ``_eplb``
+    where the balancer placed the experts (the hottest replicated into the slots beyond E, the slots packed over the
+    ranks by load).
+
+    aiconfigurator's collector (``collector/wideep/trtllm/collect_moe_compute.py``, placement by
+    ``helper.compute_eplb``) times one rank's expert compute alone, without the all-to-all, on the tokens routed to
+    rank 0 from its power law, placed as EPLB would place them, and logs ``num_tokens`` as the tokens per rank times
+    ``moe_ep_size``. Only TensorRT-LLM's collector measured it."""
+    if sel.base != "trtllm":
+        return
+    table = sel.table("moe", "wideep_moe_perf.parquet")
+    if table is None or table.framework != "trtllm":
+        return
+    frame = _read(table)
+    assert frame is not None
+    frame = frame[(frame.latency > 0) & frame.moe_dtype.isin(list(MOE_DTYPES))]
+    cols = [c for c in REQUIRED_COLUMNS["wideep_moe_perf.parquet"] if c not in ("latency", "num_tokens")]
+    cols.remove("num_slots")
+    cols.insert(cols.index("moe_tp_size"), "num_slots")  # the slots before the layout, as the key reads
+    for keys, part in frame.groupby(cols):
+        dtype, dist, *rest = keys
+        part = part.groupby("num_tokens").latency.min().sort_index()
+        if len(part) >= 2:
+            out["/".join(["moeb", MOE_DTYPES[dtype], dist, *map(str, rest)])] = _curve(part)
+    meta["moeb"] = f"{table.describe()}, wide-EP MoE compute with and without EPLB"
+
+
 def _curve(latency_by_tokens: pd.Series) -> np.ndarray:
     """A [tokens, latency] array of a MoE table's latencies by token count."""
     tokens, latency = latency_by_tokens.index.to_numpy(np.float64), latency_by_tokens.to_numpy(np.float64)
@@ -755,6 +786,6 @@ def convert(sel: Selection) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Every array the silicon model reads from ``sel``, and where each group of them came from."""
     out: dict[str, np.ndarray] = {}
     meta: dict[str, str] = {}
-    for part in (_gemm, _attention, _mla, _dsa, _all_reduce, _moe, _wide_ep_moe, _all_to_all, _gdn):
+    for part in (_gemm, _attention, _mla, _dsa, _all_reduce, _moe, _wide_ep_moe, _trt_wide_ep_moe, _all_to_all, _gdn):
         part(sel, out, meta)
     return out, meta

@@ -258,6 +258,15 @@ class SiliconParams(BaseModel):
         "it cannot be read or carried over for (no GPU timed it at the shape, none shares a timed shape at the same "
         "release, or the tables are a folder): the fastest kernel measured.",
     )
+    eplb_slots: int | None = Field(
+        None,
+        ge=1,
+        description="TensorRT-LLM's expert load balancer (moe_config.load_balancer.num_slots: the experts' weight "
+        "slots over the EP ranks, the hottest experts copied into the slots beyond their number, the slots placed "
+        "over the ranks by load): the MoE layer from aiconfigurator-core's measurement of TensorRT-LLM's wide-EP MoE "
+        "under that balancer at that many slots (wideep_moe_perf.parquet); None: no balancer. Needs TensorRT-LLM's "
+        "tables, expert parallelism, and a measurement at the model's shape, slots and EP size.",
+    )
     roofline: RooflineParams = Field(
         default_factory=RooflineParams,
         description="The roofline behind the fallbacks and the unmeasured ops (embedding, norms, activation, "
@@ -304,6 +313,7 @@ class SiliconCostModel:
         self._prefill: tuple[AttentionTable, str] | None = None
         self._moe: Curve | None = None
         self._moe_source: str | None = None  # where the MoE curve is not one of this GPU's tables (borrow.py)
+        self._moe_note: str | None = None  # what the MoE curve measured, where not the fused MoE layer (eplb_slots)
         self._moe_deepep: dict[bool, Curve] = {}  # SGLang's DeepEP MoE by "the step holds a prefill"
         self._deepep_notes: dict[bool, str] = {}  # by phase: what a DeepEP curve is where the format was not measured
         self._all_reduce = None
@@ -439,6 +449,18 @@ class SiliconCostModel:
                 found = borrowed_moe(t.selection, kernel, dtypes, dims, (dist, tp // self.ep, self.ep))
                 if found is not None:
                     self._moe, self._moe_source = found
+            slots = self.params.eplb_slots
+            if slots is not None and self.ep > 1:  # TensorRT-LLM's wide-EP MoE under its balancer, at the slots
+                # (an attention-DP rank's own model, ep 1, runs no routed experts: the gathered side does)
+                stem = f"{dist}_eplb/{shape}/{slots}/{tp // self.ep}/{self.ep}"
+                self._moe = next((c for c in (t.moe(f"moeb/{d}/{stem}") for d in dtypes) if c is not None), None)
+                if self._moe is None:
+                    raise ValueError(
+                        f"cost_model.eplb_slots: no measurement of TensorRT-LLM's wide-EP MoE under its load balancer "
+                        f"at {slots} slots for {m.name} ({m.quantization or 'bf16'} experts, {shape}, ep {self.ep}, "
+                        f"{dist}) in {t.selection.base}'s {t.selection.tables.name} tables; leave eplb_slots unset"
+                    )
+                self._moe_note = f"TensorRT-LLM's wide-EP MoE under EPLB, {slots} slots"
             if self._moe is None:
                 keys = (f"{p}/{d}/{layout}" for p in ("moe", "moe_other") for d in dtypes)
                 self._moe = next((curve for curve in map(t.moe, keys) if curve is not None), None)
@@ -723,7 +745,7 @@ class SiliconCostModel:
         if self._moe_deepep:
             groups |= dict.fromkeys(MLP_OPS, "moew")
         elif self._moe is not None:
-            groups |= dict.fromkeys(MLP_OPS, "moe")
+            groups |= dict.fromkeys(MLP_OPS, "moeb" if self.params.eplb_slots is not None else "moe")
         for op, found in (("attn_decode", self._decode), ("attn_prefill", self._prefill)):
             if found is not None:
                 groups[op] = found[0].key
@@ -1201,6 +1223,8 @@ class SiliconCostModel:
         source = "measured" if rc == rows and rows in curve.xs else "interpolated"
         if self._moe_source is not None and curve is self._moe:  # another GPU's curve (borrow.py)
             source = f"carried over from other GPUs, {source}"
+        elif self._moe_note is not None and curve is self._moe:
+            source = f"{source}: {self._moe_note}"
         elif curve is not self._moe:
             note = next((self._deepep_notes.get(k) for k, c in self._moe_deepep.items() if c is curve), None)
             source = f"{source}: {note}" if note is not None else source

@@ -149,6 +149,15 @@ SCENARIOS: dict[str, dict[str, Any]] = {
             "think_s": {"kind": "uniform", "min_s": 0.5, "max_s": 2.0},
         },
     },
+    "trtllm, silicon, expert load balancer": {
+        "model": "deepseek-ai/DeepSeek-V3",
+        "hardware": "gb200",
+        "quantization": "nvfp4",
+        "parallelism": {"tp": 8, "ep": 8},
+        "policy": {"kind": "trtllm"},
+        "cost_model": {"kind": "silicon", "eplb_slots": 288},
+        "workload": {"num_requests": 10},
+    },
     "closed loop, vllm_v0": {
         "policy": {"kind": "vllm_v0", "max_num_seqs": 8, "max_num_batched_tokens": 4096},
         "workload": {
