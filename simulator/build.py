@@ -354,10 +354,16 @@ def _check_nvlink_all_to_all(params: Any, roofline: Any, nested: dict[str, Any],
         )
 
 
-def _check_eplb(slots: int, framework: str | None, ep: int, model: ModelSpec | None) -> None:
+def _check_eplb(slots: int, framework: str | None, ep: int, model: ModelSpec | None, kernel: str | None) -> None:
     """One line where TensorRT-LLM's expert load balancer (``eplb_slots``) is asked for but cannot be priced: it is
-    measured on TensorRT-LLM's tables only, places experts over expert-parallel ranks, and TensorRT-LLM needs its
-    slots to hold every expert and to divide over the ranks (``MoeLoadBalancerConfig``)."""
+    measured on TensorRT-LLM's tables only, of its wide-EP CUTLASS kernels (no other ``moe_kernel``), places experts
+    over expert-parallel ranks, and TensorRT-LLM needs its slots to hold every expert and to divide over the ranks
+    (``MoeLoadBalancerConfig``)."""
+    if kernel is not None:
+        raise ValueError(
+            f"cost_model.eplb_slots: the load balancer's MoE was measured with TensorRT-LLM's wide-EP CUTLASS kernels, "
+            f"not {kernel}: leave cost_model.moe_kernel unset"
+        )
     if framework != "trtllm":
         raise ValueError(
             f"cost_model.eplb_slots: TensorRT-LLM's expert load balancer is measured on its tables only; this cost "
@@ -411,7 +417,7 @@ def resolve_cost_model(
     if "cpu_overlap" in fields and params.cpu_overlap is None:
         update["cpu_overlap"] = traits.overlaps_cpu
     if getattr(params, "eplb_slots", None) is not None:
-        _check_eplb(params.eplb_slots, update.get("framework", params.framework), ep, model)
+        _check_eplb(params.eplb_slots, update.get("framework", params.framework), ep, model, params.moe_kernel)
     roofline = _roofline_params(params)
     if roofline is not None:
         nested: dict[str, Any] = {}

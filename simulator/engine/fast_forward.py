@@ -251,6 +251,7 @@ class FastForward:
         """Materialize every member and give up the batch (a plan changes running requests)."""
         self.bring_up_to_date()
         self.batch = None
+        self._vouched = None
         self._stepping = False
 
     def _materialize(self, req: Request) -> None:

@@ -677,15 +677,14 @@ def _wide_ep_moe(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str
 
 
 def _trt_wide_ep_moe(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> None:
-    """TensorRT-LLM's wide-EP MoE layer by the EP group's token count, with its expert load balancer (EPLB) or
-    without: ``moeb/<dtype>/<distribution>/h/inter/topk/E/<slots>/moe_tp/moe_ep``, the distribution ending ``_eplb``
-    where the balancer placed the experts (the hottest replicated into the slots beyond E, the slots packed over the
-    ranks by load).
+    """TensorRT-LLM's wide-EP MoE layer under its expert load balancer (EPLB) by the EP group's token count:
+    ``moeb/<dtype>/<distribution>_eplb/h/inter/topk/E/<slots>/moe_tp/moe_ep`` (the hottest experts replicated into the
+    slots beyond E, the slots packed over the ranks by load). The table's rows without the balancer are not read.
 
     aiconfigurator's collector (``collector/wideep/trtllm/collect_moe_compute.py``, placement by
-    ``helper.compute_eplb``) times one rank's expert compute alone, without the all-to-all, on the tokens routed to
-    rank 0 from its power law, placed as EPLB would place them, and logs ``num_tokens`` as the tokens per rank times
-    ``moe_ep_size``. Only TensorRT-LLM's collector measured it."""
+    ``helper.compute_eplb``) times one rank's expert compute alone, without the all-to-all: the slowest rank's slots,
+    laid out as rank 0's, on the tokens its power law routes there, placed as EPLB would place them. ``num_tokens`` is
+    the whole EP group's tokens. Only TensorRT-LLM's collector measured it."""
     if sel.base != "trtllm":
         return
     table = sel.table("moe", "wideep_moe_perf.parquet")
@@ -693,7 +692,9 @@ def _trt_wide_ep_moe(sel: Selection, out: dict[str, np.ndarray], meta: dict[str,
         return
     frame = _read(table)
     assert frame is not None
-    frame = frame[(frame.latency > 0) & frame.moe_dtype.isin(list(MOE_DTYPES))]
+    frame = frame[
+        (frame.latency > 0) & frame.moe_dtype.isin(list(MOE_DTYPES)) & frame.distribution.str.endswith("_eplb")
+    ]
     cols = [c for c in REQUIRED_COLUMNS["wideep_moe_perf.parquet"] if c not in ("latency", "num_tokens")]
     cols.remove("num_slots")
     cols.insert(cols.index("moe_tp_size"), "num_slots")  # the slots before the layout, as the key reads
@@ -702,7 +703,7 @@ def _trt_wide_ep_moe(sel: Selection, out: dict[str, np.ndarray], meta: dict[str,
         part = part.groupby("num_tokens").latency.min().sort_index()
         if len(part) >= 2:
             out["/".join(["moeb", MOE_DTYPES[dtype], dist, *map(str, rest)])] = _curve(part)
-    meta["moeb"] = f"{table.describe()}, wide-EP MoE compute with and without EPLB"
+    meta["moeb"] = f"{table.describe()}, wide-EP MoE compute under EPLB"
 
 
 def _curve(latency_by_tokens: pd.Series) -> np.ndarray:

@@ -298,6 +298,11 @@ class SiliconCostModel:
                 self.tables = load_tables(name, params.framework or "vllm", params.version)
             except ValueError as exc:
                 raise ValueError(f"{field}: {exc}") from None
+        elif params.eplb_slots is not None and ep > 1 and model.is_moe:
+            raise ValueError(
+                f"cost_model.eplb_slots: TensorRT-LLM's expert load balancer is priced from measured tables, and "
+                f"{hardware.name} has none (name cost_model.tables, or leave eplb_slots unset)"
+            )
         self.fallbacks: Counter[str] = Counter()
         self.num_lookups = 0
         p, m = params.roofline, model
@@ -439,16 +444,6 @@ class SiliconCostModel:
                 dtypes = MXFP4_MOE_TABLES.get(t.selection.framework, dtypes)
             # the engine's own measurement of any dtype it accepts first, then another engine's of the same kernel
             layout = f"{dist}/{shape}/{tp // self.ep}/{self.ep}"
-            kernel = self.params.moe_kernel
-            named = (f"{p}/{kernel}/{d}/{layout}" for p in ("moek", "moek_other") for d in dtypes) if kernel else ()
-            self._moe = next((curve for curve in map(t.moe, named) if curve is not None), None)
-            if self._moe is None and kernel:  # the named kernel timed at this shape on other GPUs only
-                from simulator.cost.silicon.borrow import borrowed_moe  # pandas: only where a kernel is named
-
-                dims = (m.hidden_size, m.intermediate_size, m.num_experts_per_token, m.num_experts)
-                found = borrowed_moe(t.selection, kernel, dtypes, dims, (dist, tp // self.ep, self.ep))
-                if found is not None:
-                    self._moe, self._moe_source = found
             slots = self.params.eplb_slots
             if slots is not None and self.ep > 1:  # TensorRT-LLM's wide-EP MoE under its balancer, at the slots
                 # (an attention-DP rank's own model, ep 1, runs no routed experts: the gathered side does)
@@ -461,6 +456,17 @@ class SiliconCostModel:
                         f"{dist}) in {t.selection.base}'s {t.selection.tables.name} tables; leave eplb_slots unset"
                     )
                 self._moe_note = f"TensorRT-LLM's wide-EP MoE under EPLB, {slots} slots"
+            kernel = self.params.moe_kernel if self._moe is None else None
+            named = (f"{p}/{kernel}/{d}/{layout}" for p in ("moek", "moek_other") for d in dtypes) if kernel else ()
+            if kernel:
+                self._moe = next((curve for curve in map(t.moe, named) if curve is not None), None)
+            if self._moe is None and kernel:  # the named kernel timed at this shape on other GPUs only
+                from simulator.cost.silicon.borrow import borrowed_moe  # pandas: only where a kernel is named
+
+                dims = (m.hidden_size, m.intermediate_size, m.num_experts_per_token, m.num_experts)
+                found = borrowed_moe(t.selection, kernel, dtypes, dims, (dist, tp // self.ep, self.ep))
+                if found is not None:
+                    self._moe, self._moe_source = found
             if self._moe is None:
                 keys = (f"{p}/{d}/{layout}" for p in ("moe", "moe_other") for d in dtypes)
                 self._moe = next((curve for curve in map(t.moe, keys) if curve is not None), None)
@@ -745,7 +751,7 @@ class SiliconCostModel:
         if self._moe_deepep:
             groups |= dict.fromkeys(MLP_OPS, "moew")
         elif self._moe is not None:
-            groups |= dict.fromkeys(MLP_OPS, "moeb" if self.params.eplb_slots is not None else "moe")
+            groups |= dict.fromkeys(MLP_OPS, "moeb" if self._moe_note is not None else "moe")
         for op, found in (("attn_decode", self._decode), ("attn_prefill", self._prefill)):
             if found is not None:
                 groups[op] = found[0].key
