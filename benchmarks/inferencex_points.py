@@ -1445,14 +1445,15 @@ def _trt_disaggregated_recipe(scenario: dict[str, Any], point_id: str) -> None:
     forced = ALL_TO_ALL.get(point_id, (None, None))
     for group in scenario["groups"]:
         decode = group["role"] == "decode"
+        side = int(decode)  # each map's (context, generation) pair
         policy = dict(group.get("policy", scenario["policy"]))
         cost_model: dict[str, Any] = {}
         if decode and seats is not None:
             policy["max_batch_size"] = seats
-        kernel = kernels[1] if decode else kernels[0]
+        kernel = kernels[side]
         if kernel is not None:
             cost_model["moe_kernel"] = kernel
-        balancer = slots[1] if decode else slots[0]
+        balancer = slots[side]
         if balancer is not None:
             cost_model["eplb_slots"] = balancer
         roofline: dict[str, Any] = {}
@@ -1463,7 +1464,7 @@ def _trt_disaggregated_recipe(scenario: dict[str, Any], point_id: str) -> None:
                 group["kv_cache"] = scenario["kv_cache"] | kv_cache
             if not overlap:
                 roofline["cpu_overlap"] = False
-        a2a = forced[1] if decode else forced[0]
+        a2a = forced[side]
         layout = group["parallelism"]
         if a2a is not None and layout.get("dp_attention", 1) > 1 and layout.get("ep", 1) == layout.get("tp", 1):
             # ConfigurableMoE's forced method runs only with attention DP over more than one rank and the experts'

@@ -67,11 +67,24 @@ def recipe_name_batch(config_file: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
+def _backend(recipe_text: str) -> dict[str, Any]:
+    """An srt-slurm recipe's ``backend`` section ({} where it has none)."""
+    return (yaml.safe_load(recipe_text) or {}).get("backend") or {}
+
+
+def _server(backend: dict[str, Any], role: str) -> dict[str, Any]:
+    """``trtllm_config.<role>`` of a recipe's ``backend`` (role: "prefill" or "decode"; {} where it is not set)."""
+    return (backend.get("trtllm_config") or {}).get(role) or {}
+
+
+def _moe_config(backend: dict[str, Any], role: str) -> dict[str, Any]:
+    """The ``moe_config`` of a recipe's ``role`` server ({} where it is not set)."""
+    return _server(backend, role).get("moe_config") or {}
+
+
 def decode_max_batch_size(recipe_text: str) -> int | None:
     """``backend.trtllm_config.decode.max_batch_size`` of an srt-slurm recipe, None where it sets none."""
-    recipe = yaml.safe_load(recipe_text) or {}
-    decode = (((recipe.get("backend") or {}).get("trtllm_config") or {}).get("decode")) or {}
-    value = decode.get("max_batch_size")
+    value = _server(_backend(recipe_text), "decode").get("max_batch_size")
     return int(value) if value is not None else None
 
 
@@ -81,11 +94,11 @@ MOE_BACKENDS = {"TRTLLM": "trtllm_gen", "CUTLASS": "cutlass", "DEEPGEMM": "deepg
 
 def moe_kernels(recipe_text: str) -> tuple[str | None, str | None]:
     """The MoE kernel family of the recipe's (context, generation) servers, None where it is not a measured one."""
-    config = ((yaml.safe_load(recipe_text) or {}).get("backend") or {}).get("trtllm_config") or {}
+    backend = _backend(recipe_text)
 
     def family(role: str) -> str | None:
-        backend = ((config.get(role) or {}).get("moe_config") or {}).get("backend")
-        return MOE_BACKENDS.get(str(backend).upper()) if backend else None
+        name = _moe_config(backend, role).get("backend")
+        return MOE_BACKENDS.get(str(name).upper()) if name else None
 
     return family("prefill"), family("decode")
 
@@ -99,8 +112,8 @@ def server_flags(recipe_text: str) -> TrtServers:
     (``backend.trtllm_config.{prefill,decode}``): ``max_batch_size`` (the context servers'; the generation servers'
     is ``DECODE_SEATS``), ``max_num_tokens``, ``enable_chunked_prefill``, ``kv_cache_config.free_gpu_memory_fraction``
     and whether the overlap scheduler runs (``disable_overlap_scheduler`` unset or false)."""
-    config = ((yaml.safe_load(recipe_text) or {}).get("backend") or {}).get("trtllm_config") or {}
-    prefill, decode = config.get("prefill") or {}, config.get("decode") or {}
+    backend = _backend(recipe_text)
+    prefill, decode = _server(backend, "prefill"), _server(backend, "decode")
 
     def number(server: dict[str, Any], key: str, kind: type) -> Any:
         value = server.get(key)
@@ -136,15 +149,14 @@ def all_to_all(recipe_text: str, image: str | None = None) -> tuple[str | None, 
     ``CONFIGURABLE_CUTEDSL_IMAGES``, the factory's first choice, NVLinkOneSided (its order: NVLinkOneSided,
     NVLinkTwoSided, DeepEP, DeepEP low-latency, the gather). Both only with attention DP over more than one rank and
     the experts' TP 1, which the benchmark checks on the point's layout."""
-    backend = (yaml.safe_load(recipe_text) or {}).get("backend") or {}
-    config = backend.get("trtllm_config") or {}
+    backend = _backend(recipe_text)
     configurable = image is not None and image.startswith(CONFIGURABLE_CUTEDSL_IMAGES)
 
     def chosen(role: str) -> str | None:
         env = backend.get(f"{role}_environment") or {}
         if str(env.get("ENABLE_CONFIGURABLE_MOE")) == "1" and "TRTLLM_FORCE_COMM_METHOD" in env:
             return COMM_METHODS.get(str(env["TRTLLM_FORCE_COMM_METHOD"]))
-        moe = str(((config.get(role) or {}).get("moe_config") or {}).get("backend", "")).upper()
+        moe = str(_moe_config(backend, role).get("backend", "")).upper()
         return "nvlink_one_sided" if configurable and moe == "CUTEDSL" else None
 
     return chosen("prefill"), chosen("decode")
@@ -153,10 +165,10 @@ def all_to_all(recipe_text: str, image: str | None = None) -> tuple[str | None, 
 def expert_slots(recipe_text: str) -> tuple[int | None, int | None]:
     """The context and generation servers' expert load balancer slots (``moe_config.load_balancer.num_slots``; None:
     no balancer), as ``SiliconParams.eplb_slots``."""
-    config = (((yaml.safe_load(recipe_text) or {}).get("backend") or {}).get("trtllm_config")) or {}
+    backend = _backend(recipe_text)
 
     def slots(role: str) -> int | None:
-        balancer = (((config.get(role) or {}).get("moe_config")) or {}).get("load_balancer")
+        balancer = _moe_config(backend, role).get("load_balancer")
         found = balancer.get("num_slots") if isinstance(balancer, dict) else None
         return int(found) if found is not None else None
 

@@ -290,8 +290,14 @@ REQUIRED_COLUMNS = {
 }
 for _phase in ("context", "generation"):  # SGLang's DeepEP MoE layer: the fused MoE table's columns
     REQUIRED_COLUMNS[f"wideep_{_phase}_moe_perf.parquet"] = REQUIRED_COLUMNS["moe_perf.parquet"]
-# TensorRT-LLM's wide-EP MoE layer: the fused MoE table's columns and the experts' weight slots
-REQUIRED_COLUMNS["wideep_moe_perf.parquet"] = (*REQUIRED_COLUMNS["moe_perf.parquet"], "num_slots")
+# TensorRT-LLM's wide-EP MoE layer: the fused MoE table's columns and the experts' weight slots (before the layout, as
+# its key reads them)
+_MOE = REQUIRED_COLUMNS["moe_perf.parquet"]
+REQUIRED_COLUMNS["wideep_moe_perf.parquet"] = (
+    *_MOE[: _MOE.index("moe_tp_size")],
+    "num_slots",
+    *_MOE[_MOE.index("moe_tp_size") :],
+)
 
 
 def _read(table: Table | None) -> pd.DataFrame | None:
@@ -696,8 +702,6 @@ def _trt_wide_ep_moe(sel: Selection, out: dict[str, np.ndarray], meta: dict[str,
         (frame.latency > 0) & frame.moe_dtype.isin(list(MOE_DTYPES)) & frame.distribution.str.endswith("_eplb")
     ]
     cols = [c for c in REQUIRED_COLUMNS["wideep_moe_perf.parquet"] if c not in ("latency", "num_tokens")]
-    cols.remove("num_slots")
-    cols.insert(cols.index("moe_tp_size"), "num_slots")  # the slots before the layout, as the key reads
     for keys, part in frame.groupby(cols):
         dtype, dist, *rest = keys
         part = part.groupby("num_tokens").latency.min().sort_index()

@@ -457,8 +457,8 @@ class SiliconCostModel:
                     )
                 self._moe_note = f"TensorRT-LLM's wide-EP MoE under EPLB, {slots} slots"
             kernel = self.params.moe_kernel if self._moe is None else None
-            named = (f"{p}/{kernel}/{d}/{layout}" for p in ("moek", "moek_other") for d in dtypes) if kernel else ()
             if kernel:
+                named = (f"{p}/{kernel}/{d}/{layout}" for p in ("moek", "moek_other") for d in dtypes)
                 self._moe = next((curve for curve in map(t.moe, named) if curve is not None), None)
             if self._moe is None and kernel:  # the named kernel timed at this shape on other GPUs only
                 from simulator.cost.silicon.borrow import borrowed_moe  # pandas: only where a kernel is named
