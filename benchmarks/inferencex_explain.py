@@ -14,12 +14,18 @@ For finding the mechanism behind a gap (docs/accuracy.md), without writing a pro
   transfer, and from its landing to the first token (``ttft_parts``);
 - the step of one prompt of the point's mean prompt length and nothing else on the first engine of each role that
   runs prompts (mixed, prefill), op by op, with where each op's time comes from (the cost model's ``breakdown``, and
-  its ``sources`` where it has them).
+  its ``sources`` where it has them);
+- where the predicted TPOT goes, on the first engine of each role that decodes (mixed, decode): its simulated steps
+  split into decode-only steps and steps holding a prompt (how many, their mean time, their share of the engine's
+  busy time: a TPOT above the decode step is the prompt steps' stalls), and the decode-only step at the run's
+  median number of running requests and their mean context (prompt plus half the output, the mean over a
+  request's decode steps), op by op (on an attention-DP rank: every rank at that shape, ``breakdown_ranks``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from itertools import pairwise
 from typing import Any
 
@@ -74,13 +80,41 @@ def prompt_step_ops(sim: Any, prompt_tokens: int) -> list[tuple[str, list[tuple[
     return out
 
 
+def step_split(steps: pd.DataFrame) -> dict[str, float]:
+    """One engine's simulated steps split into decode-only steps and steps holding a prompt (``num_prefill_tokens``
+    > 0): how many, their mean ms, their share of the engine's busy time; and the decode-only steps' median number
+    of running requests (0 where there are none)."""
+    prompt = steps["num_prefill_tokens"] > 0
+    busy = float(steps["duration_s"].sum())
+    out: dict[str, float] = {}
+    for name, rows in (("decode", steps[~prompt]), ("prompt", steps[prompt])):
+        out[f"{name} steps"] = float(len(rows))
+        out[f"{name} mean ms"] = float(rows["duration_s"].mean()) * 1e3 if len(rows) else math.nan
+        out[f"{name} share"] = float(rows["duration_s"].sum()) / busy if busy else math.nan
+    decodes = steps.loc[~prompt, "num_running"]
+    out["decode running"] = float(decodes.median()) if len(decodes) else 0.0
+    return out
+
+
+def decode_step_ops(model: Any, num_seqs: int, context_tokens: int) -> tuple[list[tuple[str, float, str]], float]:
+    """The decode-only step of ``num_seqs`` requests of ``context_tokens`` tokens each, as ([(op, ms, source)], total
+    ms); on an attention-DP rank's model, every rank at that shape (``breakdown_ranks``)."""
+    shape = BatchShape((), (), num_seqs, num_seqs * context_tokens, num_seqs)
+    ranks = getattr(model, "dp_attention", None)
+    step = model.breakdown_ranks((shape,) * ranks) if ranks else model.breakdown(shape)
+    sources_of = None if ranks else getattr(model, "sources", None)
+    sources = sources_of(shape) if sources_of is not None else {}
+    ops = [(name, op.seconds * 1e3, sources.get(name, "")) for name, op in (step.ops or {}).items()]
+    return ops, step.total_s * 1e3
+
+
 def explain(row: pd.Series, seed: int = 0) -> str:
     """The report on measured point ``row`` (see the module doc), as text."""
     from simulator.build import build
     from simulator.config.scenario import validate_scenario
 
     scenario = scenario_for(row, seed)
-    sim = build(validate_scenario(scenario), record_steps=False)
+    sim = build(validate_scenario(scenario), record_steps=True)
     run = sim.run()
     summary = run.summary
     lines = [
@@ -108,4 +142,27 @@ def explain(row: pd.Series, seed: int = 0) -> str:
     for role, ops, total_ms in prompt_step_ops(sim, prompt_tokens):
         lines += ["", f"{role} engine, a step of one {prompt_tokens}-token prompt alone: {total_ms:.2f} ms"]
         lines += [f"  {name:<16} {ms:9.3f} ms  {source}" for name, ms, source in ops]
+    requests = run.requests
+    context = round(float(requests["num_prompt_tokens"].mean() + requests["num_output_tokens"].mean() / 2))
+    steps = run.steps
+    seen: set[str] = set()
+    for engine in sim.engines:
+        ex = engine.executor
+        if ex.role in seen or ex.role == "prefill":  # a prefill engine decodes nothing
+            continue
+        seen.add(ex.role)
+        split = step_split(steps[(steps["replica_id"] == ex.replica_id) & (steps["engine_id"] == ex.engine_id)])
+        prompts = f"{split['prompt steps']:.0f} holding a prompt"
+        if split["prompt steps"]:
+            prompts += f", mean {split['prompt mean ms']:.2f} ms, {split['prompt share']:.1%}"
+        lines += [
+            "",
+            f"{ex.role} engine's steps: {split['decode steps']:.0f} decode-only, mean "
+            f"{split['decode mean ms']:.2f} ms, {split['decode share']:.1%} of its busy time; {prompts}",
+        ]
+        running = round(split["decode running"])
+        if running:
+            ops, total_ms = decode_step_ops(engine.cost_model, running, context)
+            lines.append(f"a decode-only step of {running} requests of {context} tokens each: {total_ms:.2f} ms")
+            lines += [f"  {name:<16} {ms:9.3f} ms  {source}" for name, ms, source in ops]
     return "\n".join(lines) + "\n"

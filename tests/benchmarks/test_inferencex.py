@@ -1027,7 +1027,8 @@ def test_explain_takes_one_point_apart(points, capsys):
     """``--explain ID``: the scenario, the errors, the TTFT's parts (which sum to the TTFT of the requests after the
     first wave) and the prompt step op by op; an unknown id is one line and exit status 2."""
     from benchmarks.inferencex import main
-    from benchmarks.inferencex_explain import ttft_parts
+    from benchmarks.inferencex_explain import decode_step_ops, step_split, ttft_parts
+    from simulator.cost.shape import BatchShape, OpCost, StepTime
 
     llama = _llama_70b_h200_vllm_1k(points)
     point_id = str(llama.iloc[0]["id"])
@@ -1037,6 +1038,30 @@ def test_explain_takes_one_point_apart(points, capsys):
     assert '"kind": "closed_loop"' in out and "| mean TTFT, ms |" in out and "| mean TPOT, ms |" in out
     assert "first wave: mean TTFT" in out and "= way in" in out
     assert "mixed engine, a step of one" in out and "attn_prefill" in out and "interpolated" in out
+    assert "mixed engine's steps: " in out and " decode-only, mean " in out and " holding a prompt, mean " in out
+    decode = out[out.index("a decode-only step of") :]
+    assert "attn_decode" in decode and "attn_prefill" not in decode
+
+    steps = pd.DataFrame(  # two decode-only steps of 10 and 30 ms, one holding a prompt of 60 ms
+        {"num_prefill_tokens": [0, 512, 0], "duration_s": [0.01, 0.06, 0.03], "num_running": [4, 5, 6]}
+    )
+    split = step_split(steps)
+    assert split["decode steps"] == 2 and split["prompt steps"] == 1
+    assert split["decode mean ms"] == pytest.approx(20.0) and split["prompt mean ms"] == pytest.approx(60.0)
+    assert split["decode share"] == pytest.approx(0.4) and split["prompt share"] == pytest.approx(0.6)
+    assert split["decode running"] == 5.0
+
+    class Ranks:  # an attention-DP rank's model: every rank priced at the decode step's shape
+        dp_attention = 4
+
+        def breakdown_ranks(self, shapes):
+            self.shapes = shapes
+            return StepTime(0.02, {"attn_decode": OpCost(0.02)})
+
+    ranks = Ranks()
+    ops, total_ms = decode_step_ops(ranks, 8, 1000)
+    assert len(ranks.shapes) == 4 and all(s == BatchShape((), (), 8, 8000, 8) for s in ranks.shapes)
+    assert ops == [("attn_decode", pytest.approx(20.0), "")] and total_ms == pytest.approx(20.0)
 
     requests = pd.DataFrame(
         {
