@@ -652,6 +652,25 @@ def test_intervals_calibrate_on_half_and_report_coverage_on_the_other(tmp_path):
         assert 0.6 < data["meta"]["coverage_held_out"][metric]["pooled"] <= 1.0
     ttft, tpot = data["bounds"]["mean_ttft_ms"]["pooled"], data["bounds"]["mean_tpot_ms"]["pooled"]
     assert ttft["hi"] - ttft["lo"] > 2 * (tpot["hi"] - tpot["lo"])  # the noisier metric gets the wider interval
+    assert "coverage_over_splits" not in data["meta"]  # only with --splits
+
+    # --splits: the same bounds (the --seed split's), and the held-out coverage over that many seeded splits
+    again = tmp_path / "again.json"
+    assert inferencex_intervals.main([str(points), "--out", str(again), "--splits", "30"]) == 0
+    spread = json.loads(again.read_text())
+    assert spread["bounds"] == data["bounds"]
+    for metric in ("mean_ttft_ms", "mean_tpot_ms"):
+        c = spread["meta"]["coverage_over_splits"][metric]
+        assert c["splits"] == 30 and 0.0 <= c["within_5_points"] <= 1.0
+        assert c["p5"] <= c["mean"] <= c["p95"] and 0.6 < c["mean"] <= 1.0
+    # the spread is the splits' own: seed 0's coverage is one of them
+    alone = inferencex_intervals.coverage_over_splits(
+        table[table.source == "inferencex"].reset_index(drop=True), range(0, 1), 0.8
+    )
+    assert alone["mean_tpot_ms"]["mean"] == data["meta"]["coverage_held_out"]["mean_tpot_ms"]["pooled"]
+    with pytest.raises(SystemExit) as exc:
+        inferencex_intervals.main([str(points), "--out", str(again), "--splits", "-1"])
+    assert exc.value.code == 2
 
 
 def test_a_point_past_its_wall_time_limit_is_recorded_as_timed_out():
