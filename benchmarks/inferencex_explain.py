@@ -19,7 +19,8 @@ For finding the mechanism behind a gap (docs/accuracy.md), without writing a pro
   split into decode-only steps and steps holding a prompt (how many, their mean time, their share of the engine's
   busy time: a TPOT above the decode step is the prompt steps' stalls), and the decode-only step at the run's
   median number of running requests and their mean context (prompt plus half the output, the mean over a
-  request's decode steps), op by op (on an attention-DP rank: every rank at that shape, ``breakdown_ranks``).
+  request's decode steps), op by op (on an attention-DP rank: every rank at that shape, ``breakdown_ranks``), beside
+  the decode-only step the measured TPOT implies at the same split of the time (the TPOT x the decode-only share).
 """
 
 from __future__ import annotations
@@ -163,6 +164,10 @@ def explain(row: pd.Series, seed: int = 0) -> str:
         running = round(split["decode running"])
         if running:
             ops, total_ms = decode_step_ops(engine.cost_model, running, context)
-            lines.append(f"a decode-only step of {running} requests of {context} tokens each: {total_ms:.2f} ms")
+            lines.append(
+                f"a decode-only step of {running} requests of {context} tokens each: {total_ms:.2f} ms; the measured "
+                f"TPOT at this split of the time means decode-only steps of about "
+                f"{row['silicon_tpot_ms'] * split['decode share']:.2f} ms"
+            )
             lines += [f"  {name:<16} {ms:9.3f} ms  {source}" for name, ms, source in ops]
     return "\n".join(lines) + "\n"

@@ -1060,6 +1060,8 @@ def test_explain_takes_one_point_apart(points, capsys):
     assert "mixed engine's steps: " in out and " decode-only, mean " in out and " holding a prompt, mean " in out
     decode = out[out.index("a decode-only step of") :]
     assert "attn_decode" in decode and "attn_prefill" not in decode
+    implied = float(decode.split("means decode-only steps of about ")[1].split(" ms")[0])
+    assert 0 < implied <= float(llama.iloc[0]["silicon_tpot_ms"]) + 0.01  # the TPOT x the decode-only share
 
     steps = pd.DataFrame(  # two decode-only steps of 10 and 30 ms, one holding a prompt of 60 ms
         {"num_prefill_tokens": [0, 512, 0], "duration_s": [0.01, 0.06, 0.03], "num_running": [4, 5, 6]}
