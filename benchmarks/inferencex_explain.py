@@ -60,24 +60,33 @@ def ttft_parts(requests: pd.DataFrame) -> dict[str, float]:
     return out
 
 
+def first_engines(sim: Any, skip: str) -> list[Any]:
+    """The first engine of each role but ``skip`` (a decode engine runs no prompt, a prefill engine decodes
+    nothing), in the simulation's order."""
+    out, seen = [], {skip}
+    for engine in sim.engines:
+        if engine.executor.role not in seen:
+            seen.add(engine.executor.role)
+            out.append(engine)
+    return out
+
+
+def _ops_ms(step: Any, sources: dict[str, str]) -> list[tuple[str, float, str]]:
+    """A breakdown's ops as (op, ms, source)."""
+    return [(name, op.seconds * 1e3, sources.get(name, "")) for name, op in (step.ops or {}).items()]
+
+
 def prompt_step_ops(sim: Any, prompt_tokens: int) -> list[tuple[str, list[tuple[str, float, str]], float]]:
     """For the first engine of each role that runs prompts (mixed, prefill): a step of one prompt of
     ``prompt_tokens`` tokens and nothing else, as (role, [(op, ms, source)], total ms); a cost model without
     ``sources`` leaves each op's source empty."""
     shape = BatchShape((prompt_tokens,), (0,), 0, 0, 1)
     out = []
-    seen: set[str] = set()
-    for engine in sim.engines:
-        role = engine.executor.role
-        if role in seen or role == "decode":  # a decode engine runs no prompt
-            continue
-        seen.add(role)
+    for engine in first_engines(sim, skip="decode"):
         model = engine.cost_model
         step = model.breakdown(shape)
         sources_of = getattr(model, "sources", None)
-        sources = sources_of(shape) if sources_of is not None else {}
-        ops = [(name, op.seconds * 1e3, sources.get(name, "")) for name, op in (step.ops or {}).items()]
-        out.append((role, ops, step.total_s * 1e3))
+        out.append((engine.executor.role, _ops_ms(step, sources_of(shape) if sources_of else {}), step.total_s * 1e3))
     return out
 
 
@@ -104,9 +113,20 @@ def decode_step_ops(model: Any, num_seqs: int, context_tokens: int) -> tuple[lis
     ranks = getattr(model, "dp_attention", None)
     step = model.breakdown_ranks((shape,) * ranks) if ranks else model.breakdown(shape)
     sources_of = None if ranks else getattr(model, "sources", None)
-    sources = sources_of(shape) if sources_of is not None else {}
-    ops = [(name, op.seconds * 1e3, sources.get(name, "")) for name, op in (step.ops or {}).items()]
-    return ops, step.total_s * 1e3
+    return _ops_ms(step, sources_of(shape) if sources_of else {}), step.total_s * 1e3
+
+
+def _steps_text(split: dict[str, float], kind: str) -> str:
+    """One kind of ``step_split``'s steps in words: how many, and where there are any their mean and share."""
+    name = {"decode": "decode-only", "prompt": "holding a prompt"}[kind]
+    text = f"{split[f'{kind} steps']:.0f} {name}"
+    if split[f"{kind} steps"]:
+        text += f", mean {split[f'{kind} mean ms']:.2f} ms, {split[f'{kind} share']:.1%} of the busy time"
+    return text
+
+
+def _op_lines(ops: list[tuple[str, float, str]]) -> list[str]:
+    return [f"  {name:<16} {ms:9.3f} ms  {source}" for name, ms, source in ops]
 
 
 def explain(row: pd.Series, seed: int = 0) -> str:
@@ -142,25 +162,14 @@ def explain(row: pd.Series, seed: int = 0) -> str:
     prompt_tokens = round(float(run.requests["num_prompt_tokens"].mean()))
     for role, ops, total_ms in prompt_step_ops(sim, prompt_tokens):
         lines += ["", f"{role} engine, a step of one {prompt_tokens}-token prompt alone: {total_ms:.2f} ms"]
-        lines += [f"  {name:<16} {ms:9.3f} ms  {source}" for name, ms, source in ops]
+        lines += _op_lines(ops)
     requests = run.requests
     context = round(float(requests["num_prompt_tokens"].mean() + requests["num_output_tokens"].mean() / 2))
     steps = run.steps
-    seen: set[str] = set()
-    for engine in sim.engines:
+    for engine in first_engines(sim, skip="prefill"):
         ex = engine.executor
-        if ex.role in seen or ex.role == "prefill":  # a prefill engine decodes nothing
-            continue
-        seen.add(ex.role)
         split = step_split(steps[(steps["replica_id"] == ex.replica_id) & (steps["engine_id"] == ex.engine_id)])
-        prompts = f"{split['prompt steps']:.0f} holding a prompt"
-        if split["prompt steps"]:
-            prompts += f", mean {split['prompt mean ms']:.2f} ms, {split['prompt share']:.1%}"
-        lines += [
-            "",
-            f"{ex.role} engine's steps: {split['decode steps']:.0f} decode-only, mean "
-            f"{split['decode mean ms']:.2f} ms, {split['decode share']:.1%} of its busy time; {prompts}",
-        ]
+        lines += ["", f"{ex.role} engine's steps: {_steps_text(split, 'decode')}; {_steps_text(split, 'prompt')}"]
         running = round(split["decode running"])
         if running:
             ops, total_ms = decode_step_ops(engine.cost_model, running, context)
@@ -169,5 +178,5 @@ def explain(row: pd.Series, seed: int = 0) -> str:
                 f"TPOT at this split of the time means decode-only steps of about "
                 f"{row['silicon_tpot_ms'] * split['decode share']:.2f} ms"
             )
-            lines += [f"  {name:<16} {ms:9.3f} ms  {source}" for name, ms, source in ops]
+            lines += _op_lines(ops)
     return "\n".join(lines) + "\n"

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.metrics.intervals import LEVEL, METRICS, coverage, fit_prediction_error, to_json
+from simulator.metrics.intervals import LEVEL, METRICS, PredictionError, coverage, fit_prediction_error, to_json
 
 COLUMNS = {"mean_ttft_ms": ("pred_ttft_ms", "measured_ttft_ms"), "mean_tpot_ms": ("pred_tpot_ms", "measured_tpot_ms")}
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "simulator" / "metrics" / "prediction_error.json"
@@ -40,7 +40,9 @@ def split_halves(points: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, pd.Data
     return points.iloc[np.sort(order[:half])], points.iloc[np.sort(order[half:])]
 
 
-def fit_split(points: pd.DataFrame, seed: int, level: float, meta: dict):
+def fit_split(
+    points: pd.DataFrame, seed: int, level: float, meta: dict
+) -> tuple[PredictionError, dict[str, dict[str, float]]]:
     """The bounds fitted on ``seed``'s calibration half of ``points``, and each metric's held-out coverage, pooled and
     per engine. Raises ValueError where a half is too small to fit."""
     calibration, held_out = split_halves(points, seed)
