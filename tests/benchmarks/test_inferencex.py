@@ -17,8 +17,10 @@ from benchmarks.inferencex_points import (
     PointRefused,
     check_not_mtp,
     check_not_mtp_sweep,
+    drop_repeated_measurements,
     read_points,
     recipe_label,
+    sample_path,
     scenario_for,
     select_points,
     source_of,
@@ -48,11 +50,38 @@ def first(points: pd.DataFrame, **where) -> pd.Series:
 
 
 def test_sources_split_as_documented(points):
-    # 2,897 of the 5,221 points are InferenceX's own runs, the rest NVIDIA's gap-analysis runs
-    assert len(points) == 5221
-    assert points["source"].value_counts().to_dict() == {INFERENCEX: 2897, GAP_ANALYSIS: 2324}
+    # 4,525 distinct runs of the file's 5,221 rows: 2,818 InferenceX's own (2,897 rows), the rest NVIDIA's
+    # gap-analysis runs (2,324 rows)
+    assert len(points) == 4525
+    assert points["source"].value_counts().to_dict() == {INFERENCEX: 2818, GAP_ANALYSIS: 1707}
     assert source_of("db-dump/2026-04-27; config_id=733") == INFERENCEX
     assert source_of("source_file=2026-03-25.csv; model=DeepSeek-R1") == GAP_ANALYSIS
+
+
+def test_a_run_the_file_repeats_is_read_once():
+    """The file holds some runs twice or three times (InferenceX's database dump and its exports overlap): read
+    once, as the database dump's row where it has one, else the 2026-04-06 export's; two runs of one load whose
+    figures differ are both kept."""
+    raw = pd.read_csv(sample_path())
+    assert len(raw) == 5221
+    kept = drop_repeated_measurements(raw)
+    assert len(kept) == 4525 and kept["id"].is_unique
+    ids = set(kept["id"])
+    # the same MiniMax-M2.5 run in the database dump and in the 2026-04-06 export: the dump's row is read
+    assert "minimaxm2_5_b200_vllm_fp8_agg_1024x1024_c4_cfg690" in ids
+    assert "2026_04_06_minimax_m2_5_b200_sxm_vllm_fp8_agg_1024x1024_c4_tp2_ep2_1389" not in ids
+    # a gpt-oss run in the 2026-03-25 and 2026-04-06 exports: the latter's (InferenceX's source) is read
+    assert "2026_04_06_gpt_oss_120b_gb200_trtllm_fp4_disagg_8192x1024_c384_tp1_ep1_1216" in ids
+    assert "2026_03_25_gpt_oss_120b_gb200_trtllm_fp4_disagg_8192x1024_c384_tp1_0_ep1_0_1263" not in ids
+    # DeepSeek-R1 SGLang FP8 on B200, 1k/1k at 4 users, run twice on 2026-03-25 with different figures: both kept
+    # (the first, 206.7 ms TTFT, is in the 2026-04-06 export too: that row is read)
+    assert "2026_03_25_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x1024_c4_tp8_0_ep1_0_284" in ids
+    assert "2026_04_06_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x1024_c4_tp8_ep1_102" in ids
+    assert "2026_03_25_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x1024_c4_tp8_0_ep1_0_265" not in ids
+    # kept in the file's order; a frame without repeats comes back as it was
+    assert list(kept.index) == list(range(len(kept)))
+    assert (kept["id"].map(dict(zip(raw["id"], raw.index, strict=True))).diff().dropna() > 0).all()
+    pd.testing.assert_frame_equal(drop_repeated_measurements(kept), kept)
 
 
 def test_vllm_llama_70b_fp8_on_h200_is_written_as_inferencex_runs_it(points):
@@ -239,8 +268,8 @@ def test_a_point_runs_the_script_as_it_stood_on_its_day(points):
     # kimik2.5_fp4_b200.sh never passes --enable-expert-parallel (the file records the configuration's ep 4 of
     # 2026-03-27); from 2026-04-20 FP8 KV, 2 x ISL tokens a step and CUDA graphs to 2048
     kimi = ("vllm", "moonshotai/Kimi-K2.5", "fp4", "b200_sxm")
-    march = on_day(points, *kimi, "2026-03-27")
-    assert int(march["moe_ep_size"]) > 1
+    march_rows = day_rows(points, *kimi, "2026-03-27")
+    march = march_rows[march_rows["moe_ep_size"] > 1].sort_values("id").iloc[0]
     assert scenario_for(march)["parallelism"] == {"tp": int(march["tp_size"])}
     assert scenario_for(march)["kv_cache"] == {"prefix_caching": False, "gpu_memory_utilization": 0.9}
     april = on_day(points, *kimi, "2026-04-20")
@@ -369,6 +398,7 @@ def test_points_without_a_recipe_keep_the_generic_settings(points):
         & (points["gemm_quant_mode"] == "nvfp4")
         & (points["source"] == GAP_ANALYSIS)
         & ~points["silicon_data_source"].str.contains("1.2.0rc6.post3", regex=False)  # MTP runs: refused
+        & ~points["silicon_data_source"].str.contains("measured=2026-01-14", regex=False)  # MTP_SWEEP_DAYS's
     ]
     trtllm = scenario_for(trtllm_rows.sort_values("id").iloc[0])
     assert trtllm["policy"] == {"kind": "trtllm", "max_batch_size": trtllm["workload"]["concurrency"]}
@@ -721,7 +751,7 @@ def test_points_measured_in_an_image_only_mtp_configurations_ran_are_refused(poi
     with pytest.raises(PointRefused, match="MTP"):
         scenario_for(row)
     mtp_rows = points["silicon_data_source"].str.contains("1.2.0rc6.post3", regex=False)
-    assert mtp_rows.sum() == 88 and set(points[mtp_rows]["system"]) == {"b200_sxm"}
+    assert mtp_rows.sum() == 68 and set(points[mtp_rows]["system"]) == {"b200_sxm"}  # 88 rows, 68 runs
 
 
 def test_points_of_a_day_inferencex_also_ran_the_mtp_configuration_are_refused(points):
@@ -816,7 +846,7 @@ def test_the_image_is_read_from_either_kind_of_source(points):
             check_not_mtp(source)
         except PointRefused:
             refused += 1
-    assert refused == 88  # the database dump holds no run of the MTP-only images
+    assert refused == 68  # 68 runs (88 rows); the database dump holds no run of the MTP-only images
 
 
 def test_trtllm_generation_servers_take_the_seats_of_the_recipe_the_point_ran(points):
@@ -1185,7 +1215,7 @@ def test_trtllm_gb200_disaggregated_points_run_before_2026_01_30_sent_eight_prom
         & points["silicon_data_source"].str.contains("measured=2026-03-23")
     ]
     assert len(march) and all(prompts_per_user(row) == 10 for _, row in march.iterrows())
-    gpt_oss = point("2026_03_25_gpt_oss_120b_gb200_trtllm_fp4_disagg_8192x1024_c384_tp1_0_ep1_0_1263")
+    gpt_oss = point("2026_04_06_gpt_oss_120b_gb200_trtllm_fp4_disagg_8192x1024_c384_tp1_ep1_1216")
     assert "measured=2026-01-07" in gpt_oss["silicon_data_source"]
     assert prompts_per_user(gpt_oss) == 10
 
