@@ -9,7 +9,7 @@ A point comes from InferenceX's own runs (source ``inferencex``: ``silicon_data_
 ``db-dump/`` or naming ``source_file=2026-04-06.csv``) or from NVIDIA's gap-analysis runs (source
 ``gap-analysis``: every other source file, whose client settings the file does not give; they are
 written with InferenceX's client all the same). A run the file holds more than once is read once
-(``drop_repeated_measurements``): 4,525 distinct runs of its 5,221 rows, 2,818 of them InferenceX's.
+(``drop_repeated_measurements``): 4,510 distinct runs of its 5,221 rows, 2,803 of them InferenceX's.
 
 ``scenario_for(row)`` writes a point as a user would write its scenario:
 
@@ -310,6 +310,9 @@ def read_points(path: Path | None = None) -> pd.DataFrame:
     return df
 
 
+PROVENANCE = ("id", "silicon_data_source", "backend_version")  # where a row came from, not what was measured
+
+
 def _copy_preference(silicon_data_source: str) -> int:
     """Which copy of a repeated measurement ``drop_repeated_measurements`` keeps, lowest first: InferenceX's
     database dump (it names the configuration and the workflow run), then its 2026-04-06 export, then any other
@@ -322,13 +325,14 @@ def _copy_preference(silicon_data_source: str) -> int:
 
 def drop_repeated_measurements(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with each measurement once. The file holds some runs more than once: rows alike in every column but
-    ``id`` and ``silicon_data_source`` (the same deployment, load, lengths and the same mean TTFT and TPOT to the
-    last digit), because InferenceX's database dump and its 2026-04-06 export overlap, its 2026-03-25 export
-    (read as gap-analysis runs) repeats rows of the 2026-04-06 one, and that file repeats some of its own rows:
-    696 copies of the 5,221 rows of aiconfigurator-core 0.12. A copy would count twice in a group's error and
-    could land on both sides of the intervals' calibration split. The copy kept is ``_copy_preference``'s, the
-    earliest in the file among equals; runs of one load whose measured figures differ are all kept."""
-    identity = [c for c in df.columns if c not in ("id", "silicon_data_source")]
+    their provenance (``PROVENANCE``: the same deployment, load and lengths, the same mean TTFT and TPOT to the last
+    digit), because InferenceX's database dump and its 2026-04-06 export overlap (the export spells a nightly
+    image's version ``nightly-dev`` where the dump names its date and commit), its 2026-03-25 export (read as
+    gap-analysis runs) repeats runs of the 2026-04-06 one, and that file repeats some of its own rows: 711 copies of
+    the 5,221 rows of aiconfigurator-core 0.12. A copy would count twice in a group's error and could land on both
+    sides of the intervals' calibration split. The copy kept is ``_copy_preference``'s, the earliest in the file
+    among equals; runs of one load whose measured figures differ are all kept."""
+    identity = [c for c in df.columns if c not in PROVENANCE]
     preference = df["silicon_data_source"].map(_copy_preference)
     kept = df.assign(_preference=preference).sort_values("_preference", kind="stable")
     kept = kept.drop_duplicates(identity, keep="first")

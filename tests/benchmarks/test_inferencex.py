@@ -50,10 +50,10 @@ def first(points: pd.DataFrame, **where) -> pd.Series:
 
 
 def test_sources_split_as_documented(points):
-    # 4,525 distinct runs of the file's 5,221 rows: 2,818 InferenceX's own (2,897 rows), the rest NVIDIA's
+    # 4,510 distinct runs of the file's 5,221 rows: 2,803 InferenceX's own (2,897 rows), the rest NVIDIA's
     # gap-analysis runs (2,324 rows)
-    assert len(points) == 4525
-    assert points["source"].value_counts().to_dict() == {INFERENCEX: 2818, GAP_ANALYSIS: 1707}
+    assert len(points) == 4510
+    assert points["source"].value_counts().to_dict() == {INFERENCEX: 2803, GAP_ANALYSIS: 1707}
     assert source_of("db-dump/2026-04-27; config_id=733") == INFERENCEX
     assert source_of("source_file=2026-03-25.csv; model=DeepSeek-R1") == GAP_ANALYSIS
 
@@ -65,11 +65,14 @@ def test_a_run_the_file_repeats_is_read_once():
     raw = pd.read_csv(sample_path())
     assert len(raw) == 5221
     kept = drop_repeated_measurements(raw)
-    assert len(kept) == 4525 and kept["id"].is_unique
+    assert len(kept) == 4510 and kept["id"].is_unique
     ids = set(kept["id"])
     # the same MiniMax-M2.5 run in the database dump and in the 2026-04-06 export: the dump's row is read
     assert "minimaxm2_5_b200_vllm_fp8_agg_1024x1024_c4_cfg690" in ids
     assert "2026_04_06_minimax_m2_5_b200_sxm_vllm_fp8_agg_1024x1024_c4_tp2_ep2_1389" not in ids
+    # a Qwen3.5 run of a nightly image: the export names its version "nightly-dev", the dump its date and commit
+    assert "qwen3_5_b200_sglang_bf16_agg_8192x1024_c32_cfg587" in ids
+    assert "2026_04_06_qwen3_5_397b_b200_sxm_sglang_bf16_agg_8192x1024_c32_tp8_ep1_1830" not in ids
     # a gpt-oss run in the 2026-03-25 and 2026-04-06 exports: the latter's (InferenceX's source) is read
     assert "2026_04_06_gpt_oss_120b_gb200_trtllm_fp4_disagg_8192x1024_c384_tp1_ep1_1216" in ids
     assert "2026_03_25_gpt_oss_120b_gb200_trtllm_fp4_disagg_8192x1024_c384_tp1_0_ep1_0_1263" not in ids
