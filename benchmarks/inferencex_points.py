@@ -66,6 +66,7 @@ import importlib.resources
 import math
 import re
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -347,20 +348,26 @@ def select_points(
 ) -> pd.DataFrame:
     """Points passing ``filters`` (column -> value), then up to ``per_group`` per group drawn with ``seed``.
 
-    ``per_group`` None keeps every point. Groups are visited in sorted order and each group's
-    rows shuffled by one generator, so the same file, filters and seed give the same sample.
+    ``per_group`` None keeps every point. Each group's rows are shuffled by a generator of its own, seeded by ``seed``
+    and the group's name (``_group_rng``), so the same file, filters and seed give the same sample, and a group's
+    draw does not change when another group gains or loses rows.
     """
     for column, value in (filters or {}).items():
         if value is not None:
             df = df[df[column] == value]
     if per_group is None:
         return df.reset_index(drop=True)
-    rng = np.random.default_rng(seed)
     picked = []
-    for _, rows in sorted(df.groupby("group"), key=lambda kv: kv[0]):
-        order = rng.permutation(len(rows))[:per_group]
+    for name, rows in sorted(df.groupby("group"), key=lambda kv: kv[0]):
+        order = _group_rng(seed, str(name)).permutation(len(rows))[:per_group]
         picked.append(rows.iloc[np.sort(order)])
     return pd.concat(picked).reset_index(drop=True) if picked else df.iloc[:0]
+
+
+def _group_rng(seed: int, group: str) -> np.random.Generator:
+    """The generator that draws ``group``'s sample: ``seed`` and a checksum of the group's name (CRC-32, the same on
+    every machine and Python, where ``hash`` of a string is salted per process)."""
+    return np.random.default_rng([seed, zlib.crc32(group.encode())])
 
 
 def _int(row: pd.Series, column: str, default: int = 1) -> int:

@@ -608,6 +608,11 @@ def test_sample_is_seeded_and_capped_per_group(points):
     assert a.groupby("group").size().max() == 3
     assert set(a["system"]) == {"h200_sxm"}
     assert select_points(points, 3, seed=1, filters={"system": "h200_sxm"})["id"].tolist() != a["id"].tolist()
+    # each group draws on its own: a group that loses rows leaves every other group's draw as it was
+    first_group = sorted(a["group"].unique())[0]
+    fewer = points.drop(points.index[(points["group"] == first_group)][:10])
+    c = select_points(fewer, 3, seed=0, filters={"system": "h200_sxm"})
+    assert c[c["group"] != first_group]["id"].tolist() == a[a["group"] != first_group]["id"].tolist()
 
 
 def _llama_70b_h200_vllm_1k(points: pd.DataFrame) -> pd.DataFrame:
