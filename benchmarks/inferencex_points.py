@@ -260,6 +260,34 @@ def check_not_mtp_sweep(row: pd.Series) -> None:
         )
 
 
+# Days on which InferenceX ran a GPU only through Dynamo's disaggregated launchers, whose points the file records as
+# aggregated with the job's GPUs as ``tp_size`` (12 to 72): InferenceX's GB200 workflow of November 2025
+# (runners/launch_gb200-nv.sh at 0ba7aa3ff) ran DeepSeek-R1 under dynamo-trtllm with
+# components/backends/trtllm/performance_sweeps/submit_disagg.sh (context servers, generation servers, their TP and
+# batch, MTP on or off) and under dynamo-sglang with components/backends/sglang/slurm_jobs/submit_disagg.sh; no
+# aggregated server. E.g. ``submit_disagg.sh "mtp=on" "dep" 8 1 32 ...`` at 538 users is 8 context servers of 4 GPUs
+# and a generation server of 32: the file's "agg, tp 64, 538 users".
+DISAGGREGATED_ONLY_DAYS: dict[tuple[str, str], str] = {
+    ("gb200", day): "InferenceX's GB200 workflow then (runners/launch_gb200-nv.sh at 0ba7aa3ff) launched only Dynamo's "
+    "submit_disagg.sh"
+    for day in ("2025-11-16", "2025-11-17")
+}
+
+
+def check_not_disaggregated(row: pd.Series) -> None:
+    """PointRefused for a point recorded as aggregated on a day its GPU ran only disaggregated
+    (``DISAGGREGATED_ONLY_DAYS``): its servers' layout is not recorded."""
+    if row["mode"] != "agg":
+        return
+    found = MEASURED_DAY.search(str(row["silicon_data_source"]))
+    evidence = DISAGGREGATED_ONLY_DAYS.get((str(row["system"]), found.group(1))) if found else None
+    if evidence is not None:
+        raise PointRefused(
+            f"recorded as aggregated on {found.group(1)}, when {evidence}: a disaggregated run whose tp_size "
+            f"({_int(row, 'tp_size')}) is its GPUs, its context and generation servers not recorded"
+        )
+
+
 # The benchmark client sends random token ids decoded to text with its own tokenizer, which the server encodes again.
 # Under transformers 5, DeepSeek's tokenizer (LlamaTokenizerFast over a ByteLevel tokenizer) loads broken unless
 # patched as SGLang's server patches it: InferenceX's client patched it only for a local model folder (#937,
@@ -1383,6 +1411,7 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
     check_not_mtp(str(row["silicon_data_source"]))
     check_not_mtp_sweep(row)
     check_client_tokenizer(row)
+    check_not_disaggregated(row)
     quantization = _quantization(row)
     recipe = recipe_for(row)
     model = str(row["model_path"])

@@ -762,6 +762,32 @@ def test_points_measured_in_an_image_only_mtp_configurations_ran_are_refused(poi
     assert mtp_rows.sum() == 68 and set(points[mtp_rows]["system"]) == {"b200_sxm"}  # 88 rows, 68 runs
 
 
+def test_points_recorded_as_aggregated_on_a_day_their_gpu_ran_only_disaggregated_are_refused(points):
+    """InferenceX's GB200 workflow of November 2025 ran DeepSeek-R1 only through Dynamo's submit_disagg.sh; the file
+    records those runs as aggregated with the job's GPUs as tp_size: each is refused with the reason, where two (tp 32
+    and 64, which divide the heads) had run as one 64-GPU tensor-parallel server, their TTFT predicted 82 and 103
+    times the measured."""
+    agg = points[(points["source"] == INFERENCEX) & (points["mode"] == "agg") & (points["system"] == "gb200")]
+    assert len(agg) == 55
+    for _, row in agg.iterrows():
+        with pytest.raises(PointRefused, match=r"recorded as aggregated on 2025-11-1[67], when .*submit_disagg"):
+            scenario_for(row)
+    wide = points[points["id"] == "2026_04_06_deepseek_r1_gb200_trtllm_fp4_agg_8192x1024_c538_tp64_ep1_113"].iloc[0]
+    with pytest.raises(PointRefused, match=r"tp_size \(64\) is its GPUs"):
+        scenario_for(wide)
+    # the same row recorded as disaggregated, on another day or on another GPU passes the check (every GB200 point
+    # those days is one of the 55)
+    as_disagg = wide.copy()
+    as_disagg["mode"] = "disagg"
+    inferencex_points.check_not_disaggregated(as_disagg)
+    other_day = wide.copy()
+    other_day["silicon_data_source"] = str(wide["silicon_data_source"]).replace("2025-11-17", "2025-12-17")
+    inferencex_points.check_not_disaggregated(other_day)
+    other_gpu = wide.copy()
+    other_gpu["system"] = "gb300"
+    inferencex_points.check_not_disaggregated(other_gpu)
+
+
 def test_points_of_a_day_inferencex_also_ran_the_mtp_configuration_are_refused(points):
     """On 2026-01-14 InferenceX measured DeepSeek-R1 FP8 on H200 under TensorRT-LLM at 1k/8k with 128 users, a load
     only dsr1-fp8-h200-trt-mtp's search space held, in the image the plain configuration ran too: every point of that
@@ -1150,7 +1176,7 @@ def test_explain_takes_one_point_apart(points, capsys):
         main(["--explain", refused])
     assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert f"--explain: point {refused} is refused: " in err and "tp=24 does not divide" in err
+    assert f"--explain: point {refused} is refused: " in err and "recorded as aggregated on 2025-11-17" in err
     assert "Traceback" not in err
 
 
