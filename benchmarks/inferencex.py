@@ -35,6 +35,7 @@ if __package__ in (None, ""):  # run as a script: python benchmarks/inferencex.p
 from benchmarks.inferencex_points import (
     GROUP_FIELDS,
     PointRefused,
+    kept_copy,
     one_line,
     read_points,
     recipe_label,
@@ -304,6 +305,9 @@ def explain_point(parser: argparse.ArgumentParser, point_id: str, seed: int) -> 
 
     points = read_points()
     found = points[points["id"] == point_id]
+    if found.empty and (kept := kept_copy(point_id)) is not None:
+        print(f"point {point_id} repeats the run of {kept} (the file holds it more than once; read once)")
+        found = points[points["id"] == kept]
     if found.empty:
         parser.error(f"--explain: no measured point has the id {point_id!r} (the ids are points.csv's)")
     try:

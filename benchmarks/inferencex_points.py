@@ -368,6 +368,19 @@ def drop_repeated_measurements(df: pd.DataFrame) -> pd.DataFrame:
     return df.loc[sorted(kept.index)].reset_index(drop=True)
 
 
+def kept_copy(point_id: str, path: Path | None = None) -> str | None:
+    """The id ``read_points`` keeps for the run that row ``point_id`` of the file repeats (a row
+    ``drop_repeated_measurements`` dropped); None where the file has no such row or keeps it."""
+    raw = pd.read_csv(path or sample_path())
+    row = raw[raw["id"] == point_id]
+    kept = drop_repeated_measurements(raw)
+    if row.empty or point_id in set(kept["id"]):
+        return None
+    identity = [c for c in raw.columns if c not in PROVENANCE]
+    same = kept.merge(row[identity], on=identity, how="inner")  # NaN keys match NaN, as drop_duplicates's do
+    return str(same["id"].iloc[0]) if len(same) else None
+
+
 def select_points(
     df: pd.DataFrame,
     per_group: int | None,

@@ -18,6 +18,7 @@ from benchmarks.inferencex_points import (
     check_not_mtp,
     check_not_mtp_sweep,
     drop_repeated_measurements,
+    kept_copy,
     read_points,
     recipe_label,
     sample_path,
@@ -85,6 +86,25 @@ def test_a_run_the_file_repeats_is_read_once():
     assert list(kept.index) == list(range(len(kept)))
     assert (kept["id"].map(dict(zip(raw["id"], raw.index, strict=True))).diff().dropna() > 0).all()
     pd.testing.assert_frame_equal(drop_repeated_measurements(kept), kept)
+    # a dropped row names the row kept for its run; a kept row, or no row, names none
+    assert (
+        kept_copy("2026_04_06_minimax_m2_5_b200_sxm_vllm_fp8_agg_1024x1024_c4_tp2_ep2_1389")
+        == "minimaxm2_5_b200_vllm_fp8_agg_1024x1024_c4_cfg690"
+    )
+    assert kept_copy("minimaxm2_5_b200_vllm_fp8_agg_1024x1024_c4_cfg690") is None
+    assert kept_copy("no-such-point") is None
+
+
+def test_explain_of_a_repeated_row_explains_the_run_read(capsys):
+    from benchmarks.inferencex import main
+
+    main(["--explain", "2026_04_06_minimax_m2_5_b200_sxm_vllm_fp8_agg_1024x1024_c4_tp2_ep2_1389"])
+    out = capsys.readouterr().out
+    assert out.startswith(
+        "point 2026_04_06_minimax_m2_5_b200_sxm_vllm_fp8_agg_1024x1024_c4_tp2_ep2_1389 repeats the run of "
+        "minimaxm2_5_b200_vllm_fp8_agg_1024x1024_c4_cfg690"
+    )
+    assert "\npoint minimaxm2_5_b200_vllm_fp8_agg_1024x1024_c4_cfg690 (vllm, b200_sxm, fp8, agg" in out
 
 
 def test_vllm_llama_70b_fp8_on_h200_is_written_as_inferencex_runs_it(points):
