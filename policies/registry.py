@@ -57,12 +57,13 @@ class Registry(Generic[T]):
         return decorate
 
     def entry(self, name: str) -> Entry[T]:
-        """The entry registered as ``name``; ValueError naming the known ones if none."""
-        try:
-            return self._entries[name]
-        except KeyError:
+        """The entry registered as ``name``; ValueError naming the known ones if none (a ``name`` that is not a
+        string, such as a list a scenario file wrote as the kind, included)."""
+        entry = self._entries.get(name) if isinstance(name, str) else None
+        if entry is None:
             known = ", ".join(sorted(self._entries)) or "none"
-            raise ValueError(f"unknown {self.role} {name!r}; known: {known}") from None
+            raise ValueError(f"unknown {self.role} {name!r}; known: {known}")
+        return entry
 
     def entry_of(self, factory: object) -> Entry[T]:
         """The entry whose factory is ``factory`` (a policy's class); ValueError if none."""

@@ -18,6 +18,20 @@ def test_unknown_name_lists_known_ones():
         reg.get("c")
 
 
+def test_a_name_that_is_not_a_string_is_unknown_in_one_line():
+    """A scenario file's kind written as a list or a mapping (`kind: [1]`) is refused as unknown, not a TypeError of
+    an unhashable key (found by test_hostile_files's nesting mutation)."""
+    from simulator.config.scenario import validate_scenario
+
+    reg = Registry("thing")
+    reg.register("a")(object)
+    for name in ([1], {"a": 1}, 3, None):
+        with pytest.raises(ValueError, match=r"unknown thing .*; known: a$"):
+            reg.entry(name)
+    with pytest.raises(ValueError, match=r"^policy: unknown batch policy \[\[1\]\]; known: .*vllm"):
+        validate_scenario({"policy": {"kind": [[1]]}})
+
+
 def test_builtin_policies_registered():
     assert {"vllm", "no_kv_cache"} <= set(BATCH_POLICIES.names())
 
