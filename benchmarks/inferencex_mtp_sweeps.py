@@ -25,7 +25,14 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from benchmarks.inferencex_points import INFERENCEX, MEASURED_DAY, concurrency_of, read_points, source_of
+from benchmarks.inferencex_points import (
+    INFERENCEX,
+    MEASURED_DAY,
+    concurrency_of,
+    measured_day,
+    read_points,
+    source_of,
+)
 
 CONFIGS = ".github/configs/nvidia-master.yaml"
 MODEL_PREFIX = {"deepseek-ai/DeepSeek-R1": "dsr1", "deepseek-ai/DeepSeek-V3": "dsr1"}
@@ -91,10 +98,9 @@ def disaggregated_points_with_configs(
     chosen = chosen[chosen["decode_num_workers"].notna() & chosen["model_path"].isin(models)]
     by_day: dict[str, tuple[str, dict[str, Any] | None]] = {}
     for _, row in chosen.sort_values("id").iterrows():
-        found = MEASURED_DAY.search(str(row["silicon_data_source"]))
-        if found is None:
+        day = measured_day(row)
+        if day is None:
             continue
-        day = found.group(1)
         if day not in by_day:
             by_day[day] = configs_on(repo, day)
         commit, configs = by_day[day]

@@ -198,6 +198,15 @@ def check_not_mtp(silicon_data_source: str) -> None:
 
 
 MEASURED_DAY = re.compile(r"measured=(\d{4}-\d{2}-\d{2})")  # the day a point was measured (its export's)
+
+
+def measured_day(row: pd.Series) -> str | None:
+    """The day (YYYY-MM-DD) a point was measured, from ``silicon_data_source``'s ``measured=``; None where it gives
+    none."""
+    found = MEASURED_DAY.search(str(row["silicon_data_source"]))
+    return found.group(1) if found else None
+
+
 # Days on which InferenceX ran a DeepSeek configuration's MTP variant beside (or instead of) the plain one, in an
 # image both ran: some point of the file's (model, GPU, precision, engine) that day was measured at a load only the
 # ``-mtp`` configuration's search space held at that day's nvidia-master.yaml (the commit named). The file keeps no
@@ -242,10 +251,10 @@ MTP_ONLY_DAYS: dict[tuple[str, str, str, str, str], str] = {
 def check_not_mtp_sweep(row: pd.Series) -> None:
     """PointRefused for a point of a day on which InferenceX measured its configuration with MTP as well
     (``MTP_SWEEP_DAYS``), or with MTP only (``MTP_ONLY_DAYS``)."""
-    found = MEASURED_DAY.search(str(row["silicon_data_source"]))
-    if found is None:
+    day = measured_day(row)
+    if day is None:
         return
-    key = (str(row["model_path"]), str(row["system"]), str(row["precision"]), str(row["backend"]), found.group(1))
+    key = (str(row["model_path"]), str(row["system"]), str(row["precision"]), str(row["backend"]), day)
     only = MTP_ONLY_DAYS.get(key)
     if only is not None:
         raise PointRefused(
@@ -279,11 +288,11 @@ def check_not_disaggregated(row: pd.Series) -> None:
     (``DISAGGREGATED_ONLY_DAYS``): its servers' layout is not recorded."""
     if row["mode"] != "agg":
         return
-    found = MEASURED_DAY.search(str(row["silicon_data_source"]))
-    evidence = DISAGGREGATED_ONLY_DAYS.get((str(row["system"]), found.group(1))) if found else None
+    day = measured_day(row)
+    evidence = DISAGGREGATED_ONLY_DAYS.get((str(row["system"]), day)) if day else None
     if evidence is not None:
         raise PointRefused(
-            f"recorded as aggregated on {found.group(1)}, when {evidence}: a disaggregated run whose tp_size "
+            f"recorded as aggregated on {day}, when {evidence}: a disaggregated run whose tp_size "
             f"({_int(row, 'tp_size')}) is its GPUs, its context and generation servers not recorded"
         )
 
@@ -305,9 +314,8 @@ def check_client_tokenizer(row: pd.Series) -> None:
     prompts were several times the ISL on the server; ``TRANSFORMERS_5_IMAGES``)."""
     if str(row["backend"]) != "sglang" or str(row["model_path"]) not in BROKEN_V5_TOKENIZER_MODELS:
         return
-    source = str(row["silicon_data_source"])
-    image, day = image_of(source), MEASURED_DAY.search(source)
-    if image is None or day is None or day.group(1) >= CLIENT_TOKENIZER_FIXED:
+    image, day = image_of(str(row["silicon_data_source"])), measured_day(row)
+    if image is None or day is None or day >= CLIENT_TOKENIZER_FIXED:
         return
     if image.startswith(TRANSFORMERS_5_IMAGES):
         raise PointRefused(
@@ -342,6 +350,11 @@ def read_points(path: Path | None = None) -> pd.DataFrame:
 PROVENANCE = ("id", "silicon_data_source", "backend_version")  # where a row came from, not what was measured
 
 
+def _measured(columns: pd.Index) -> list[str]:
+    """The columns that say what a row measured: all but its ``PROVENANCE``."""
+    return [c for c in columns if c not in PROVENANCE]
+
+
 def _copy_preference(silicon_data_source: str) -> int:
     """Which copy of a repeated measurement ``drop_repeated_measurements`` keeps, lowest first: InferenceX's
     database dump (it names the configuration and the workflow run), then its 2026-04-06 export, then any other
@@ -361,10 +374,9 @@ def drop_repeated_measurements(df: pd.DataFrame) -> pd.DataFrame:
     the 5,221 rows of aiconfigurator-core 0.12. A copy would count twice in a group's error and could land on both
     sides of the intervals' calibration split. The copy kept is ``_copy_preference``'s, the earliest in the file
     among equals; runs of one load whose measured figures differ are all kept."""
-    identity = [c for c in df.columns if c not in PROVENANCE]
     preference = df["silicon_data_source"].map(_copy_preference)
     kept = df.assign(_preference=preference).sort_values("_preference", kind="stable")
-    kept = kept.drop_duplicates(identity, keep="first")
+    kept = kept.drop_duplicates(_measured(df.columns), keep="first")
     return df.loc[sorted(kept.index)].reset_index(drop=True)
 
 
@@ -376,7 +388,7 @@ def kept_copy(point_id: str, path: Path | None = None) -> str | None:
     kept = drop_repeated_measurements(raw)
     if row.empty or point_id in set(kept["id"]):
         return None
-    identity = [c for c in raw.columns if c not in PROVENANCE]
+    identity = _measured(raw.columns)
     same = kept.merge(row[identity], on=identity, how="inner")  # NaN keys match NaN, as drop_duplicates's do
     return str(same["id"].iloc[0]) if len(same) else None
 
@@ -514,9 +526,8 @@ def prompts_per_user(row: pd.Series) -> int:
       (2026-01-30).
 
     A point without its measurement day (an export file's) keeps 10."""
-    client = dynamo_client(row)
-    found = MEASURED_DAY.search(str(row["silicon_data_source"]))
-    if client is not None and found is not None and found.group(1) < client[0]:
+    client, day = dynamo_client(row), measured_day(row)
+    if client is not None and day is not None and day < client[0]:
         return client[1]
     return PROMPTS_PER_USER
 
@@ -1402,8 +1413,7 @@ def recipe_for(row: pd.Series) -> Recipe | None:
     recipe = RECIPES.get((str(row["backend"]), str(row["model_path"]), str(precision), str(row["system"])))
     if recipe is None:
         return None
-    found = MEASURED_DAY.search(str(row["silicon_data_source"]))
-    return recipe.on(found.group(1) if found else None)
+    return recipe.on(measured_day(row))
 
 
 def recipe_label(row: pd.Series) -> str:
