@@ -82,9 +82,12 @@ def test_breakdown_sums_to_the_step_and_uses_servesims_op_names(aic):
 
 
 # Measured agreement with `silicon` on H200 (Llama-3.1-8B, tp 1, default overhead in both): decode
-# 1-256 sequences 0.995-1.006, prefill 2k-8k 0.990-0.995, a 512-token chunk on 3584 cached 0.986.
-# Both read aiconfigurator's vLLM tables; they part where they compose a step differently (below).
-AGREEMENT = 0.03
+# 1-256 sequences 0.998-1.012, prefill 2k-8k 0.995-1.048, a 512-token chunk on 3584 cached 0.986.
+# Both read aiconfigurator's vLLM tables; they part where they compose a step differently (below), and
+# where a GEMM column is not monotone in m: `silicon` reads it as the nearest non-decreasing curve
+# (convert.monotone_in_m; the 2k prefill's GEMMs, 4.8 %), aiconfigurator each row as measured (before that,
+# decode 0.995-1.006, prefill 0.990-0.995).
+AGREEMENT = 0.05
 
 
 @pytest.mark.parametrize(
