@@ -38,6 +38,18 @@ pool-adjacent-violators algorithm with each pooled block at its lower median): a
 is kept as measured, an isolated glitch is outvoted by its neighbours, and ordinary noise is neither dropped nor
 pushed down (a least-time rule would read every point at the luckiest timing above it: 2 % faster on average on the
 tables that are clean, such as TensorRT-LLM's).
+
+**Untuned GEMM tables** (``UNTUNED_GEMMS``): TensorRT-LLM's NVFP4 GEMM rows were timed outside the engine's
+autotuner, which the serving engine runs at startup; they are read from another engine's NVFP4 table of the GPU.
+
+**Host-bound GEMM tables.** A GEMM kernel timed outside a CUDA graph through its Python wrapper measures the host's
+dispatch wherever that is longer than the kernel: its smallest problems then all take the same time, far above any
+kernel's launch floor. Every other GEMM table of the dependency takes 6-13 us on its smallest shapes (one kernel
+launch); vLLM 0.24.0's block-FP8 tables take 60-500 us there on every GPU, flat over m (h200_sxm DeepGEMM: 85 us from
+m = 32 to 4096 at n x k = 1024 x 3072, where SGLang's collector times the same DeepGEMM ``fp8_gemm_nt`` kernel at
+7-15 us). A decode step replays a CUDA graph, which pays the kernels only, so such a table (median over its
+smallest-work 5 % of rows above ``HOST_BOUND_FLOOR_MS``) is not read: the same dtype is read from the other engines'
+tables of the same GPU (SGLang's DeepGEMM, then TensorRT-LLM's), named in the source.
 """
 
 from __future__ import annotations
