@@ -252,8 +252,9 @@ def isotonic_median(values: np.ndarray) -> np.ndarray:
 
 def monotone_in_m(grid: np.ndarray) -> np.ndarray:
     """``grid`` (times, axis 0 the GEMM's m) with each column read as the non-decreasing curve in m nearest its
-    measurements (``isotonic_median``; module docstring, timing glitches); NaN stays NaN. Every time read is one
-    measured in its column (a lower median is an element), so the fit is the same on the times or on their logs."""
+    measurements (``isotonic_median``; module docstring, timing glitches); NaN (not measured) stays NaN, for
+    ``fill_missing`` to fill from the fitted times after. Each time read is one of its column's own values (a lower
+    median is an element: a measurement, the mean of repeated ones), so the fit is the same on times or on logs."""
     flat = grid.reshape(grid.shape[0], -1)
     out = np.array(flat, dtype=np.float64)
     for j in range(flat.shape[1]):
@@ -411,8 +412,8 @@ def _gemm(sel: Selection, out: dict[str, np.ndarray], meta: dict[str, str]) -> N
             note += scale_note
         kernel = kernels[0] + (f" (gaps: {', '.join(kernels[1:])})" if kernels[1:] else "")
         (m, n, k), grid = grid_from(part, ["m", "n", "k"])
+        grid = monotone_in_m(grid)  # before the gaps are filled, so that only measured times vote
         filled = fill_missing(grid, m, np.outer(n, k))
-        grid = monotone_in_m(grid)
         out[f"gemm/{key}/m"], out[f"gemm/{key}/n"], out[f"gemm/{key}/k"] = m, n, k
         out[f"gemm/{key}/ms"] = grid.astype(np.float32)
         out[f"gemm/{key}/filled"] = filled

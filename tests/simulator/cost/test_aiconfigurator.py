@@ -82,12 +82,13 @@ def test_breakdown_sums_to_the_step_and_uses_servesims_op_names(aic):
 
 
 # Measured agreement with `silicon` on H200 (Llama-3.1-8B, tp 1, default overhead in both): decode
-# 1-256 sequences 0.998-1.012, prefill 2k-8k 0.995-1.048, a 512-token chunk on 3584 cached 0.986.
+# 1-256 sequences 0.998-1.012, prefill 8k 0.995, a 512-token chunk on 3584 cached 0.986, prefill 2k 1.048.
 # Both read aiconfigurator's vLLM tables; they part where they compose a step differently (below), and
 # where a GEMM column is not monotone in m: `silicon` reads it as the nearest non-decreasing curve
-# (convert.monotone_in_m; the 2k prefill's GEMMs, 4.8 %), aiconfigurator each row as measured (before that,
-# decode 0.995-1.006, prefill 0.990-0.995).
-AGREEMENT = 0.05
+# (convert.monotone_in_m), aiconfigurator each row as measured; the 2k prefill's GEMMs part so by 4.8 %
+# (before that fit, every shape agreed within 0.990-1.006).
+AGREEMENT = 0.03
+AGREEMENT_WHERE_A_COLUMN_IS_FITTED = {"prefill2k": 0.06}
 
 
 @pytest.mark.parametrize(
@@ -102,10 +103,11 @@ AGREEMENT = 0.05
     ],
     ids=["decode1", "decode32", "decode128", "prefill2k", "prefill8k", "chunk512on3584"],
 )
-def test_agrees_with_silicon_within_the_measured_band(aic, shape):
+def test_agrees_with_silicon_within_the_measured_band(aic, shape, request):
     silicon = make_cost_model(SiliconParams(), LLAMA_8B, H200, 1)
     ratio = aic.step_time(shape).total_s / silicon.step_time(shape).total_s
-    assert abs(ratio - 1) < AGREEMENT
+    band = AGREEMENT_WHERE_A_COLUMN_IS_FITTED.get(request.node.callspec.id, AGREEMENT)
+    assert abs(ratio - 1) < band
 
 
 def test_a_scenario_runs_end_to_end():
