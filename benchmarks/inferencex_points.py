@@ -9,7 +9,7 @@ A point comes from InferenceX's own runs (source ``inferencex``: ``silicon_data_
 ``db-dump/`` or naming ``source_file=2026-04-06.csv``) or from NVIDIA's gap-analysis runs (source
 ``gap-analysis``: every other source file, whose client settings the file does not give; they are
 written with InferenceX's client all the same). A run the file holds more than once is read once
-(``drop_repeated_measurements``): 4,510 distinct runs of its 5,221 rows, 2,803 of them InferenceX's.
+(``drop_repeated_measurements``): 4,337 distinct runs of its 5,221 rows, 2,653 of them InferenceX's.
 
 ``scenario_for(row)`` writes a point as a user would write its scenario:
 
@@ -350,9 +350,25 @@ def read_points(path: Path | None = None) -> pd.DataFrame:
 PROVENANCE = ("id", "silicon_data_source", "backend_version")  # where a row came from, not what was measured
 
 
+# InferenceX's database dump names the runs of its ``dsr1`` configurations (ids ``dsr1_...``, all 490 of its rows so
+# named) deepseek-ai/DeepSeek-V3, where every ``dsr1-*`` configuration serves DeepSeek-R1-0528
+# (.github/configs/nvidia-master.yaml at 39b46a0c6, the last change before the dump: e.g. ``dsr1-fp8-h200-sglang``
+# has ``model: deepseek-ai/DeepSeek-R1-0528``; no configuration serves DeepSeek-V3) and its 2026-04-06 export names
+# the same runs deepseek-ai/DeepSeek-R1. Two rows under these names alike in all else are one run.
+SAME_RUN_MODELS = {"deepseek-ai/DeepSeek-V3": "deepseek-ai/DeepSeek-R1"}
+
+
 def _measured(columns: pd.Index) -> list[str]:
     """The columns that say what a row measured: all but its ``PROVENANCE``."""
     return [c for c in columns if c not in PROVENANCE]
+
+
+def _run_identity(df: pd.DataFrame) -> pd.DataFrame:
+    """The columns that say which run a row is: ``_measured``'s, the model read through ``SAME_RUN_MODELS``."""
+    identity = df[_measured(df.columns)]
+    if "model_path" in identity:
+        identity = identity.assign(model_path=identity["model_path"].replace(SAME_RUN_MODELS))
+    return identity
 
 
 def _copy_preference(silicon_data_source: str) -> int:
@@ -370,14 +386,16 @@ def drop_repeated_measurements(df: pd.DataFrame) -> pd.DataFrame:
     their provenance (``PROVENANCE``: the same deployment, load and lengths, the same mean TTFT and TPOT to the last
     digit), because InferenceX's database dump and its 2026-04-06 export overlap (the export spells a nightly
     image's version ``nightly-dev`` where the dump names its date and commit), its 2026-03-25 export (read as
-    gap-analysis runs) repeats runs of the 2026-04-06 one, and that file repeats some of its own rows: 711 copies of
-    the 5,221 rows of aiconfigurator-core 0.12. A copy would count twice in a group's error and could land on both
-    sides of the intervals' calibration split. The copy kept is ``_copy_preference``'s, the earliest in the file
-    among equals; runs of one load whose measured figures differ are all kept."""
+    gap-analysis runs) repeats runs of the 2026-04-06 one, and that file repeats some of its own rows; the dump
+    names DeepSeek-R1's runs DeepSeek-V3, so a run it shares is alike but for the model's name (``SAME_RUN_MODELS``,
+    ``_run_identity``): 884 copies of the 5,221 rows of aiconfigurator-core 0.12. A copy would count twice in a
+    group's error and could land on both sides of the intervals' calibration split. The copy kept is
+    ``_copy_preference``'s, the earliest in the file among equals; runs of one load whose measured figures differ
+    are all kept."""
     preference = df["silicon_data_source"].map(_copy_preference)
-    kept = df.assign(_preference=preference).sort_values("_preference", kind="stable")
-    kept = kept.drop_duplicates(_measured(df.columns), keep="first")
-    return df.loc[sorted(kept.index)].reset_index(drop=True)
+    order = df.assign(_preference=preference).sort_values("_preference", kind="stable").index
+    kept = order[~_run_identity(df).loc[order].duplicated(keep="first").to_numpy()]
+    return df.loc[sorted(kept)].reset_index(drop=True)
 
 
 def kept_copy(point_id: str, path: Path | None = None) -> str | None:
@@ -388,9 +406,9 @@ def kept_copy(point_id: str, path: Path | None = None) -> str | None:
     kept = drop_repeated_measurements(raw)
     if row.empty or point_id in set(kept["id"]):
         return None
-    identity = _measured(raw.columns)
-    same = kept.merge(row[identity], on=identity, how="inner")  # NaN keys match NaN, as drop_duplicates's do
-    return str(same["id"].iloc[0]) if len(same) else None
+    run = _run_identity(row)
+    same = _run_identity(kept).reset_index().merge(run, on=list(run.columns), how="inner")  # NaN keys match NaN
+    return str(kept["id"].iloc[same["index"].iloc[0]]) if len(same) else None
 
 
 def select_points(

@@ -51,10 +51,10 @@ def first(points: pd.DataFrame, **where) -> pd.Series:
 
 
 def test_sources_split_as_documented(points):
-    # 4,510 distinct runs of the file's 5,221 rows: 2,803 InferenceX's own (2,897 rows), the rest NVIDIA's
+    # 4,337 distinct runs of the file's 5,221 rows: 2,653 InferenceX's own (2,897 rows), the rest NVIDIA's
     # gap-analysis runs (2,324 rows)
-    assert len(points) == 4510
-    assert points["source"].value_counts().to_dict() == {INFERENCEX: 2803, GAP_ANALYSIS: 1707}
+    assert len(points) == 4337
+    assert points["source"].value_counts().to_dict() == {INFERENCEX: 2653, GAP_ANALYSIS: 1684}
     assert source_of("db-dump/2026-04-27; config_id=733") == INFERENCEX
     assert source_of("source_file=2026-03-25.csv; model=DeepSeek-R1") == GAP_ANALYSIS
 
@@ -66,7 +66,7 @@ def test_a_run_the_file_repeats_is_read_once():
     raw = pd.read_csv(sample_path())
     assert len(raw) == 5221
     kept = drop_repeated_measurements(raw)
-    assert len(kept) == 4510 and kept["id"].is_unique
+    assert len(kept) == 4337 and kept["id"].is_unique
     ids = set(kept["id"])
     # the same MiniMax-M2.5 run in the database dump and in the 2026-04-06 export: the dump's row is read
     assert "minimaxm2_5_b200_vllm_fp8_agg_1024x1024_c4_cfg690" in ids
@@ -78,10 +78,26 @@ def test_a_run_the_file_repeats_is_read_once():
     assert "2026_04_06_gpt_oss_120b_gb200_trtllm_fp4_disagg_8192x1024_c384_tp1_ep1_1216" in ids
     assert "2026_03_25_gpt_oss_120b_gb200_trtllm_fp4_disagg_8192x1024_c384_tp1_0_ep1_0_1263" not in ids
     # DeepSeek-R1 SGLang FP8 on B200, 1k/1k at 4 users, run twice on 2026-03-25 with different figures: both kept
-    # (the first, 206.7 ms TTFT, is in the 2026-04-06 export too: that row is read)
-    assert "2026_03_25_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x1024_c4_tp8_0_ep1_0_284" in ids
+    # (the first, 206.7 ms TTFT, is in the 2026-04-06 export too, and the second, 183.2 ms, in the database dump
+    # as DeepSeek-V3: those rows are read)
+    assert "2026_03_25_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x1024_c4_tp8_0_ep1_0_284" not in ids
+    assert "dsr1_b200_sglang_fp8_agg_1024x1024_c4_cfg87" in ids
     assert "2026_04_06_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x1024_c4_tp8_ep1_102" in ids
     assert "2026_03_25_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x1024_c4_tp8_0_ep1_0_265" not in ids
+    # the database dump names DeepSeek-R1's runs DeepSeek-V3: an SGLang FP8 run on 8 x H200, 1k/1k at 4 users, in the
+    # dump (as DeepSeek-V3) and the 2026-04-06 export (as DeepSeek-R1), the same figures to the last digit: the dump's
+    # row is read, under its own name
+    dump, export = (
+        "dsr1_h200_sglang_fp8_agg_1024x1024_c4_cfg81",
+        "2026_04_06_deepseek_r1_h200_sxm_sglang_fp8_agg_1024x1024_c4_tp8_ep1_37",
+    )
+    both = raw.set_index("id").loc[[dump, export]]
+    assert list(both["model_path"]) == ["deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-R1"]
+    assert both["silicon_ttft_ms"].nunique() == 1 and both["silicon_tpot_ms"].nunique() == 1
+    assert dump in ids and export not in ids
+    assert kept_copy(export) == dump
+    # each of the dump's rows so named is a dsr1 configuration's run
+    assert set(raw.loc[raw["model_path"] == "deepseek-ai/DeepSeek-V3", "id"].str.split("_").str[0]) == {"dsr1"}
     # kept in the file's order; a frame without repeats comes back as it was
     assert list(kept.index) == list(range(len(kept)))
     assert (kept["id"].map(dict(zip(raw["id"], raw.index, strict=True))).diff().dropna() > 0).all()
@@ -133,13 +149,21 @@ def test_vllm_llama_70b_fp8_on_h200_is_written_as_inferencex_runs_it(points):
     validate_scenario(scenario)  # servesim accepts it as written
 
 
+def same_as(rows: pd.DataFrame, column: str, value) -> pd.Series:
+    """Rows whose ``column`` is ``value``; for the model DeepSeek-R1, either of the file's names of its runs (the
+    database dump's rows call it DeepSeek-V3 and are read in place of their repeats: ``SAME_RUN_MODELS``)."""
+    if column == "model" and value == "deepseek-ai/DeepSeek-R1":
+        return rows[column].isin(inferencex_points.DEEPSEEK_PATHS)
+    return rows[column] == value
+
+
 def own_agg(points: pd.DataFrame, engine: str, model: str, precision: str, system: str, **where) -> pd.Series:
     """The first agg point of InferenceX's group (by id) that servesim can express (no attention DP)."""
     rows = points
     for column, value in dict(
         source=INFERENCEX, mode="agg", engine=engine, model=model, precision=precision, system=system, **where
     ).items():
-        rows = rows[rows[column] == value]
+        rows = rows[same_as(rows, column, value)]
     for _, row in rows.sort_values("id").iterrows():
         try:
             scenario_for(row)
@@ -184,7 +208,7 @@ def test_trtllm_deepseek_r1_b200_piecewise_cuda_graphs_as_the_scripts_turn_them_
         row = points[points["id"] == row_id].iloc[0]
         return scenario_for(row)["policy"].get("piecewise_cuda_graph_max_tokens")
 
-    assert captured("2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c256_tp8_ep8_965") == 8192
+    assert captured("dsr1_b200_trtllm_fp4_agg_1024x1024_c256_cfg191") == 8192
     assert captured("dsr1_b200_trtllm_fp8_agg_8192x1024_c64_cfg75") == 8192 + 64 + 64  # MAX_NUM_TOKENS 8320
     assert captured("dsr1_b200_trtllm_fp8_agg_1024x8192_c128_cfg75") == 8192
     off = points[
@@ -249,7 +273,7 @@ def day_rows(
     for column, value in dict(
         source=INFERENCEX, mode="agg", engine=engine, model=model, precision=precision, system=system, **where
     ).items():
-        rows = rows[rows[column] == value]
+        rows = rows[same_as(rows, column, value)]
     assert len(rows), f"no {engine} / {model} / {precision} / {system} point of {day} with {where}"
     return rows
 
