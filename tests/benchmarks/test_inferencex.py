@@ -330,7 +330,7 @@ def test_a_point_runs_the_script_as_it_stood_on_its_day(points):
     assert recipe_label(on_day(points, *oss, "2025-11-02")) == "benchmarks/gptoss_fp4_h100_docker.sh@e06929c701"
 
 
-def test_the_2025_11_02_deepseek_trtllm_points_run_the_layout_their_scripts_chose(points):
+def test_the_2025_11_02_deepseek_trtllm_points_run_the_layout_their_scripts_chose(points, monkeypatch):
     # e06929c70's dsr1_*_trt_slurm.sh set EP_SIZE, DP_ATTENTION and MOE_BACKEND from ISL, OSL and CONC and the file
     # records none of them; MAX_NUM_TOKENS had no 8192 floor before 64af5a771 (2026-01-21)
     rows = day_rows(points, "trtllm", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm", "2025-11-02")
@@ -384,9 +384,11 @@ def test_the_2025_11_02_deepseek_trtllm_points_run_the_layout_their_scripts_chos
     tp = int(oss["tp_size"])
     assert int(oss["moe_ep_size"]) == 1 and tp > 1
     assert scenario_for(oss)["parallelism"] == {"tp": tp, "ep": tp}
-    # dsr1_fp4_b200_docker.sh of 2025-11-02 and -10 (SGLang): --enable-ep-moe, EP = TP where the file says 1
+    # dsr1_fp4_b200_docker.sh of 2025-11-02 and -10 (SGLang): --enable-ep-moe, EP = TP where the file says 1 (the
+    # points are refused as measured cold, check_warmed_up: the recipe is read with that rule off)
     sglang = on_day(points, "sglang", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm", "2025-11-10")
     assert int(sglang["moe_ep_size"]) == 1
+    monkeypatch.setattr(inferencex_points, "check_warmed_up", lambda row: None)
     layout = scenario_for(sglang)["parallelism"]
     assert layout["ep"] == layout["tp"] == int(sglang["tp_size"])
 
@@ -905,6 +907,43 @@ def test_deepseek_points_whose_client_tokenized_under_transformers_5_are_refused
     assert v4.any()
     for _, row in points[v4].iterrows():
         check_client_tokenizer(row)
+
+
+def test_sglang_deepseek_fp4_b200_points_measured_cold_are_refused(points):
+    """InferenceX's client warms the server up only since 2026-01-21; SGLang's DeepSeek-R1 FP4 group on B200 loaded
+    FlashInfer's TensorRT-LLM kernels on first use, so its points of November 2025 hold a start-up stall (8.6 s mean
+    TTFT at TP 8, 1k/1k, 32 users, against 0.48 s warm on 2026-03-25): refused. The warm points of the same group,
+    and the same months' points of a group that loads no kernels late (SGLang FP8), are not."""
+    from benchmarks.inferencex_points import check_warmed_up
+
+    group = (
+        (points["engine"] == "sglang")
+        & points["model"].isin(inferencex_points.DEEPSEEK_PATHS)
+        & (points["system"] == "b200_sxm")
+        & (points["mode"] == "agg")
+        & (points["source"] == INFERENCEX)
+    )
+    day = points.apply(inferencex_points.measured_day, axis=1)
+    cold = group & (points["precision"] == "fp4") & (day < "2026-01-21")
+    assert cold.sum() == 36
+    stalled = points[cold & (points["id"] == "dsr1_b200_sglang_fp4_agg_1024x1024_c32_cfg99")].iloc[0]
+    assert stalled["silicon_ttft_ms"] > 8000
+    for _, row in points[cold].iterrows():
+        with pytest.raises(PointRefused, match=r"measured cold on 2025-11-.*2026-01-21.*first use"):
+            check_warmed_up(row)
+    warm = group & (points["precision"] == "fp4") & (day >= "2026-01-21")
+    fp8_then = group & (points["precision"] == "fp8") & (day < "2026-01-21")
+    assert warm.any() and fp8_then.any()
+    for _, row in points[warm | fp8_then].iterrows():
+        check_warmed_up(row)
+    # a scenario is refused for it, the run's first check aside
+    assert any("measured cold" in str(exc.value) for exc in [_refusal(row) for _, row in points[cold].iterrows()])
+
+
+def _refusal(row: pd.Series):
+    with pytest.raises(PointRefused) as exc:
+        scenario_for(row)
+    return exc
 
 
 def test_the_image_is_read_from_either_kind_of_source(points):
