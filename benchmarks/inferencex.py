@@ -164,6 +164,38 @@ def first_wave_table(table: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+SHORT_PROMPT, LONG_PROMPT, PROMPT_TABLE_OUTPUT = 1024, 8192, 1024
+
+
+def prompt_length_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Where a group's TTFT gap sits: per group and launch script (agg points with 1k outputs), at the fewest users
+    measured with both 1k and 8k prompts, the median measured and predicted mean TTFT at each prompt length, the
+    8k-1k difference of each (what 7k more prompt tokens cost: the prompt's own work) as ``slope_ratio`` (measured over
+    predicted), and ``gap_1k_ms``, measured less predicted at 1k (what does not grow with the prompt: the request's
+    way in, the host's launches, a fixed wait). A slope ratio near 1 with a large gap points to a fixed cost the model
+    misses; a slope ratio far from 1 to the prompt's work priced wrong."""
+    columns = [*GROUP_FIELDS, "recipe", "users", "measured_1k_ms", "pred_1k_ms", "measured_8k_ms", "pred_8k_ms"]
+    columns += ["gap_1k_ms", "slope_ratio"]
+    done = table[table["refused"].isna() & (table["mode"] == "agg")]
+    done = done[
+        (done["osl"].astype(int) == PROMPT_TABLE_OUTPUT) & done["isl"].astype(int).isin((SHORT_PROMPT, LONG_PROMPT))
+    ]
+    rows = []
+    for key, group in done.groupby([*GROUP_FIELDS, "recipe"], sort=True):
+        isl = group["isl"].astype(int)
+        both = set(group.loc[isl == SHORT_PROMPT, "concurrency"]) & set(group.loc[isl == LONG_PROMPT, "concurrency"])
+        if not both:
+            continue
+        users = min(both)
+        at = group[group["concurrency"] == users]
+        short, long = at[at["isl"].astype(int) == SHORT_PROMPT], at[at["isl"].astype(int) == LONG_PROMPT]
+        m1, p1 = short["measured_ttft_ms"].median(), short["pred_ttft_ms"].median()
+        m8, p8 = long["measured_ttft_ms"].median(), long["pred_ttft_ms"].median()
+        ratio = (m8 - m1) / (p8 - p1) if p8 != p1 else float("nan")
+        rows.append([*key, int(users), round(m1), round(p1), round(m8), round(p8), round(m1 - p1), round(ratio, 2)])
+    return pd.DataFrame(rows, columns=columns)
+
+
 def _markdown(df: pd.DataFrame) -> str:
     if df.empty:
         return "(none)\n"
@@ -222,6 +254,13 @@ def summary_markdown(table: pd.DataFrame, runtime_s: float, settings: str) -> st
             "of the sum of the predicted TTFTs (points.csv: pred_ttft_first_wave_ms, first_wave_ttft_share).",
             "",
             _markdown(first_wave_table(table)),
+            "## The TTFT gap by prompt length",
+            "",
+            "At the fewest users each group was measured at with both 1k and 8k prompts (1k outputs): median mean "
+            "TTFT, ms; slope_ratio is the measured 8k-1k difference over the predicted one (the prompt tokens' own "
+            "cost), gap_1k_ms measured less predicted at 1k (the part that does not grow with the prompt).",
+            "",
+            _markdown(prompt_length_table(table)),
             "## InferenceX's launch scripts (agg points of source inferencex)",
             "",
             f"Each group's settings come from the script named (SemiAnalysisAI/InferenceX, path@commit); "

@@ -688,6 +688,7 @@ def test_end_to_end_two_points_through_the_benchmark_path(points, tmp_path):
     assert simulated["pred_ttft_first_wave_ms"] > 0 and 0 < simulated["first_wave_ttft_share"] < 1
     summary = summary_markdown(table, runtime_s, "test")
     assert "## The first wave's share of the predicted mean TTFT" in summary
+    assert "## The TTFT gap by prompt length" in summary
     assert "| inferencex | meta-llama/Llama-3.1-70B | h200_sxm | vllm | fp8 | 1 |" in summary
     assert "disaggregated point without worker counts | 1 |" in summary
     assert (
@@ -698,6 +699,52 @@ def test_end_to_end_two_points_through_the_benchmark_path(points, tmp_path):
     report_html(table, tmp_path / "report.html")
     html = (tmp_path / "report.html").read_text()
     assert "plotly" in html and 'src="https://cdn' not in html  # plotly.js embedded: opens offline
+
+
+def test_the_ttft_gap_is_split_into_the_prompts_cost_and_a_fixed_part():
+    """prompt_length_table: per group, at the fewest users measured with both 1k and 8k prompts, the measured 8k-1k
+    TTFT difference over the predicted one, and the 1k gap; groups without both lengths at one load are left out."""
+    import pandas as pd
+
+    from benchmarks.inferencex import prompt_length_table
+
+    def point(model, isl, users, measured, pred, osl=1024, mode="agg", refused=None):
+        return {
+            "source": "inferencex", "model": model, "system": "b200_sxm", "engine": "sglang", "precision": "fp8",
+            "recipe": "s.sh@c", "mode": mode, "isl": isl, "osl": osl, "concurrency": float(users),
+            "measured_ttft_ms": measured, "pred_ttft_ms": pred, "refused": refused,
+        }  # fmt: skip
+
+    table = pd.DataFrame(
+        [
+            # fixed: every prediction 50 ms short, at 4 users (and at 8, which is not the fewest)
+            point("fixed", 1024, 4, 150.0, 100.0),
+            point("fixed", 8192, 4, 450.0, 400.0),
+            point("fixed", 1024, 8, 900.0, 100.0),
+            point("fixed", 8192, 8, 900.0, 100.0),
+            # per token: the prompt's work predicted at half its cost; two runs at 1k (the median read)
+            point("slope", 1024, 16, 200.0, 200.0),
+            point("slope", 1024, 16, 220.0, 200.0),
+            point("slope", 8192, 16, 610.0, 400.0),
+            point("slope", 8192, 2, 999.0, 1.0),  # no 1k run at 2 users
+            point("slope", 1024, 2, 999.0, 1.0, osl=8192),  # 8k outputs: not read
+            # no 8k run simulated: refused, disaggregated
+            point("alone", 1024, 4, 100.0, 90.0),
+            point("alone", 8192, 4, 100.0, 90.0, refused="why"),
+            point("alone", 8192, 4, 100.0, 90.0, mode="disagg"),
+        ]
+    )
+    out = prompt_length_table(table).set_index("model")
+    assert list(out.index) == ["fixed", "slope"]
+    fixed, slope = out.loc["fixed"], out.loc["slope"]
+    assert fixed["users"] == 4 and fixed["gap_1k_ms"] == 50 and fixed["slope_ratio"] == 1.0
+    assert (fixed["measured_1k_ms"], fixed["pred_1k_ms"], fixed["measured_8k_ms"], fixed["pred_8k_ms"]) == (
+        150,
+        100,
+        450,
+        400,
+    )
+    assert slope["users"] == 16 and slope["gap_1k_ms"] == 10 and slope["slope_ratio"] == 2.0  # (610-210)/(400-200)
 
 
 def test_intervals_calibrate_on_half_and_report_coverage_on_the_other(tmp_path):
