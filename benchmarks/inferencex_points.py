@@ -328,36 +328,36 @@ def check_client_tokenizer(row: pd.Series) -> None:
 # InferenceX's client warms the server up before it measures (``--num-warmups 2 x CONC``) only since d053ae24e
 # (2026-01-21, "upstream kimbochen/bench_serving, adding warmup", benchmarks/benchmark_lib.sh); before, its runners
 # ran benchmark_serving.py cold, but for one B200 runner's warm-up of DeepSeek-R1-0528 ("warmup for JIT kernels",
-# runners/launch_b200-nvd.sh at 4b860b78e). A group whose server loads kernels on first use shows the stall in its
-# mean TTFT: SGLang's DeepSeek-R1 FP4 on B200 then ran dsr1_fp4_b200_docker.sh (4b860b78e), with
-# ``--enable-flashinfer-trtllm-moe`` and ``--attention-backend trtllm_mla``, FlashInfer's TensorRT-LLM kernels, whose
-# cubins FlashInfer fetches and loads on first use (the script patches flashinfer/jit/cubin_loader.py against a race
-# in it). Its points of 2025-11-10 measured 5.5-12.1 s mean TTFT from 32 users at 1k/1k and 1k/8k and from 4 at
-# 8k/1k, where the same TP, lengths and load measured 0.32-2.6 s warm on 2026-03-25 (TP 8, 1k/1k, 32 users: 8.6 s
-# then, 0.48 s after): what a one-off stall of one to two minutes in the first wave adds to a mean over 10 x CONC
-# requests. Its FP8 group (no TensorRT-LLM kernels) of 2025-11-18 measured within 20 % of the warm points at up to
-# 32 users with 1k prompts. servesim predicts a warm server.
+# runners/launch_b200-nvd.sh at 4b860b78e). A day whose points hold a start-up stall, by the file's own figures, is
+# listed here with them; servesim predicts a warm server. SGLang's DeepSeek-R1 FP4 on B200 of 2025-11-10
+# (dsr1_fp4_b200_docker.sh at 4b860b78e, FlashInfer's TensorRT-LLM MoE and MLA kernels) measured 5.5-12.1 s mean
+# TTFT from 32 users at 1k/1k and 1k/8k and from 4 at 8k/1k, where the same TP, lengths and load measured 0.32-2.6 s
+# warm on 2026-03-25 (TP 8, 1k/1k, 32 users: 8.6 s then, 0.48 s after), and 0.37-0.89 s at 4-16 users with 1k
+# prompts against 0.18-0.35 s: what a one-off stall of the first wave, of seconds at the smaller shapes and one to two
+# minutes at the larger, adds to a mean over 10 x CONC requests (kernels built or loaded on first use of a shape would
+# do it; not pinned down: the same group's points of 2025-11-02, 2.1-2.9 s at 8k/1k with 32-128 users, are 0.1-1.3 s
+# above warm points of those loads at other TPs, and its FP8 group's of 2025-11-18, launched with the same kernels,
+# within 20 % of its warm points at up to 32 users with 1k prompts: no stall of that size).
 CLIENT_WARMUP_DAY = "2026-01-21"
-COLD_START_GROUPS: dict[tuple[str, str, str, str], str] = {
-    (engine, model, "fp4", "b200_sxm"): "FlashInfer's TensorRT-LLM MoE and MLA kernels, loaded on first use "
-    "(dsr1_fp4_b200_docker.sh at 4b860b78e)"
-    for engine in ("sglang",)
+COLD_START_DAYS: dict[tuple[str, str, str, str, str], str] = {
+    (model, "b200_sxm", "fp4", "sglang", "2025-11-10"): "5.5-12.1 s mean TTFT from 32 users (from 4 at 8k/1k) where "
+    "the same TP, lengths and load measured 0.32-2.6 s warm on 2026-03-25"
     for model in ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")
 }
 
 
 def check_warmed_up(row: pd.Series) -> None:
-    """PointRefused for an InferenceX agg point of a group whose server loads kernels on first use
-    (``COLD_START_GROUPS``) measured before InferenceX's client warmed the server up (``CLIENT_WARMUP_DAY``)."""
-    key = (str(row["backend"]), str(row["model_path"]), str(row["precision"]), str(row["system"]))
-    loads = COLD_START_GROUPS.get(key)
-    if loads is None or row["mode"] != "agg" or source_of(str(row["silicon_data_source"])) != INFERENCEX:
+    """PointRefused for an InferenceX agg point of a day measured cold whose points hold a start-up stall
+    (``COLD_START_DAYS``; InferenceX's client warms the server up since ``CLIENT_WARMUP_DAY``)."""
+    if row["mode"] != "agg" or source_of(str(row["silicon_data_source"])) != INFERENCEX:
         return
     day = measured_day(row)
-    if day is not None and day < CLIENT_WARMUP_DAY:
+    key = (str(row["model_path"]), str(row["system"]), str(row["precision"]), str(row["backend"]), day)
+    evidence = COLD_START_DAYS.get(key) if day is not None and day < CLIENT_WARMUP_DAY else None
+    if evidence is not None:
         raise PointRefused(
-            f"measured cold on {day}: InferenceX's client warms the server up only since {CLIENT_WARMUP_DAY} "
-            f"(d053ae24e), and this server ran {loads}, a start-up stall in the first requests servesim does not model"
+            f"measured cold on {day}, before InferenceX's client warmed the server up ({CLIENT_WARMUP_DAY}, "
+            f"d053ae24e), with a start-up stall servesim does not model: {evidence}"
         )
 
 
