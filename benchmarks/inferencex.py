@@ -34,6 +34,7 @@ if __package__ in (None, ""):  # run as a script: python benchmarks/inferencex.p
 
 from benchmarks.inferencex_points import (
     GROUP_FIELDS,
+    SAME_RUN_MODELS,
     PointRefused,
     kept_copy,
     one_line,
@@ -383,7 +384,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="Seed of the sample and of every run (default 0).")
     parser.add_argument("--source", choices=("inferencex", "gap-analysis"))
     parser.add_argument("--engine", choices=("vllm", "sglang", "trtllm"))
-    parser.add_argument("--model", help="model_path as in the file, e.g. meta-llama/Llama-3.1-70B")
+    parser.add_argument(
+        "--model",
+        help="model_path as in the file, e.g. meta-llama/Llama-3.1-70B (deepseek-ai/DeepSeek-V3, the database dump's "
+        "name of DeepSeek-R1's runs, selects deepseek-ai/DeepSeek-R1's)",
+    )
     parser.add_argument("--system", help="GPU as in the file, e.g. h200_sxm")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="Local processes (default: CPUs).")
     parser.add_argument("--ray", action="store_true", help="Run on Ray (a local one started on demand).")
@@ -402,7 +407,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--point-timeout must be a number of seconds >= 0 (got {args.point_timeout})")
     if args.explain is not None:
         return explain_point(parser, args.explain, args.seed)
-    filters = {"source": args.source, "engine": args.engine, "model": args.model, "system": args.system}
+    model = SAME_RUN_MODELS.get(args.model, args.model)
+    filters = {"source": args.source, "engine": args.engine, "model": model, "system": args.system}
     points = select_points(read_points(), None if args.all else args.per_group, args.seed, filters)
     if points.empty:
         parser.error(f"no measured point matches {', '.join(f'{k}={v}' for k, v in filters.items() if v)}")

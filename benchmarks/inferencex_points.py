@@ -329,20 +329,28 @@ def check_client_tokenizer(row: pd.Series) -> None:
 # (2026-01-21, "upstream kimbochen/bench_serving, adding warmup", benchmarks/benchmark_lib.sh); before, its runners
 # ran benchmark_serving.py cold, but for one B200 runner's warm-up of DeepSeek-R1-0528 ("warmup for JIT kernels",
 # runners/launch_b200-nvd.sh at 4b860b78e). A day whose points hold a start-up stall, by the file's own figures, is
-# listed here with them; servesim predicts a warm server. SGLang's DeepSeek-R1 FP4 on B200 of 2025-11-10
-# (dsr1_fp4_b200_docker.sh at 4b860b78e, FlashInfer's TensorRT-LLM MoE and MLA kernels) measured 5.5-12.1 s mean
-# TTFT from 32 users at 1k/1k and 1k/8k and from 4 at 8k/1k, where the same TP, lengths and load measured 0.32-2.6 s
-# warm on 2026-03-25 (TP 8, 1k/1k, 32 users: 8.6 s then, 0.48 s after), and 0.37-0.89 s at 4-16 users with 1k
-# prompts against 0.18-0.35 s: what a one-off stall of the first wave, of seconds at the smaller shapes and one to two
-# minutes at the larger, adds to a mean over 10 x CONC requests (kernels built or loaded on first use of a shape would
-# do it; not pinned down: the same group's points of 2025-11-02, 2.1-2.9 s at 8k/1k with 32-128 users, are 0.1-1.3 s
-# above warm points of those loads at other TPs, and its FP8 group's of 2025-11-18, launched with the same kernels,
-# within 20 % of its warm points at up to 32 users with 1k prompts: no stall of that size).
+# listed here with them (each point against the warm runs of its lengths and users on any layout, 2026-03-25 and
+# later); servesim predicts a warm server. SGLang's DeepSeek-R1 on B200 then ran FlashInfer's TensorRT-LLM MoE and
+# MLA kernels (dsr1_fp4_b200_docker.sh and dsr1_fp8_b200_docker.sh at 4b860b78e). Its FP4 points of 2025-11-10
+# measured 5.5-12.1 s mean TTFT from 32 users at 1k/1k and 1k/8k and from 4 at 8k/1k, where the warm runs measured
+# 0.25-2.6 s (TP 8, 1k/1k, 32 users: 8.6 s then, 0.38-0.51 s warm), and 1.3-3.2x the warm runs' highest at 4-16
+# users with 1k prompts. Its FP8 points of 2025-11-18 measured 1.6-3.0 s at 64 users with 1k prompts and 1.9-2.9 s at
+# 8k/1k with 8-32 users, 1.4-2.8x the warm runs' highest, but within the warm runs' range at up to 32 users with 1k
+# prompts. A one-off stall of the first wave, growing with the shapes a run meets (kernels built or loaded on their
+# first use would do it; not pinned down), adds its length over 10 to a mean over 10 x CONC requests. The FP4 points
+# of 2025-11-02 (8k/1k, 32-128 users) are 1.0-1.4x the warm runs' highest and are kept.
 CLIENT_WARMUP_DAY = "2026-01-21"
 COLD_START_DAYS: dict[tuple[str, str, str, str, str], str] = {
-    (model, "b200_sxm", "fp4", "sglang", "2025-11-10"): "5.5-12.1 s mean TTFT from 32 users (from 4 at 8k/1k) where "
-    "the same TP, lengths and load measured 0.32-2.6 s warm on 2026-03-25"
-    for model in ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")
+    **{
+        (model, "b200_sxm", "fp4", "sglang", "2025-11-10"): "5.5-12.1 s mean TTFT from 32 users (from 4 at 8k/1k) "
+        "where warm runs of the same lengths and users measured 0.25-2.6 s"
+        for model in ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")
+    },
+    **{
+        (model, "b200_sxm", "fp8", "sglang", "2025-11-18"): "1.6-3.0 s mean TTFT at 64 users with 1k prompts and "
+        "1.9-2.9 s at 8k/1k with 8-32 users, 1.4-2.8x the highest of warm runs of the same lengths and users"
+        for model in ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")
+    },
 }
 
 
@@ -372,11 +380,12 @@ def concurrency_of(row: pd.Series) -> int:
 
 
 def read_points(path: Path | None = None) -> pd.DataFrame:
-    """The measured points with their ``source``, ``model``, ``engine``, ``precision`` and ``group`` columns, each
-    measurement once (``drop_repeated_measurements``)."""
+    """The measured points with their ``source``, ``model`` (the model run: the database dump's DeepSeek-V3 rows are
+    DeepSeek-R1's runs, ``SAME_RUN_MODELS``), ``engine``, ``precision`` and ``group`` columns, each measurement once
+    (``drop_repeated_measurements``)."""
     df = drop_repeated_measurements(pd.read_csv(path or sample_path()))
     df["source"] = df["silicon_data_source"].map(source_of)
-    df["model"] = df["model_path"]
+    df["model"] = df["model_path"].replace(SAME_RUN_MODELS)  # the runs' model; model_path stays as the file names it
     df["engine"] = df["backend"]
     df["precision"] = df["precision"].fillna(df["gemm_quant_mode"].fillna("bf16"))
     df["group"] = df[list(GROUP_FIELDS)].astype(str).agg(" / ".join, axis=1)
