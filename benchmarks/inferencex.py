@@ -170,11 +170,11 @@ SHORT_PROMPT, LONG_PROMPT, PROMPT_TABLE_OUTPUT = 1024, 8192, 1024
 
 def prompt_length_table(table: pd.DataFrame) -> pd.DataFrame:
     """Where a group's TTFT gap sits: per group and launch script (agg points with 1k outputs), at the fewest users
-    measured with both 1k and 8k prompts, the median measured and predicted mean TTFT at each prompt length, the
-    8k-1k difference of each (what 7k more prompt tokens cost: the prompt's own work) as ``slope_ratio`` (measured over
-    predicted), and ``gap_1k_ms``, measured less predicted at 1k (what does not grow with the prompt: the request's
-    way in, the host's launches, a fixed wait). A slope ratio near 1 with a large gap points to a fixed cost the model
-    misses; a slope ratio far from 1 to the prompt's work priced wrong."""
+    with both 1k and 8k prompts among its simulated points, the median measured and predicted mean TTFT at each prompt
+    length, the 8k-1k difference of each (what 7k more prompt tokens cost: the prompt's own work) as ``slope_ratio``
+    (measured over predicted), and ``gap_1k_ms``, measured less predicted at 1k (what does not grow with the prompt:
+    the request's way in, the host's launches, a fixed wait). A slope ratio near 1 with a large gap points to a fixed
+    cost the model misses; a slope ratio far from 1 to the prompt's work priced wrong."""
     columns = [*GROUP_FIELDS, "recipe", "users", "measured_1k_ms", "pred_1k_ms", "measured_8k_ms", "pred_8k_ms"]
     columns += ["gap_1k_ms", "slope_ratio"]
     done = table[table["refused"].isna() & (table["mode"] == "agg")]
@@ -257,9 +257,9 @@ def summary_markdown(table: pd.DataFrame, runtime_s: float, settings: str) -> st
             _markdown(first_wave_table(table)),
             "## The TTFT gap by prompt length",
             "",
-            "At the fewest users each group was measured at with both 1k and 8k prompts (1k outputs): median mean "
-            "TTFT, ms; slope_ratio is the measured 8k-1k difference over the predicted one (the prompt tokens' own "
-            "cost), gap_1k_ms measured less predicted at 1k (the part that does not grow with the prompt).",
+            "At the fewest users at which a group has simulated points with both 1k and 8k prompts (1k outputs): "
+            "median mean TTFT, ms; slope_ratio is the measured 8k-1k difference over the predicted one (the prompt "
+            "tokens' own cost), gap_1k_ms measured less predicted at 1k (the part that does not grow with the prompt).",
             "",
             _markdown(prompt_length_table(table)),
             "## InferenceX's launch scripts (agg points of source inferencex)",
