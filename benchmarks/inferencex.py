@@ -178,18 +178,17 @@ def prompt_length_table(table: pd.DataFrame) -> pd.DataFrame:
     columns = [*GROUP_FIELDS, "recipe", "users", "measured_1k_ms", "pred_1k_ms", "measured_8k_ms", "pred_8k_ms"]
     columns += ["gap_1k_ms", "slope_ratio"]
     done = table[table["refused"].isna() & (table["mode"] == "agg")]
-    done = done[
-        (done["osl"].astype(int) == PROMPT_TABLE_OUTPUT) & done["isl"].astype(int).isin((SHORT_PROMPT, LONG_PROMPT))
-    ]
+    done = done.assign(isl=done["isl"].astype(int), osl=done["osl"].astype(int))
+    done = done[(done["osl"] == PROMPT_TABLE_OUTPUT) & done["isl"].isin((SHORT_PROMPT, LONG_PROMPT))]
     rows = []
     for key, group in done.groupby([*GROUP_FIELDS, "recipe"], sort=True):
-        isl = group["isl"].astype(int)
-        both = set(group.loc[isl == SHORT_PROMPT, "concurrency"]) & set(group.loc[isl == LONG_PROMPT, "concurrency"])
+        short_users = set(group.loc[group["isl"] == SHORT_PROMPT, "concurrency"])
+        both = short_users & set(group.loc[group["isl"] == LONG_PROMPT, "concurrency"])
         if not both:
             continue
         users = min(both)
         at = group[group["concurrency"] == users]
-        short, long = at[at["isl"].astype(int) == SHORT_PROMPT], at[at["isl"].astype(int) == LONG_PROMPT]
+        short, long = at[at["isl"] == SHORT_PROMPT], at[at["isl"] == LONG_PROMPT]
         m1, p1 = short["measured_ttft_ms"].median(), short["pred_ttft_ms"].median()
         m8, p8 = long["measured_ttft_ms"].median(), long["pred_ttft_ms"].median()
         ratio = (m8 - m1) / (p8 - p1) if p8 != p1 else float("nan")

@@ -254,7 +254,8 @@ def check_not_mtp_sweep(row: pd.Series) -> None:
     day = measured_day(row)
     if day is None:
         return
-    key = (str(row["model_path"]), str(row["system"]), str(row["precision"]), str(row["backend"]), day)
+    model = SAME_RUN_MODELS.get(str(row["model_path"]), str(row["model_path"]))
+    key = (model, str(row["system"]), str(row["precision"]), str(row["backend"]), day)
     only = MTP_ONLY_DAYS.get(key)
     if only is not None:
         raise PointRefused(
@@ -340,17 +341,11 @@ def check_client_tokenizer(row: pd.Series) -> None:
 # first use would do it; not pinned down), adds its length over 10 to a mean over 10 x CONC requests. The FP4 points
 # of 2025-11-02 (8k/1k, 32-128 users) are 1.0-1.4x the warm runs' highest and are kept.
 CLIENT_WARMUP_DAY = "2026-01-21"
-COLD_START_DAYS: dict[tuple[str, str, str, str, str], str] = {
-    **{
-        (model, "b200_sxm", "fp4", "sglang", "2025-11-10"): "5.5-12.1 s mean TTFT from 32 users (from 4 at 8k/1k) "
-        "where warm runs of the same lengths and users measured 0.25-2.6 s"
-        for model in ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")
-    },
-    **{
-        (model, "b200_sxm", "fp8", "sglang", "2025-11-18"): "1.6-3.0 s mean TTFT at 64 users with 1k prompts and "
-        "1.9-2.9 s at 8k/1k with 8-32 users, 1.4-2.8x the highest of warm runs of the same lengths and users"
-        for model in ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")
-    },
+COLD_START_DAYS: dict[tuple[str, str, str, str, str], str] = {  # (the run's model, GPU, precision, engine, day)
+    ("deepseek-ai/DeepSeek-R1", "b200_sxm", "fp4", "sglang", "2025-11-10"): "5.5-12.1 s mean TTFT from 32 users "
+    "(from 4 at 8k/1k) where warm runs of the same lengths and users measured 0.25-2.6 s",
+    ("deepseek-ai/DeepSeek-R1", "b200_sxm", "fp8", "sglang", "2025-11-18"): "1.6-3.0 s mean TTFT at 64 users with 1k "
+    "prompts and 1.9-2.9 s at 8k/1k with 8-32 users, 1.4-2.8x the highest of warm runs of the same lengths and users",
 }
 
 
@@ -360,7 +355,8 @@ def check_warmed_up(row: pd.Series) -> None:
     if row["mode"] != "agg" or source_of(str(row["silicon_data_source"])) != INFERENCEX:
         return
     day = measured_day(row)
-    key = (str(row["model_path"]), str(row["system"]), str(row["precision"]), str(row["backend"]), day)
+    model = SAME_RUN_MODELS.get(str(row["model_path"]), str(row["model_path"]))
+    key = (model, str(row["system"]), str(row["precision"]), str(row["backend"]), day)
     evidence = COLD_START_DAYS.get(key) if day is not None and day < CLIENT_WARMUP_DAY else None
     if evidence is not None:
         raise PointRefused(
