@@ -248,9 +248,24 @@ MTP_ONLY_DAYS: dict[tuple[str, str, str, str, str], str] = {
 }
 
 
+# The database dump's rows name the configuration that ran them (the point id's ``cfgN``), numbered in the order
+# InferenceX's database first met its configurations: one numbered below the first MTP configuration's (added by
+# e62c6acdf; ids from 430) is a plain configuration, so its points of an MTP_SWEEP_DAYS day are told apart from
+# the MTP runs (an inference from the numbering; the file's only such rows are the dump's 2026-03-25 SGLang FP8
+# B200 points, cfg87 and cfg271, 13 of them).
+FIRST_MTP_CONFIG_ID = 430
+
+
+def runs_a_plain_configuration(row: pd.Series) -> bool:
+    """Whether ``row``'s configuration id (the database dump's) shows it a plain configuration's run."""
+    config = _config_id(str(row["id"]))
+    return bool(config) and int(config.removeprefix("cfg")) < FIRST_MTP_CONFIG_ID
+
+
 def check_not_mtp_sweep(row: pd.Series) -> None:
     """PointRefused for a point of a day on which InferenceX measured its configuration with MTP as well
-    (``MTP_SWEEP_DAYS``), or with MTP only (``MTP_ONLY_DAYS``)."""
+    (``MTP_SWEEP_DAYS``) unless its configuration id shows it a plain configuration's, or with MTP only
+    (``MTP_ONLY_DAYS``)."""
     day = measured_day(row)
     if day is None:
         return
@@ -263,7 +278,7 @@ def check_not_mtp_sweep(row: pd.Series) -> None:
             "speculation nor its acceptance rate"
         )
     evidence = MTP_SWEEP_DAYS.get(key)
-    if evidence is not None:
+    if evidence is not None and not runs_a_plain_configuration(row):
         raise PointRefused(
             f"possibly measured with MTP speculative decoding: on {key[-1]} InferenceX also ran this configuration "
             f"with MTP ({evidence}), and the file does not say which points are which"
@@ -1113,8 +1128,7 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         _with(_SGL_FP4, "benchmarks/single_node/dsr1_fp4_b200.sh", _C_SGLANG_0325), earlier=_SGL_FP4_B200_EARLIER
     ),
     # its points of 2026-03-25 are kept although run 337 also ran dsr1-fp8-b200-sglang-mtp that day: their
-    # configuration ids (cfg87, cfg271) come before the first MTP configuration's (e62c6acdf, ids from 430), an
-    # inference
+    # configuration ids (cfg87, cfg271) come before the first MTP configuration's (runs_a_plain_configuration)
     ("sglang", "deepseek-ai/DeepSeek-V3", "fp8", "b200_sxm"): _with(
         _SGL_FP8, "benchmarks/single_node/dsr1_fp8_b200.sh", _C_SGLANG_0325
     ),

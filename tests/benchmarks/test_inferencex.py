@@ -916,6 +916,40 @@ def test_points_of_a_day_inferencex_also_ran_the_mtp_configuration_are_refused(p
     assert len(refused) == len(MTP_SWEEP_DAYS)  # every listed day has points in the file
 
 
+def test_the_database_dumps_points_of_a_plain_configuration_are_kept_on_an_mtp_day(points):
+    """On 2026-03-25 InferenceX ran dsr1-fp8-b200-sglang-mtp beside the plain configuration: the 2026-04-06 export's
+    points of that day cannot be told apart and are refused, but the database dump's name their configuration
+    (cfg87, cfg271, numbered before the first MTP configuration), so theirs are kept, whatever name the dump gives
+    the model (deepseek-ai/DeepSeek-V3, read as DeepSeek-R1's run)."""
+    from benchmarks.inferencex_points import check_not_mtp_sweep, runs_a_plain_configuration
+
+    day = points["silicon_data_source"].str.extract(MEASURED_DAY.pattern)[0]
+    sglang_fp8_b200 = (
+        points["model_path"].isin(["deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3"])
+        & (points["system"] == "b200_sxm")
+        & (points["backend"] == "sglang")
+        & (points["precision"] == "fp8")
+        & (day == "2026-03-25")
+    )
+    that_day = points[sglang_fp8_b200]
+    dump = that_day[that_day["id"].astype(str).str.contains(r"_cfg\d+$")]
+    assert sorted(set(dump["id"].astype(str).str.extract(r"_(cfg\d+)$")[0])) == ["cfg271", "cfg87"]
+    assert len(dump) == 13
+    for _, row in dump.iterrows():
+        assert runs_a_plain_configuration(row)
+        check_not_mtp_sweep(row)
+    export = that_day.drop(dump.index)
+    assert len(export) > 0
+    for _, row in export.iterrows():
+        assert not runs_a_plain_configuration(row)
+        with pytest.raises(PointRefused, match=r"possibly measured with MTP.*2026-03-25"):
+            check_not_mtp_sweep(row)
+    late = dump.iloc[0].copy()
+    late["id"] = str(late["id"]).replace("_cfg87", "_cfg453").replace("_cfg271", "_cfg453")
+    with pytest.raises(PointRefused, match=r"possibly measured with MTP"):  # numbered as MTP configurations were
+        check_not_mtp_sweep(late)
+
+
 def test_a_configurations_search_space_doubles_its_concurrency_from_start_to_end():
     """How benchmarks/inferencex_mtp_sweeps.py reads an nvidia-master.yaml configuration (the days it found are
     MTP_SWEEP_DAYS; it needs a checkout of InferenceX, so only this part runs here)."""
