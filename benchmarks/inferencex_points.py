@@ -9,7 +9,7 @@ A point comes from InferenceX's own runs (source ``inferencex``: ``silicon_data_
 ``db-dump/`` or naming ``source_file=2026-04-06.csv``) or from NVIDIA's gap-analysis runs (source
 ``gap-analysis``: every other source file, whose client settings the file does not give; they are
 written with InferenceX's client all the same). A run the file holds more than once is read once
-(``drop_repeated_measurements``): 4,337 distinct runs of its 5,221 rows, 2,653 of them InferenceX's.
+(``drop_repeated_measurements``): 4,065 distinct runs of its 5,221 rows, 2,489 of them InferenceX's.
 
 ``scenario_for(row)`` writes a point as a user would write its scenario:
 
@@ -419,11 +419,28 @@ def _measured(columns: pd.Index) -> list[str]:
     return [c for c in columns if c not in PROVENANCE]
 
 
+# The columns that record how a run was laid out over its GPUs. InferenceX's files record one run's layout in
+# different ways (the database dump's DeepSeek-R1 FP4 B200 SGLang rows of cfg201 say tp_size 16 where the 2026-03-25
+# export's copy of the run says 4; the dump's disaggregated rows give worker counts its 2026-04-06 export leaves
+# out), so a run's identity leaves them out and reads the load and the day from the provenance instead.
+_LAYOUT = ("batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
+LAYOUT_COLUMNS = (*_LAYOUT, *(f"{role}_{c}" for role in ("prefill", "decode") for c in ("num_workers", *_LAYOUT)))
+CONCURRENCY = re.compile(r"silicon_concurrency=([^;]+)")
+
+
 def _run_identity(df: pd.DataFrame) -> pd.DataFrame:
-    """The columns that say which run a row is: ``_measured``'s, the model read through ``SAME_RUN_MODELS``."""
-    identity = df[_measured(df.columns)]
+    """The columns that say which run a row is: ``_measured``'s but the layout's (``LAYOUT_COLUMNS``), the model
+    read through ``SAME_RUN_MODELS``, and the concurrency and the day the provenance gives. Two rows alike in these
+    hold the same mean TTFT and TPOT to the last digit at one load, model, GPU, engine, precision and lengths on
+    one day: one run, however each file recorded its layout."""
+    identity = df[[c for c in _measured(df.columns) if c not in LAYOUT_COLUMNS]]
     if "model_path" in identity:
         identity = identity.assign(model_path=identity["model_path"].replace(SAME_RUN_MODELS))
+    if "silicon_data_source" in df:
+        source = df["silicon_data_source"].astype(str)
+        identity = identity.assign(
+            concurrency=source.str.extract(CONCURRENCY.pattern)[0], day=source.str.extract(MEASURED_DAY.pattern)[0]
+        )
     return identity
 
 
@@ -439,13 +456,15 @@ def _copy_preference(silicon_data_source: str) -> int:
 
 def drop_repeated_measurements(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with each measurement once. The file holds some runs more than once: rows alike in every column but
-    their provenance (``PROVENANCE``: the same deployment, load and lengths, the same mean TTFT and TPOT to the last
-    digit), because InferenceX's database dump and its 2026-04-06 export overlap (the export spells a nightly
-    image's version ``nightly-dev`` where the dump names its date and commit), its 2026-03-25 export (read as
-    gap-analysis runs) repeats runs of the 2026-04-06 one, and that file repeats some of its own rows; the dump
-    names DeepSeek-R1's runs DeepSeek-V3, so a run it shares is alike but for the model's name (``SAME_RUN_MODELS``,
-    ``_run_identity``): 884 copies of the 5,221 rows of aiconfigurator-core 0.12. A copy would count twice in a
-    group's error and could land on both sides of the intervals' calibration split. The copy kept is
+    their provenance (``PROVENANCE``: the same model, GPU, engine, load and lengths on one day, the same mean TTFT
+    and TPOT to the last digit), because InferenceX's database dump and its 2026-04-06 export overlap (the export
+    spells a nightly image's version ``nightly-dev`` where the dump names its date and commit), its 2026-03-25
+    export (read as gap-analysis runs) repeats runs of the 2026-04-06 one, and that file repeats some of its own
+    rows; the dump names DeepSeek-R1's runs DeepSeek-V3, and the files record some runs' layouts differently (the
+    dump's disaggregated rows alone give worker counts), so a run's identity reads the model through
+    ``SAME_RUN_MODELS`` and leaves the layout out (``_run_identity``): 1,156 copies of the 5,221 rows of
+    aiconfigurator-core 0.12 (884 alike in the layout too). A copy would count twice in a group's error (or once
+    refused and once scored) and could land on both sides of the intervals' calibration split. The copy kept is
     ``_copy_preference``'s, the earliest in the file among equals; runs of one load whose measured figures differ
     are all kept."""
     preference = df["silicon_data_source"].map(_copy_preference)

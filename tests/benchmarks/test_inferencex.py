@@ -12,6 +12,7 @@ from benchmarks.inferencex import report_html, run_benchmark, summary_markdown
 from benchmarks.inferencex_points import (
     GAP_ANALYSIS,
     INFERENCEX,
+    LAYOUT_COLUMNS,
     MEASURED_DAY,
     RECIPES,
     PointRefused,
@@ -51,10 +52,10 @@ def first(points: pd.DataFrame, **where) -> pd.Series:
 
 
 def test_sources_split_as_documented(points):
-    # 4,337 distinct runs of the file's 5,221 rows: 2,653 InferenceX's own (2,897 rows), the rest NVIDIA's
+    # 4,065 distinct runs of the file's 5,221 rows: 2,489 InferenceX's own (2,897 rows), the rest NVIDIA's
     # gap-analysis runs (2,324 rows)
-    assert len(points) == 4337
-    assert points["source"].value_counts().to_dict() == {INFERENCEX: 2653, GAP_ANALYSIS: 1684}
+    assert len(points) == 4065
+    assert points["source"].value_counts().to_dict() == {INFERENCEX: 2489, GAP_ANALYSIS: 1576}
     assert source_of("db-dump/2026-04-27; config_id=733") == INFERENCEX
     assert source_of("source_file=2026-03-25.csv; model=DeepSeek-R1") == GAP_ANALYSIS
 
@@ -66,7 +67,7 @@ def test_a_run_the_file_repeats_is_read_once():
     raw = pd.read_csv(sample_path())
     assert len(raw) == 5221
     kept = drop_repeated_measurements(raw)
-    assert len(kept) == 4337 and kept["id"].is_unique
+    assert len(kept) == 4065 and kept["id"].is_unique
     ids = set(kept["id"])
     # the same MiniMax-M2.5 run in the database dump and in the 2026-04-06 export: the dump's row is read
     assert "minimaxm2_5_b200_vllm_fp8_agg_1024x1024_c4_cfg690" in ids
@@ -96,6 +97,24 @@ def test_a_run_the_file_repeats_is_read_once():
     assert both["silicon_ttft_ms"].nunique() == 1 and both["silicon_tpot_ms"].nunique() == 1
     assert dump in ids and export not in ids
     assert kept_copy(export) == dump
+    # one run whose layout two files record differently: DeepSeek-R1 FP4 on B200 under SGLang, 1k/1k at 128 users,
+    # tp_size 16 in the database dump and 4 (with ep 4) in the 2026-03-25 export, the same figures to the last digit;
+    # a disaggregated run with worker counts in the dump and none in the 2026-04-06 export: the dump's rows are read
+    for dump, copy in (
+        (
+            "dsr1_b200_sglang_fp4_agg_1024x1024_c128_cfg202",
+            "2026_03_25_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x1024_c128_tp4_0_ep4_0_291",
+        ),
+        (
+            "dsr1_gb200_trtllm_fp8_disagg_1024x8192_c2048_cfg375",
+            "2026_04_06_deepseek_r1_gb200_trtllm_fp8_disagg_1024x8192_c2048_tp8_ep8_1601",
+        ),
+    ):
+        both = raw.set_index("id").loc[[dump, copy]]
+        assert both["silicon_ttft_ms"].nunique() == 1 and both["silicon_tpot_ms"].nunique() == 1
+        assert not both[list(LAYOUT_COLUMNS)].fillna(-1).nunique().eq(1).all()  # the layouts as recorded differ
+        assert dump in ids and copy not in ids
+        assert kept_copy(copy) == dump
     # each of the dump's rows so named is a dsr1 configuration's run
     assert set(raw.loc[raw["model_path"] == "deepseek-ai/DeepSeek-V3", "id"].str.split("_").str[0]) == {"dsr1"}
     # kept in the file's order; a frame without repeats comes back as it was
@@ -853,7 +872,7 @@ def test_points_measured_in_an_image_only_mtp_configurations_ran_are_refused(poi
     with pytest.raises(PointRefused, match="MTP"):
         scenario_for(row)
     mtp_rows = points["silicon_data_source"].str.contains("1.2.0rc6.post3", regex=False)
-    assert mtp_rows.sum() == 68 and set(points[mtp_rows]["system"]) == {"b200_sxm"}  # 88 rows, 68 runs
+    assert mtp_rows.sum() == 56 and set(points[mtp_rows]["system"]) == {"b200_sxm"}  # 88 rows, 56 runs
 
 
 def test_points_recorded_as_aggregated_on_a_day_their_gpu_ran_only_disaggregated_are_refused(points):
@@ -896,7 +915,7 @@ def test_points_of_a_day_inferencex_also_ran_the_mtp_configuration_are_refused(p
         & (points["mode"] == "agg")
     )
     that_day = points[h200 & (day == "2026-01-14")]
-    assert len(that_day) == 41  # both copies of the day's export: the db dump and the 2026-03-25 file
+    assert len(that_day) == 28  # the day's runs, read once (the 2026-04-06 export and the 2026-03-25 file hold them)
     for _, row in that_day.iterrows():
         with pytest.raises(PointRefused, match=r"possibly measured with MTP.*2026-01-14.*dsr1-fp8-h200-trt-mtp"):
             scenario_for(row)
@@ -1050,7 +1069,7 @@ def test_the_image_is_read_from_either_kind_of_source(points):
             check_not_mtp(source)
         except PointRefused:
             refused += 1
-    assert refused == 68  # 68 runs (88 rows); the database dump holds no run of the MTP-only images
+    assert refused == 56  # 56 runs (88 rows); the database dump holds no run of the MTP-only images
 
 
 def test_trtllm_generation_servers_take_the_seats_of_the_recipe_the_point_ran(points):
