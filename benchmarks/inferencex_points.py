@@ -1080,8 +1080,8 @@ _SGL_H200 = Recipe("", "", _sglang_dsr1_fp8_h200, {"mem_fraction_static": 0.82})
 # (engine, model, precision, GPU) -> the launch script InferenceX ran, read in the public repository
 # SemiAnalysisAI/InferenceX at the commit named (the last on main at or before the group's latest
 # measurement; a group measured over months may have run earlier versions for its older points).
-# InferenceX has no DeepSeek-V3 script: the file's DeepSeek-V3 points are served with the DeepSeek-R1
-# scripts (dsr1_*; same architecture), read at the V3 group's own latest measurement.
+# Keyed by the run's model: the database dump's DeepSeek-V3 rows are DeepSeek-R1's runs (``SAME_RUN_MODELS``), of
+# InferenceX's dsr1_* scripts, read at the latest measurement of both names' rows.
 RECIPES: dict[tuple[str, str, str, str], Recipe] = {
     # TensorRT-LLM, Llama-3.1-70B: trtllm-serve --max_num_tokens 16384, kv_cache_config dtype fp8,
     # enable_block_reuse false; no --max_batch_size (TensorRT-LLM's 2048, the policy's default)
@@ -1110,7 +1110,7 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         # at e06929c70 (the points of 2025-11-02) the launch line passed --ep_size=$TP, which the file does not record
         earlier=((_AFTER_1102, replace(_GPTOSS_TRT_H200, commit=_C_1101, layout=_experts_over_tp)),),
     ),
-    # TensorRT-LLM, DeepSeek-R1 and -V3: MAX_NUM_TOKENS from CONC and ISL, kv fp8, no --max_batch_size
+    # TensorRT-LLM, DeepSeek-R1: MAX_NUM_TOKENS from CONC and ISL, kv fp8, no --max_batch_size
     ("trtllm", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm"): _with(
         _DSR1_TRT_B200, "benchmarks/dsr1_fp4_b200_trt.sh", _C_DSR1_TRT_FP4
     ),
@@ -1120,20 +1120,9 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
     ("trtllm", "deepseek-ai/DeepSeek-R1", "fp8", "h200_sxm"): _with(
         _DSR1_TRT_FP8_H200, "benchmarks/dsr1_fp8_h200_trt_slurm.sh", _C_DSR1_TRT_H200
     ),
-    ("trtllm", "deepseek-ai/DeepSeek-V3", "fp4", "b200_sxm"): _with(
-        _DSR1_TRT_B200,
-        "benchmarks/dsr1_fp4_b200_trt.sh",
-        "daa8239f79629e08b6ef7c8f2661807f5dbcc50b",  # 2026-02-03
-    ),
-    ("trtllm", "deepseek-ai/DeepSeek-V3", "fp8", "b200_sxm"): _with(
-        _DSR1_TRT_FP8_B200,
-        "benchmarks/dsr1_fp8_b200_trt.sh",
-        "dcc0f53a889dee2f637735b90582e15b7997618d",  # 2026-01-29
-    ),
-    ("trtllm", "deepseek-ai/DeepSeek-V3", "fp8", "h200_sxm"): _with(
-        _DSR1_TRT_FP8_H200, "benchmarks/dsr1_fp8_h200_trt_slurm.sh", _C_1215
-    ),  # 2025-12-15
-    # SGLang, DeepSeek-R1 and -V3
+    # SGLang, DeepSeek-R1 (its points of 2026-03-25 in the database dump are kept although run 337 also ran
+    # dsr1-fp8-b200-sglang-mtp that day: their configuration ids, cfg87 and cfg271, come before the first MTP
+    # configuration's, runs_a_plain_configuration)
     ("sglang", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm"): replace(
         _with(_SGL_FP4, "benchmarks/single_node/dsr1_fp4_b200.sh", _C_SGLANG_0325), earlier=_SGL_FP4_B200_EARLIER
     ),
@@ -1143,21 +1132,10 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
     ("sglang", "deepseek-ai/DeepSeek-R1", "fp8", "h200_sxm"): _with(
         _SGL_H200, "benchmarks/single_node/dsr1_fp8_h200.sh", _C_SGLANG_0325
     ),
-    ("sglang", "deepseek-ai/DeepSeek-V3", "fp4", "b200_sxm"): replace(
-        _with(_SGL_FP4, "benchmarks/single_node/dsr1_fp4_b200.sh", _C_SGLANG_0325), earlier=_SGL_FP4_B200_EARLIER
-    ),
-    # its points of 2026-03-25 are kept although run 337 also ran dsr1-fp8-b200-sglang-mtp that day: their
-    # configuration ids (cfg87, cfg271) come before the first MTP configuration's (runs_a_plain_configuration)
-    ("sglang", "deepseek-ai/DeepSeek-V3", "fp8", "b200_sxm"): _with(
-        _SGL_FP8, "benchmarks/single_node/dsr1_fp8_b200.sh", _C_SGLANG_0325
-    ),
-    ("sglang", "deepseek-ai/DeepSeek-V3", "fp8", "h200_sxm"): _with(
-        _SGL_H200, "benchmarks/single_node/dsr1_fp8_h200.sh", _C_SGLANG_0325
-    ),
-    ("sglang", "deepseek-ai/DeepSeek-V3", "fp4", "b300_sxm"): _with(
+    ("sglang", "deepseek-ai/DeepSeek-R1", "fp4", "b300_sxm"): _with(
         _SGL_FP4, "benchmarks/single_node/dsr1_fp4_b300.sh", _C_SGLANG_0417
     ),
-    ("sglang", "deepseek-ai/DeepSeek-V3", "fp8", "b300_sxm"): _with(
+    ("sglang", "deepseek-ai/DeepSeek-R1", "fp8", "b300_sxm"): _with(
         _SGL_FP8, "benchmarks/single_node/dsr1_fp8_b300.sh", _C_SGLANG_0417
     ),
     # SGLang, GLM-5
@@ -1502,7 +1480,8 @@ def recipe_for(row: pd.Series) -> Recipe | None:
     if precision is None or pd.isna(precision):
         precision = row.get("gemm_quant_mode")
         precision = "bf16" if precision is None or pd.isna(precision) else str(precision)
-    recipe = RECIPES.get((str(row["backend"]), str(row["model_path"]), str(precision), str(row["system"])))
+    model = SAME_RUN_MODELS.get(str(row["model_path"]), str(row["model_path"]))  # the run's model
+    recipe = RECIPES.get((str(row["backend"]), model, str(precision), str(row["system"])))
     if recipe is None:
         return None
     return recipe.on(measured_day(row))
