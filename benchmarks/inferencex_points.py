@@ -207,6 +207,18 @@ def measured_day(row: pd.Series) -> str | None:
     return found.group(1) if found else None
 
 
+def run_model(row: pd.Series) -> str:
+    """The model a point's run served: ``model_path`` read through ``SAME_RUN_MODELS``."""
+    model = str(row["model_path"])
+    return SAME_RUN_MODELS.get(model, model)
+
+
+def _run_day(row: pd.Series) -> tuple[str, str, str, str, str | None]:
+    """The key of the day-keyed tables (``MTP_SWEEP_DAYS``, ``MTP_ONLY_DAYS``, ``COLD_START_DAYS``): the run's model,
+    GPU, precision, engine and the day measured."""
+    return run_model(row), str(row["system"]), str(row["precision"]), str(row["backend"]), measured_day(row)
+
+
 # Days on which InferenceX ran a DeepSeek configuration's MTP variant beside (or instead of) the plain one, in an
 # image both ran: some point of the file's (model, GPU, precision, engine) that day was measured at a load only the
 # ``-mtp`` configuration's search space held at that day's nvidia-master.yaml (the commit named). The file keeps no
@@ -266,11 +278,9 @@ def check_not_mtp_sweep(row: pd.Series) -> None:
     """PointRefused for a point of a day on which InferenceX measured its configuration with MTP as well
     (``MTP_SWEEP_DAYS``) unless its configuration id shows it a plain configuration's, or with MTP only
     (``MTP_ONLY_DAYS``)."""
-    day = measured_day(row)
-    if day is None:
+    key = _run_day(row)
+    if key[-1] is None:
         return
-    model = SAME_RUN_MODELS.get(str(row["model_path"]), str(row["model_path"]))
-    key = (model, str(row["system"]), str(row["precision"]), str(row["backend"]), day)
     only = MTP_ONLY_DAYS.get(key)
     if only is not None:
         raise PointRefused(
@@ -369,9 +379,8 @@ def check_warmed_up(row: pd.Series) -> None:
     (``COLD_START_DAYS``; InferenceX's client warms the server up since ``CLIENT_WARMUP_DAY``)."""
     if row["mode"] != "agg" or source_of(str(row["silicon_data_source"])) != INFERENCEX:
         return
-    day = measured_day(row)
-    model = SAME_RUN_MODELS.get(str(row["model_path"]), str(row["model_path"]))
-    key = (model, str(row["system"]), str(row["precision"]), str(row["backend"]), day)
+    key = _run_day(row)
+    day = key[-1]
     evidence = COLD_START_DAYS.get(key) if day is not None and day < CLIENT_WARMUP_DAY else None
     if evidence is not None:
         raise PointRefused(
@@ -425,7 +434,6 @@ def _measured(columns: pd.Index) -> list[str]:
 # out), so a run's identity leaves them out and reads the load and the day from the provenance instead.
 _LAYOUT = ("batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
 LAYOUT_COLUMNS = (*_LAYOUT, *(f"{role}_{c}" for role in ("prefill", "decode") for c in ("num_workers", *_LAYOUT)))
-CONCURRENCY = re.compile(r"silicon_concurrency=([^;]+)")
 
 
 def _run_identity(df: pd.DataFrame) -> pd.DataFrame:
@@ -439,7 +447,7 @@ def _run_identity(df: pd.DataFrame) -> pd.DataFrame:
     if "silicon_data_source" in df:
         source = df["silicon_data_source"].astype(str)
         identity = identity.assign(
-            concurrency=source.str.extract(CONCURRENCY.pattern)[0], day=source.str.extract(MEASURED_DAY.pattern)[0]
+            concurrency=source.str.extract(_CONCURRENCY.pattern)[0], day=source.str.extract(MEASURED_DAY.pattern)[0]
         )
     return identity
 
@@ -1480,8 +1488,7 @@ def recipe_for(row: pd.Series) -> Recipe | None:
     if precision is None or pd.isna(precision):
         precision = row.get("gemm_quant_mode")
         precision = "bf16" if precision is None or pd.isna(precision) else str(precision)
-    model = SAME_RUN_MODELS.get(str(row["model_path"]), str(row["model_path"]))  # the run's model
-    recipe = RECIPES.get((str(row["backend"]), model, str(precision), str(row["system"])))
+    recipe = RECIPES.get((str(row["backend"]), run_model(row), str(precision), str(row["system"])))
     if recipe is None:
         return None
     return recipe.on(measured_day(row))
