@@ -77,7 +77,7 @@ def fewest_active_tokens(candidates: Sequence[Engine], req: Request) -> Engine:
 
 def least_vllm_score(candidates: Sequence[Engine], req: Request) -> Engine:
     """vLLM's DP load balance: least ``4 x waiting + running`` (its waiting counts the engine's input queue)."""
-    return min(candidates, key=lambda e: 4 * (len(e.waiting) + len(e._inbox)) + e.num_running)
+    return min(candidates, key=lambda e: 4 * e.num_waiting + e.num_running)
 
 
 class AttentionDpBalance:

@@ -46,16 +46,15 @@ class Replica:
         self.engines = engines
         self.kv_link = simpy.Resource(env, capacity=1)  # outgoing KV transfers, one at a time
         self._total_blocks = sum(e.kv.num_total_blocks for e in engines)
-        # routers ask every replica on every arrival: read the executors and block counts without the engine's hops
-        self._executors = [e.executor for e in engines]
-        self._single = self._executors[0] if len(engines) == 1 else None
+        # routers ask every replica on every arrival: read the block counts without the engine's hops
+        self._single = engines[0] if len(engines) == 1 else None
         self._used_now = [e.used_blocks_now for e in engines]
 
     # -- ReplicaState ---------------------------------------------------------------------
 
     @property
     def num_waiting(self) -> int:
-        return sum(len(e.waiting) for e in self.engines)
+        return sum(e.num_waiting for e in self.engines)
 
     @property
     def num_running(self) -> int:
@@ -63,9 +62,11 @@ class Replica:
 
     @property
     def num_outstanding(self) -> int:
+        """Requests routed here and not yet ended, each engine's input queue included (``Engine.num_outstanding``):
+        a request that arrived while a step ran is the replica's load before the engine's next plan takes it in."""
         if self._single is not None:
             return self._single.num_outstanding
-        return sum(ex.num_outstanding for ex in self._executors)
+        return sum(e.num_outstanding for e in self.engines)
 
     @property
     def kv_usage(self) -> float:

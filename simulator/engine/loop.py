@@ -187,7 +187,14 @@ class Engine:
         return self.executor.num_running
 
     @property
+    def num_waiting(self) -> int:
+        """Requests waiting to be scheduled: the executor's queue and the engine's input queue (those that arrived
+        while a step ran, which an engine that plans one step ahead takes in at its next plan)."""
+        return len(self.executor.waiting) + len(self._inbox)
+
+    @property
     def num_outstanding(self) -> int:
+        """Requests routed here and not yet ended, the input queue's included."""
         return self.executor.num_outstanding + len(self._inbox)
 
     @property

@@ -246,3 +246,19 @@ def test_least_loaded_asks_for_kv_usage_only_among_ties_and_picks_as_the_full_ke
         tied = sum(r.num_outstanding == fewest for r in replicas)
         assert Replica.asked == (tied if tied > 1 else 0)
         assert got == _least(replicas, _load)
+
+
+def test_routers_count_the_requests_an_engine_has_not_taken_in_yet(by_id):
+    # vLLM V1 plans one step ahead: a request reaching a busy engine waits in its input queue for the next plan.
+    # It is load all the same: the next arrival must see it (the first replica holds the longer prompt, so
+    # least_outstanding breaks the tie at one request each by KV usage towards the second).
+    cfg = validate_scenario(
+        {
+            "replicas": 2,
+            "router": "least_outstanding",
+            "client": {"ingest_delay_s": 0.0, "tokenize_s_per_token": 0.0},
+        }
+    )
+    stream = make_stream([0.0, 0.0, 0.001, 0.002], [2000, 100, 100, 100], [20, 20, 20, 20])
+    r = by_id(run_checked(cfg, stream))
+    assert r["replica_id"].tolist() == [0, 1, 1, 0]
