@@ -76,7 +76,8 @@ def fewest_active_tokens(candidates: Sequence[Engine], req: Request) -> Engine:
 
 
 def least_vllm_score(candidates: Sequence[Engine], req: Request) -> Engine:
-    """vLLM's DP load balance: least ``4 x waiting + running`` (its waiting counts the engine's input queue)."""
+    """vLLM's DP load balance: least ``4 x waiting + running`` (its waiting counts the engine's input queue and the
+    requests whose KV is on its way: ``Engine.num_waiting``)."""
     return min(candidates, key=lambda e: 4 * e.num_waiting + e.num_running)
 
 

@@ -143,8 +143,9 @@ class StepExecutor:
 
     @property
     def num_outstanding(self) -> int:
-        """Requests here: waiting, running, or leased/queued to receive their KV."""
-        return len(self.waiting) + len(self._running) + len(self.incoming) + len(self.receiving)
+        """Requests here: waiting, running, sending their KV away, or leased/queued to receive it (a prefilled
+        request holds its blocks here until its KV has left)."""
+        return len(self.waiting) + len(self._running) + len(self.sending) + len(self.incoming) + len(self.receiving)
 
     @property
     def num_transfers(self) -> int:
@@ -231,11 +232,13 @@ class StepExecutor:
             held += 1
         return reserved
 
-    def accept_transferred(self, req: Request, now_s: float) -> None:
+    def accept_transferred(self, req: Request, now_s: float, landed_s: float | None = None) -> None:
         """The KV has arrived: the request queues for decoding, its first token reaches the client now, or, where
         the engine samples it again (``BatchTraits.recomputes_first_token``), at the end of the step that computes
         the last prompt token once more, or where it streams it on admission (``first_token_at_admission``), when
-        a plan admits the request (``carry_out``)."""
+        a plan admits the request (``carry_out``). ``landed_s``: when the KV landed, where the engine takes the
+        request in later (``Engine.accept_transferred``); its first token, where it comes with the KV, reached the
+        client then."""
         lease = self.receiving.pop(req)
         self.kv.adopt(req, lease)
         transition(req, State.WAITING, now_s)
@@ -243,7 +246,7 @@ class StepExecutor:
             req.num_computed_tokens -= 1
             req.num_generated_tokens -= 1
         elif not self.traits.first_token_at_admission:
-            req.first_token_s = req.last_token_s = now_s
+            req.first_token_s = req.last_token_s = now_s if landed_s is None else landed_s
         # Front of the queue: it holds its blocks and needs none to start, so nothing that waits
         # for free blocks may stand before it (that would be a deadlock).
         self.waiting.appendleft(req)

@@ -148,6 +148,8 @@ class Engine:
         self._recv_counter = recv_interval  # the skipper starts full: the first poll takes requests in
         self._busy = False  # a step (or a fast-forward window) is running on the GPU
         self._inbox: list[Request] = []
+        # requests whose KV landed while a step ran on an engine that plans ahead, with when it landed
+        self._landed: list[tuple[Request, float]] = []
         self._agrees = False  # plans are agreed with other engines before they run (``_agree``)
         self.hooks: EngineHooks | None = None
         self.process: simpy.Process | None = None
@@ -188,9 +190,12 @@ class Engine:
 
     @property
     def num_waiting(self) -> int:
-        """Requests waiting to be scheduled: the executor's queue and the engine's input queue (those that arrived
-        while a step ran, which an engine that plans one step ahead takes in at its next plan)."""
-        return len(self.executor.waiting) + len(self._inbox)
+        """Requests waiting to be scheduled: the executor's queue, the engine's input queue (those that arrived
+        while a step ran, which an engine that plans one step ahead takes in at its next plan) and, on a decode
+        engine, those whose KV is queued for a lease or on its way (vLLM keeps them in its waiting queue as
+        ``WAITING_FOR_REMOTE_KVS``: vllm/v1/core/sched/scheduler.py)."""
+        ex = self.executor
+        return len(ex.waiting) + len(self._inbox) + len(ex.incoming) + len(ex.receiving)
 
     @property
     def num_outstanding(self) -> int:
@@ -268,9 +273,26 @@ class Engine:
         self._wakeup(OFFERED)  # a lease takes free blocks: a fast-forward window must replan
 
     def accept_transferred(self, req: Request) -> None:
-        """The KV has arrived: the request queues for decoding."""
+        """The KV has arrived: the request queues for decoding. An engine that plans one step ahead learns of it
+        from the outputs of the step in progress, after it has planned the next one, so the request joins the queue
+        the plan after that reads (as a request arriving mid-step does): vLLM's scheduler marks a received request
+        ready from the ``finished_recving`` ids of a step's output (``update_from_output``, read by
+        ``_update_waiting_for_remote_kv`` at the next ``schedule``), which async scheduling calls once the next step
+        is already scheduled; SGLang's and TensorRT-LLM's overlap loops poll their transfers once an iteration,
+        while the step before runs."""
+        if self._plans_ahead and self._busy:
+            self._landed.append((req, self.env.now))
+            self._wakeup()  # a fast-forward window ends at the step in progress
+            return
         self.executor.accept_transferred(req, self.env.now)
         self._wakeup()
+
+    def _take_landed(self) -> None:
+        """The requests whose KV landed while the last step ran join the queue the next plan reads."""
+        landed, self._landed = self._landed, []
+        now = self.env.now
+        for req, at in landed:
+            self.executor.accept_transferred(req, now, landed_s=at)
 
     def release_sent(self, req: Request) -> None:
         """The KV has left: free the blocks it occupied here."""
@@ -306,12 +328,14 @@ class Engine:
                     # Requests in the input queue of an engine that plans ahead join the queue after this step's
                     # plan (as the plain path flushes them after planning): the plan only decodes, so it is a window
                     # of one step, the next plan sees them.
-                    window = ff.plan(1 if self._inbox else None)
+                    window = ff.plan(1 if self._inbox or self._landed else None)
                     if window is not None:
                         # the window's first step stands for a plan made now, which polls the input queue when the
                         # skipper's counter is due, as the plain path's plan would: it restarts it
                         if (self._recv_interval <= 1 or self._polls()) and self._inbox:
                             self._flush_inbox()
+                        if self._landed:  # transfers are polled every iteration, whatever the skipper's counter
+                            self._take_landed()
                         self._wake = wake = env.event()
                         self._busy = True
                         k = yield from ff.wait(window, wake)
@@ -357,8 +381,11 @@ class Engine:
             flushed = self._plans_ahead and (self._recv_interval <= 1 or self._polls()) and bool(self._inbox)
             if flushed:  # after the plan: they arrived while the step before it ran
                 self._flush_inbox()
+            landed = bool(self._landed)
+            if landed:  # likewise the requests whose KV landed then
+                self._take_landed()
             self._sample_levels()
-            if not plan.scheduled and (plan.preempt or plan.reject or flushed):
+            if not plan.scheduled and (plan.preempt or plan.reject or flushed or landed):
                 # The plan only made room or removed requests: blocks were freed, so let incoming KV
                 # transfers claim them and plan again at once rather than sleep (likewise for requests that
                 # reached an engine with nothing to run).

@@ -262,3 +262,42 @@ def test_routers_count_the_requests_an_engine_has_not_taken_in_yet(by_id):
     stream = make_stream([0.0, 0.0, 0.001, 0.002], [2000, 100, 100, 100], [20, 20, 20, 20])
     r = by_id(run_checked(cfg, stream))
     assert r["replica_id"].tolist() == [0, 1, 1, 0]
+
+
+def test_a_prefill_replica_counts_the_requests_whose_kv_waits_to_leave(by_id):
+    # The decode replica holds one 500-token request at a time, so request 1's KV waits on prefill replica 1 (half its
+    # blocks) while request 0 decodes. That request is replica 1's load until its KV has left: request 3, arriving
+    # when each prefill replica holds one request, goes by KV usage to replica 0, not to replica 1, where it could
+    # not be prefilled before request 1's KV left (about 100 steps later).
+    cfg = make_config(
+        groups=[
+            {"role": "prefill", "count": 2, "kv_cache": {"num_blocks": 64, "block_size": 16}},
+            {"role": "decode", "count": 1, "kv_cache": {"num_blocks": 40, "block_size": 16}},
+        ],
+        router="least_outstanding",
+    )
+    stream = make_stream([0.0, 0.0, 1.5, 2.0], [500, 500, 100, 600], [100, 100, 1, 10])
+    r = by_id(run_checked(cfg, stream))
+    assert r.loc[3, "prefill_replica_id"] == 0
+    assert r.loc[3, "first_scheduled_s"] < 5.0
+
+
+def test_vllm_attention_dp_counts_requests_whose_kv_is_on_its_way():
+    # vLLM's DP balance (4 x waiting + running) counts a request waiting for its KV as waiting
+    # (WAITING_FOR_REMOTE_KVS): eight prompts prefilled at once spread over the decode replica's four ranks.
+    cfg = validate_scenario(
+        {
+            "model": "deepseek-ai/DeepSeek-R1",
+            "hardware": "h200",
+            "policy": {"kind": "vllm"},
+            "groups": [
+                {"role": "prefill", "count": 1, "parallelism": {"tp": 8, "ep": 8}},
+                {"role": "decode", "count": 1, "parallelism": {"tp": 8, "ep": 8, "dp_attention": 4}},
+            ],
+            "client": {"ingest_delay_s": 0.0, "tokenize_s_per_token": 0.0},
+            "kv_transfer": {"bandwidth_bytes_per_s": 2e9},  # a slow link: the KV is on its way for a while
+        }
+    )
+    sim = build(cfg, stream=make_stream([0.0] * 8, [2000] * 8, [50] * 8), check_invariants=True)
+    sim.run()
+    assert [e.executor.num_steps > 0 for e in sim.decode[0].engines] == [True] * 4

@@ -57,3 +57,34 @@ def test_sglang_takes_requests_in_every_recv_interval_decode_steps():
     # polls after the prefill (at 1), then after decode steps 1-2, 2-3, 3-4, 4-5: at 5
     assert scheduled(4) == [0.0, 5.0]
     assert scheduled(4, fast_forward=True) == [0.0, 5.0]
+
+
+@pytest.mark.parametrize("policy", ["vllm", "sglang", "trtllm"])
+@pytest.mark.parametrize("fast_forward", [False, True])
+def test_kv_landing_mid_step_joins_the_plan_after_the_next(policy, fast_forward):
+    """Disaggregated: a decode engine that plans ahead learns of a finished KV transfer from the outputs of the step
+    in progress, after it planned the next step (vLLM: ``finished_recving`` of a step's output, read at the next
+    ``schedule``), so the request joins the step after the next, like a request arriving mid-step."""
+
+    def landed_done_first(plans_ahead: bool) -> tuple[float, float, float]:
+        cfg = make_config(
+            policy={"kind": policy},
+            groups=[{"role": "prefill"}, {"role": "decode"}],
+            kv_transfer={"bandwidth_bytes_per_s": 1e30, "latency_s": 0.25},
+        )
+        # request 0 keeps the decode engine stepping (1 s steps from 1.25); request 1's KV lands at 3.75, mid-step
+        sim = build(cfg, stream=make_stream([0.0, 2.5], [10, 10], [12, 3]), fast_forward=fast_forward)
+        sim.check_invariants = True
+        for engine in sim.engines:
+            engine._plans_ahead = plans_ahead
+        r = sim.run().requests.set_index("request_id")
+        return r.loc[1, "transfer_end_s"], r.loc[1, "finished_s"], r.loc[1, "first_token_s"]
+
+    landed, done_sync, first_sync = landed_done_first(False)
+    landed_ahead, done_ahead, first_ahead = landed_done_first(True)
+    assert landed == landed_ahead == 3.75
+    assert done_ahead == done_sync + 1.0  # one step later: the step starting at 4.25 was planned at 3.25
+    if policy == "trtllm":  # its first token comes with the KV: reaching the client when it lands either way
+        assert first_sync == first_ahead == landed
+    else:  # vLLM computes the last prompt token again, SGLang streams it on admission: a step later too
+        assert first_ahead == first_sync + 1.0
