@@ -19,7 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
 
 PreemptionMode = Literal["recompute", "swap"]
 
@@ -45,6 +48,14 @@ class RequestView(Protocol):
 
     @property
     def num_prompt_tokens(self) -> int: ...
+    @property
+    def prefix_hashes(self) -> np.ndarray | None:
+        """The workload's chained hash of each ``hash_block_tokens`` tokens of the prompt (a block's hash names its
+        whole prefix; the last block may be partial), or None where the workload gives none."""
+        ...
+
+    @property
+    def hash_block_tokens(self) -> int: ...
     @property
     def num_output_tokens(self) -> int: ...
     @property

@@ -12,6 +12,10 @@ from policies.interface import RequestView
 from policies.routing.interface import ReplicaState
 from policies.routing.registry import ROUTERS
 
+MAX_TREE_TOKENS = 67_108_864 // 4
+"""sgl-router's ``--max-tree-size`` default (67,108,864 characters of prompt text per worker) at about 4 characters a
+token (OpenAI's rule of thumb for English text)."""
+
 
 class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -162,33 +166,131 @@ class PrefixAwareParams(_Params):
     balance_rel_threshold: float = Field(
         1.5, ge=1, description="... and the most loaded has more than this many times the least loaded's requests."
     )
+    eviction_interval_s: float = Field(
+        120.0, gt=0, description="Seconds between the router's evictions from its prefix tree (sgl-router's 120)."
+    )
+    max_tree_tokens: int = Field(
+        MAX_TREE_TOKENS,
+        ge=1,
+        description="Prompt tokens the router remembers per replica before it evicts the least recently used "
+        "(sgl-router's max_tree_size of 67,108,864 characters at about 4 characters a token).",
+    )
 
 
 @ROUTERS.register("prefix_aware", params=PrefixAwareParams)
 class PrefixAware:
-    """SGLang router's cache-aware policy: the longest cached prefix while the replicas are balanced.
+    """SGLang router's cache-aware policy (sgl-router ``src/policies/cache_aware.rs``): the replica its own
+    approximate prefix tree says holds the longest prefix of the prompt while the replicas are balanced.
 
-    The load of a replica is its requests in flight. When the replicas are imbalanced (the
-    most loaded has more than ``balance_abs_threshold`` requests over the least loaded *and*
-    more than ``balance_rel_threshold`` times its load), the request goes to the least
-    loaded replica; otherwise to the replica holding the longest prefix of its prompt, if
-    that covers more than ``cache_threshold`` of the prompt, else to the least loaded
-    (SGLang sends it to the replica with the most free cache; ties by load). Defaults are
-    sgl-router's (``cache_threshold`` 0.3, ``balance_abs_threshold`` 64,
-    ``balance_rel_threshold`` 1.5, its cache-aware policy config, sglang v0.4-v0.5).
+    The load of a replica is its requests in flight. When the replicas are imbalanced (the most loaded has more
+    than ``balance_abs_threshold`` requests over the least loaded *and* more than ``balance_rel_threshold`` times
+    its load), the request goes to the least loaded replica. Otherwise to the replica whose remembered prompts
+    share the longest prefix with it, if that covers more than ``cache_threshold`` of the prompt, else to the
+    replica whose tree is smallest ("most available cache capacity"; ties, and ties among equal matches, which
+    sgl-router resolves by its tree's iteration order, by load). Either way the prompt is then remembered for the
+    chosen replica (``tree.insert`` on both branches).
+
+    The tree is the router's, not the engines' caches: sgl-router inserts a prompt as it routes it, so a prefix
+    counts on its replica from then on (before it is prefilled there), and until the router evicts it (every
+    ``eviction_interval_s``, the least recently used prompts of a replica remembering more than
+    ``max_tree_tokens``), whether or not the engine still caches it. sgl-router's tree holds the prompts' text;
+    servesim's holds their blocks by the workload's prefix hashes (a prompt without hashes is remembered as
+    its own, shared with none). Defaults are sgl-router's command line's (``cache_threshold`` 0.3,
+    ``balance_abs_threshold`` 64, ``balance_rel_threshold`` 1.5, ``eviction_interval`` 120 s, ``max_tree_size``
+    67,108,864 characters, counted here as tokens at about 4 characters a token: OpenAI's rule of thumb for
+    English text, help.openai.com "What are tokens and how to count them?").
     """
 
     def __init__(self, params: PrefixAwareParams, rng: np.random.Generator) -> None:
         self.params = params
+        self.tree = PrefixTree()
+        self._next_eviction_s = params.eviction_interval_s
 
     def route(self, request: RequestView, replicas: Sequence[ReplicaState], now_s: float) -> int:
         p = self.params
+        while now_s >= self._next_eviction_s:  # sgl-router's eviction thread, every eviction_interval seconds
+            self.tree.evict(p.max_tree_tokens)
+            self._next_eviction_s += p.eviction_interval_s
+        tree = self.tree
         loads = [r.num_outstanding for r in replicas]
         most, least = max(loads), min(loads)
         if most - least > p.balance_abs_threshold and most > p.balance_rel_threshold * least:
-            return _least_loaded(replicas)
-        best = _least(replicas, lambda r: (-r.prefix_hit_tokens(request), *_load(r)))
-        hit = replicas[best].prefix_hit_tokens(request)
-        if hit > p.cache_threshold * request.num_prompt_tokens:
-            return best
-        return _least_loaded(replicas)
+            chosen = _least_loaded(replicas)
+        else:
+            matched = [tree.matched_tokens(r.replica_id, request) for r in replicas]
+            best = max(matched)
+            if best > p.cache_threshold * request.num_prompt_tokens:
+                tied = [i for i, m in enumerate(matched) if m == best]
+            else:
+                sizes = [tree.size_tokens(r.replica_id) for r in replicas]
+                tied = [i for i, size in enumerate(sizes) if size == min(sizes)]
+            chosen = tied[0] if len(tied) == 1 else tied[_least_loaded([replicas[i] for i in tied])]
+        tree.insert(replicas[chosen].replica_id, request, now_s)
+        return chosen
+
+
+class PrefixTree:
+    """sgl-router's approximate radix tree over the prompts routed to each replica, by prompt block: the workload's
+    prefix hashes are chained (a block's hash names its whole prefix), so a replica's remembered blocks are a set of
+    hashes, each with when it was last inserted and its tokens. Eviction takes the least recently used first and,
+    at one time, the deepest (sgl-router evicts leaves), so a remembered block's prefix is always remembered."""
+
+    def __init__(self) -> None:
+        self._blocks: dict[int, dict[int, tuple[float, int, int]]] = {}  # replica -> hash -> (time, depth, tokens)
+        self._size: dict[int, int] = {}
+
+    def size_tokens(self, replica_id: int) -> int:
+        """Prompt tokens remembered for ``replica_id`` (sgl-router's tenant_char_count, in tokens)."""
+        return self._size.get(replica_id, 0)
+
+    def matched_tokens(self, replica_id: int, request: RequestView) -> int:
+        """Tokens of the longest prefix of ``request``'s prompt remembered for ``replica_id``."""
+        blocks = self._blocks.get(replica_id)
+        hashes = request.prefix_hashes
+        if not blocks or hashes is None or not len(hashes):
+            return 0
+        lo, hi = 0, len(hashes)  # remembered blocks are prefix-closed: find the first hash not remembered
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if int(hashes[mid]) in blocks:
+                lo = mid + 1
+            else:
+                hi = mid
+        return min(lo * request.hash_block_tokens, request.num_prompt_tokens)
+
+    def insert(self, replica_id: int, request: RequestView, now_s: float) -> None:
+        """Remember ``request``'s prompt for ``replica_id`` (its blocks' last use now)."""
+        blocks = self._blocks.setdefault(replica_id, {})
+        hashes = request.prefix_hashes
+        size = self._size.get(replica_id, 0)
+        if hashes is None or not len(hashes):  # no content identity: a prompt of its own, as one block
+            blocks[_own_key(request.request_id)] = (now_s, 0, request.num_prompt_tokens)
+            self._size[replica_id] = size + request.num_prompt_tokens
+            return
+        width, prompt = request.hash_block_tokens, request.num_prompt_tokens
+        for depth, h in enumerate(hashes):
+            key = int(h)
+            held = blocks.get(key)
+            tokens = held[2] if held is not None else max(0, min(width, prompt - depth * width))
+            if held is None:
+                size += tokens
+            blocks[key] = (now_s, depth, tokens)
+        self._size[replica_id] = size
+
+    def evict(self, max_tokens: int) -> None:
+        """Forget each replica's least recently used blocks, deepest first, until it remembers ``max_tokens``."""
+        for replica_id, blocks in self._blocks.items():
+            size = self._size[replica_id]
+            if size <= max_tokens:
+                continue
+            for key, (_, _, tokens) in sorted(blocks.items(), key=lambda item: (item[1][0], -item[1][1])):
+                del blocks[key]
+                size -= tokens
+                if size <= max_tokens:
+                    break
+            self._size[replica_id] = size
+
+
+def _own_key(request_id: int) -> int:
+    """A key for a prompt without prefix hashes, apart from every 64-bit hash (Python ints are unbounded)."""
+    return (1 << 64) + request_id
