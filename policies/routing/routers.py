@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
@@ -208,9 +209,10 @@ class PrefixAware:
 
     def route(self, request: RequestView, replicas: Sequence[ReplicaState], now_s: float) -> int:
         p = self.params
-        while now_s >= self._next_eviction_s:  # sgl-router's eviction thread, every eviction_interval seconds
-            self.tree.evict(p.max_tree_tokens)
-            self._next_eviction_s += p.eviction_interval_s
+        if now_s >= self._next_eviction_s:  # sgl-router's eviction thread, every eviction_interval seconds
+            self.tree.evict(p.max_tree_tokens)  # once: with no insert in between, a second finds nothing to forget
+            missed = math.floor((now_s - self._next_eviction_s) / p.eviction_interval_s)
+            self._next_eviction_s += (missed + 1) * p.eviction_interval_s
         tree = self.tree
         loads = [r.num_outstanding for r in replicas]
         most, least = max(loads), min(loads)
@@ -223,7 +225,8 @@ class PrefixAware:
                 tied = [i for i, m in enumerate(matched) if m == best]
             else:
                 sizes = [tree.size_tokens(r.replica_id) for r in replicas]
-                tied = [i for i, size in enumerate(sizes) if size == min(sizes)]
+                smallest = min(sizes)
+                tied = [i for i, size in enumerate(sizes) if size == smallest]
             chosen = tied[0] if len(tied) == 1 else tied[_least_loaded([replicas[i] for i in tied])]
         tree.insert(replicas[chosen].replica_id, request, now_s)
         return chosen
@@ -232,11 +235,13 @@ class PrefixAware:
 class PrefixTree:
     """sgl-router's approximate radix tree over the prompts routed to each replica, by prompt block: the workload's
     prefix hashes are chained (a block's hash names its whole prefix), so a replica's remembered blocks are a set of
-    hashes, each with when it was last inserted and its tokens. Eviction takes the least recently used first and,
-    at one time, the deepest (sgl-router evicts leaves), so a remembered block's prefix is always remembered."""
+    hashes, each with when it was last inserted, its depth and its tokens. Eviction takes the least recently used
+    first and, at one time, the deepest (sgl-router evicts leaves), so a remembered block's prefix is always
+    remembered: the blocks of a prompt a replica holds are the first ``_held`` of them."""
 
     def __init__(self) -> None:
-        self._blocks: dict[int, dict[int, tuple[float, int, int]]] = {}  # replica -> hash -> (time, depth, tokens)
+        self._used: dict[int, dict[int, float]] = {}  # replica -> block hash -> when last inserted
+        self._shape: dict[int, dict[int, tuple[int, int]]] = {}  # replica -> block hash -> (depth, tokens)
         self._size: dict[int, int] = {}
 
     def size_tokens(self, replica_id: int) -> int:
@@ -245,50 +250,54 @@ class PrefixTree:
 
     def matched_tokens(self, replica_id: int, request: RequestView) -> int:
         """Tokens of the longest prefix of ``request``'s prompt remembered for ``replica_id``."""
-        blocks = self._blocks.get(replica_id)
+        shape = self._shape.get(replica_id)
         hashes = request.prefix_hashes
-        if not blocks or hashes is None or not len(hashes):
+        if not shape or hashes is None or not len(hashes):
             return 0
-        lo, hi = 0, len(hashes)  # remembered blocks are prefix-closed: find the first hash not remembered
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if int(hashes[mid]) in blocks:
-                lo = mid + 1
-            else:
-                hi = mid
-        return min(lo * request.hash_block_tokens, request.num_prompt_tokens)
+        return min(_held(shape, hashes) * request.hash_block_tokens, request.num_prompt_tokens)
 
     def insert(self, replica_id: int, request: RequestView, now_s: float) -> None:
         """Remember ``request``'s prompt for ``replica_id`` (its blocks' last use now)."""
-        blocks = self._blocks.setdefault(replica_id, {})
+        used = self._used.setdefault(replica_id, {})
+        shape = self._shape.setdefault(replica_id, {})
         hashes = request.prefix_hashes
-        size = self._size.get(replica_id, 0)
+        prompt = request.num_prompt_tokens
         if hashes is None or not len(hashes):  # no content identity: a prompt of its own, as one block
-            blocks[_own_key(request.request_id)] = (now_s, 0, request.num_prompt_tokens)
-            self._size[replica_id] = size + request.num_prompt_tokens
-            return
-        width, prompt = request.hash_block_tokens, request.num_prompt_tokens
-        for depth, h in enumerate(hashes):
-            key = int(h)
-            held = blocks.get(key)
-            tokens = held[2] if held is not None else max(0, min(width, prompt - depth * width))
-            if held is None:
-                size += tokens
-            blocks[key] = (now_s, depth, tokens)
-        self._size[replica_id] = size
+            keys, new = [_own_key(request.request_id)], [(0, prompt)]
+        else:
+            held, width = _held(shape, hashes), request.hash_block_tokens
+            keys = hashes.tolist()
+            new = [(depth, max(0, min(width, prompt - depth * width))) for depth in range(held, len(keys))]
+        used.update(dict.fromkeys(keys, now_s))
+        shape.update(zip(keys[len(keys) - len(new) :], new, strict=True))
+        self._size[replica_id] = self._size.get(replica_id, 0) + sum(tokens for _, tokens in new)
 
     def evict(self, max_tokens: int) -> None:
         """Forget each replica's least recently used blocks, deepest first, until it remembers ``max_tokens``."""
-        for replica_id, blocks in self._blocks.items():
+        for replica_id, used in self._used.items():
             size = self._size[replica_id]
             if size <= max_tokens:
                 continue
-            for key, (_, _, tokens) in sorted(blocks.items(), key=lambda item: (item[1][0], -item[1][1])):
-                del blocks[key]
-                size -= tokens
+            shape = self._shape[replica_id]
+            for key in sorted(used, key=lambda k: (used[k], -shape[k][0])):
+                del used[key]
+                size -= shape.pop(key)[1]
                 if size <= max_tokens:
                     break
             self._size[replica_id] = size
+
+
+def _held(shape: dict[int, tuple[int, int]], hashes: np.ndarray) -> int:
+    """How many of the prompt's first blocks (``hashes``, chained) a replica remembers: they are prefix-closed, so
+    the first one it lacks is found by bisection."""
+    lo, hi = 0, len(hashes)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if int(hashes[mid]) in shape:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 def _own_key(request_id: int) -> int:
