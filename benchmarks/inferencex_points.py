@@ -77,7 +77,7 @@ import pandas as pd
 
 from benchmarks.inferencex_sglang_disagg import SGLANG_SERVERS
 from benchmarks.inferencex_trt_disagg import ALL_TO_ALL, DECODE_SEATS, EXPERT_SLOTS, MOE_KERNELS, TRT_SERVERS
-from simulator.config.presets import hardware_presets
+from simulator.config.presets import hardware_presets, resolve_model
 
 SAMPLE_FILE = ("aiconfigurator_core", "systems/silicon_sample.csv")
 INFERENCEX = "inferencex"
@@ -567,8 +567,6 @@ QUANTIZATION_FAMILY = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "mxfp4"
 
 def _checkpoint_quantization(model: str) -> str | None:
     """The quantization the checkpoint ``model`` declares in its config (None for bf16 or an unreadable config)."""
-    from simulator.config.presets import resolve_model
-
     try:
         return resolve_model(MODEL_ALIASES.get(model, model)).quantization
     except ValueError:
@@ -736,6 +734,10 @@ class Recipe:
     # followed the push (02-03, 01-29, 04-03 and 04-20 below: the image switch the change made, or the run's order), the
     # day after where the nightly run of 00:00 UTC came before it (2025-11-10's SGLang change, 2025-12-05's B200 one)
     earlier: tuple[tuple[str, Recipe], ...] = ()
+    # the checkpoint the script served (nvidia-master.yaml's ``model`` at ``commit``) where the point's model_path
+    # names another and the script leaves the KV cache's dtype to the engine: its auto is then the dtype the
+    # checkpoint declares (simulator/config/hf_config.py _declared_fp8_kv), read from its config in the dependency
+    checkpoint: str | None = None
 
     @property
     def label(self) -> str:
@@ -1162,7 +1164,8 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
         "benchmarks/single_node/glm5_fp4_b200.sh",
         "800f57aaf7c3e739fd7f5da938a6f1055565458e",
         lambda isl, osl, conc, tp: {"max_running_requests": conc, "chunked_prefill_size": 131072},
-        {"mem_fraction_static": 0.80},  # no --kv-cache-dtype (auto)
+        {"mem_fraction_static": 0.80},  # no --kv-cache-dtype (auto): the checkpoint's
+        checkpoint="nvidia/GLM-5-NVFP4",  # its hf_quant_config.json's kv_cache_quant_algo: FP8
     ),
     ("sglang", "zhipuai/GLM-5", "fp8", "h200_sxm"): Recipe(
         # only --tp-size and --mem-fraction-static: SGLang's defaults for the rest
@@ -1335,9 +1338,10 @@ RECIPES: dict[tuple[str, str, str, str], Recipe] = {
                     "benchmarks/single_node/kimik2.5_fp4_b200.sh",
                     "79a42e20a8559784641ca2279994c75c0608dc39",  # 2026-03-27
                     _vllm(-1, None),
-                    {"gpu_memory_utilization": 0.9},  # no kv-cache-dtype (auto)
+                    {"gpu_memory_utilization": 0.9},  # no kv-cache-dtype (auto): the checkpoint's
                     "fuse_allreduce_rms compilation pass",
                     tensor_parallel_only=True,
+                    checkpoint="nvidia/Kimi-K2.5-NVFP4",  # its config.json's kv_cache_scheme: 8-bit float
                 ),
             ),
         ),
@@ -1418,6 +1422,12 @@ def _config_id(point_id: str) -> str:
     """The db-dump configuration of a point id (``..._c256_cfg707`` -> ``cfg707``; "" for other sources)."""
     last = point_id.rsplit("_", 1)[-1]
     return last if last.startswith("cfg") else ""
+
+
+def _declared_kv_dtype(checkpoint: str) -> dict[str, str]:
+    """The KV-cache dtype the engine's ``auto`` takes for ``checkpoint``: fp8 where it declares an FP8 cache, else
+    nothing (the weights' dtype)."""
+    return {"dtype": "fp8"} if resolve_model(checkpoint).kv_cache_bytes == 1 else {}
 
 
 def _vllm_parallelism(row: pd.Series, recipe: Recipe | None) -> dict[str, int]:
@@ -1554,6 +1564,8 @@ def scenario_for(row: pd.Series, seed: int = 0) -> dict[str, Any]:
         kv_cache.update(recipe.kv_cache)
         if recipe.kv_cache_for is not None:
             kv_cache.update(recipe.kv_cache_for(int(row["isl"]), int(row["osl"]), concurrency, tp))
+        if "dtype" not in kv_cache and recipe.checkpoint is not None:
+            kv_cache |= _declared_kv_dtype(recipe.checkpoint)
         if recipe.quantization is not None:
             scenario["quantization"] = recipe.quantization
         dp = scenario.get("parallelism", {}).get("dp_attention", 1) > 1

@@ -44,6 +44,8 @@ def _quantization(cfg: dict, path: Path) -> str | None:
         return "fp8_block" if qc.get("weight_block_size") else "fp8"
     if method == "mxfp4":  # gpt-oss: MXFP4 experts (OCP microscaling), run weight-only
         return "mxfp4"
+    if method == "modelopt":  # ModelOpt's export inside config.json (newer NVIDIA checkpoints): its quant_algo
+        return _modelopt_algo(qc.get("quant_algo"), f"{path}: quantization_config.quant_algo")
     detail = ""
     if method == "compressed-tensors":
         groups = qc.get("config_groups")
@@ -71,22 +73,49 @@ def _quantization(cfg: dict, path: Path) -> str | None:
     )
 
 
-def _modelopt_quantization(path: Path) -> str:
-    """servesim's quantization of a ModelOpt ``hf_quant_config.json`` (``quantization.quant_algo``).
-
-    ``FP8`` is ``"fp8"``, ``NVFP4`` ``"nvfp4"``; any other algorithm (W4A16_AWQ, MIXED_PRECISION...) raises
-    ValueError naming it and the file. The KV cache's ``kv_cache_quant_algo`` is left to the scenario's kv_cache.dtype.
-    """
-    section = read_json_object(path, "quantization config").get("quantization")
-    algo = section.get("quant_algo") if isinstance(section, dict) else None
+def _modelopt_algo(algo: object, where: str) -> str:
+    """servesim's quantization of a ModelOpt ``quant_algo``: ``FP8`` is ``"fp8"``, ``NVFP4`` ``"nvfp4"``; any other
+    algorithm (W4A16_AWQ, MIXED_PRECISION...) raises ValueError naming it and ``where`` it was read."""
     if algo == "FP8":
         return "fp8"
     if algo == "NVFP4":
         return "nvfp4"
     raise ValueError(
-        f"{path}: quantization.quant_algo {algo!r} is not modelled by servesim (it models FP8 and NVFP4); give the "
-        "unquantized model, or a spec .yaml with the weight_bytes to approximate it"
+        f"{where} {algo!r} is not modelled by servesim (it models FP8 and NVFP4); give the unquantized model, or a "
+        "spec .yaml with the weight_bytes to approximate it"
     )
+
+
+def _modelopt_quantization(path: Path) -> str:
+    """servesim's quantization of a ModelOpt ``hf_quant_config.json`` (``quantization.quant_algo``, as
+    ``_modelopt_algo``)."""
+    section = read_json_object(path, "quantization config").get("quantization")
+    algo = section.get("quant_algo") if isinstance(section, dict) else None
+    return _modelopt_algo(algo, f"{path}: quantization.quant_algo")
+
+
+def _declared_fp8_kv(section: object) -> bool:
+    """Whether a ModelOpt quantization section declares an FP8 KV cache, which the engines then allocate unless told
+    otherwise (``--kv-cache-dtype auto``, their default).
+
+    ModelOpt writes the declaration as ``kv_cache_quant_algo: "FP8"`` (``hf_quant_config.json``'s ``quantization``)
+    or, in a config.json's ``quantization_config``, as ``kv_cache_scheme`` of 8-bit floats with static scales.
+    vLLM resolves ``auto`` from either when it builds its cache config (``resolve_kv_cache_dtype_string`` and
+    ``get_kv_cache_quant_algo_string``, vllm/utils/torch_utils.py, read on main at 0024350b5; the resolution came with
+    vllm-project/vllm#29980, December 2025); SGLang takes FP8 when the model's quant config has ``kv_cache_quant_algo``
+    FP8 (``configure_kv_cache_dtype``, python/sglang/srt/model_executor/model_runner.py); TensorRT-LLM copies
+    ``kv_cache_quant_algo`` from ``hf_quant_config.json`` into its quant config
+    (``ModelLoader._update_from_hf_quant_config``, tensorrt_llm/llmapi/llm_utils.py). A 4-bit declaration (NVFP4,
+    which vLLM main and TensorRT-LLM read) is not: servesim has no NVFP4 KV cache, so the cache keeps the weights'
+    dtype.
+    """
+    if not isinstance(section, dict):
+        return False
+    scheme = section.get("kv_cache_scheme")
+    if isinstance(scheme, dict):
+        return scheme.get("type") == "float" and scheme.get("num_bits") == 8 and scheme.get("dynamic") is False
+    algo = section.get("kv_cache_quant_algo")
+    return isinstance(algo, str) and algo.upper() == "FP8"
 
 
 _TOP_LEVEL_FIELDS = ("_name_or_path", "quantization_config", "tie_word_embeddings", "torch_dtype", "dtype")
@@ -153,8 +182,14 @@ def model_spec_from_hf_config(
     if mla:  # the query/key head: its non-rotary and rotary parts
         head_dim = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
     quantization = _quantization(cfg, path)
+    kv_bytes = _DTYPE_BYTES[dtype]
+    qc = cfg.get("quantization_config")
+    if quantization is not None and qc.get("quant_method") == "modelopt" and _declared_fp8_kv(qc):
+        kv_bytes = 1.0
     if quantization is None and "quantization_config" not in cfg and quant_config is not None:
         quantization = _modelopt_quantization(quant_config)
+        if _declared_fp8_kv(read_json_object(quant_config, "quantization config").get("quantization")):
+            kv_bytes = 1.0
     try:
         return ModelSpec(
             name=name or str(cfg.get("_name_or_path") or Path(path).parent.name or model_type or "model"),
@@ -170,7 +205,7 @@ def model_spec_from_hf_config(
             qkv_bias=bool(cfg.get("attention_bias", model_type.startswith("qwen2"))),
             weight_bytes=QUANTIZATIONS[quantization].weight_bytes if quantization is not None else _DTYPE_BYTES[dtype],
             quantization=quantization,
-            kv_cache_bytes=_DTYPE_BYTES[dtype],
+            kv_cache_bytes=kv_bytes,
             max_context_tokens=need("max_position_embeddings", "n_positions", "max_sequence_length"),
             # MiniMax-M2: RMSNorm over the whole q (and k) projection, not per head (its modeling code's
             # qk_norm_type "per_layer"; vLLM's MiniMaxText01RMSNormTP all-reduces the variance under tp)

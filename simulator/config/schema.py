@@ -118,7 +118,8 @@ class KvCacheConfig(_Frozen):
     block_size: Tokens = Field(16, description="Tokens per KV block (at most max_model_len).")
     dtype: Literal["auto", "bfloat16", "float16", "fp8"] = Field(
         "auto",
-        description="Cached K/V dtype (vLLM's --kv-cache-dtype): auto keeps the model's kv_cache_bytes; "
+        description="Cached K/V dtype (vLLM's --kv-cache-dtype): auto keeps the model's kv_cache_bytes (its "
+        "weights' dtype, or FP8 where a ModelOpt checkpoint declares an FP8 cache, as the engines' auto does); "
         "bfloat16/float16 store 2 bytes, fp8 1 byte (twice the tokens in the same memory).",
     )
     mamba_ssm_dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(

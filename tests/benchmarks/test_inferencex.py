@@ -333,12 +333,17 @@ def test_a_point_runs_the_script_as_it_stood_on_its_day(points):
     assert b200["kv_cache"] == {"prefix_caching": False, "gpu_memory_utilization": 0.95, "block_size": 32}
     assert b200["cost_model"] == {"kind": "silicon", "moe_kernel": "triton"}
     # kimik2.5_fp4_b200.sh never passes --enable-expert-parallel (the file records the configuration's ep 4 of
-    # 2026-03-27); from 2026-04-20 FP8 KV, 2 x ISL tokens a step and CUDA graphs to 2048
+    # 2026-03-27); from 2026-04-20 --kv-cache-dtype fp8, 2 x ISL tokens a step and CUDA graphs to 2048. Before, no
+    # --kv-cache-dtype: vLLM's auto, the FP8 cache that the served nvidia/Kimi-K2.5-NVFP4 declares
     kimi = ("vllm", "moonshotai/Kimi-K2.5", "fp4", "b200_sxm")
     march_rows = day_rows(points, *kimi, "2026-03-27")
     march = march_rows[march_rows["moe_ep_size"] > 1].sort_values("id").iloc[0]
     assert scenario_for(march)["parallelism"] == {"tp": int(march["tp_size"])}
-    assert scenario_for(march)["kv_cache"] == {"prefix_caching": False, "gpu_memory_utilization": 0.9}
+    assert scenario_for(march)["kv_cache"] == {"prefix_caching": False, "gpu_memory_utilization": 0.9, "dtype": "fp8"}
+    glm = scenario_for(on_day(points, "sglang", "zhipuai/GLM-5", "fp4", "b200_sxm", "2026-03-29"))["kv_cache"]
+    assert glm["dtype"] == "fp8"  # nvidia/GLM-5-NVFP4's hf_quant_config.json: kv_cache_quant_algo FP8
+    glm_fp8 = scenario_for(on_day(points, "sglang", "zhipuai/GLM-5", "fp8", "h200_sxm", "2026-03-19"))["kv_cache"]
+    assert "dtype" not in glm_fp8  # zai-org's FP8 release declares no KV quantization: auto is bf16
     april = on_day(points, *kimi, "2026-04-20")
     policy = scenario_for(april)["policy"]
     assert policy["max_num_batched_tokens"] == 2 * int(april["isl"]) and policy["max_cudagraph_capture_size"] == 2048

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from simulator.build import deployed_model
 from simulator.config.hf_hub import (
     dependency_model_configs,
     dependency_model_ids,
@@ -74,6 +75,41 @@ def test_a_cached_modelopt_fp8_checkpoint_is_fp8(empty_hf_cache):
         resolve_model("someone/qwen3-fp8")
 
 
+def test_a_modelopt_checkpoint_declaring_an_fp8_kv_cache_gets_one(empty_hf_cache):
+    """vLLM, SGLang and TensorRT-LLM allocate the KV cache a ModelOpt checkpoint declares when --kv-cache-dtype is
+    auto (their default): ``kv_cache_quant_algo`` in hf_quant_config.json, ``kv_cache_scheme`` inline."""
+    snapshot = cache_model(empty_hf_cache, "someone/qwen3-fp8", dependency_config("Qwen/Qwen3-8B"))
+    quant = snapshot / "hf_quant_config.json"
+    quant.write_text(json.dumps({"quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8"}}))
+    m = resolve_model("someone/qwen3-fp8")
+    assert (m.quantization, m.kv_cache_bytes) == ("nvfp4", 1.0)
+    assert deployed_model(m, None).kv_cache_bytes == 1.0  # auto keeps the checkpoint's
+    assert deployed_model(m, None, "bfloat16").kv_cache_bytes == 2.0  # an explicit dtype wins
+    quant.write_text(json.dumps({"quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": None}}))
+    assert resolve_model("someone/qwen3-fp8").kv_cache_bytes == 2.0
+    quant.write_text(json.dumps({"quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "NVFP4"}}))
+    assert resolve_model("someone/qwen3-fp8").kv_cache_bytes == 2.0  # no NVFP4 cache in servesim: the weights' dtype
+
+
+def _inline_modelopt(algo: str, scheme: dict | None) -> dict:
+    qc = {"quant_method": "modelopt", "quant_algo": algo, "kv_cache_quant_algo": None, "kv_cache_scheme": scheme}
+    return dependency_config("Qwen/Qwen3-8B") | {"quantization_config": qc}
+
+
+def test_an_inline_modelopt_config_is_read(empty_hf_cache):
+    """Newer NVIDIA checkpoints (nvidia/Kimi-K2.5-NVFP4...) carry ModelOpt's export in config.json."""
+    fp8_static = {"dynamic": False, "num_bits": 8, "type": "float"}
+    cache_model(empty_hf_cache, "someone/a", _inline_modelopt("NVFP4", fp8_static))
+    assert (lambda m: (m.quantization, m.kv_cache_bytes))(resolve_model("someone/a")) == ("nvfp4", 1.0)
+    cache_model(empty_hf_cache, "someone/b", _inline_modelopt("FP8", None))
+    assert (lambda m: (m.quantization, m.kv_cache_bytes))(resolve_model("someone/b")) == ("fp8", 2.0)
+    cache_model(empty_hf_cache, "someone/c", _inline_modelopt("NVFP4", fp8_static | {"dynamic": True}))
+    assert resolve_model("someone/c").kv_cache_bytes == 2.0  # vLLM maps only static-scale 8-bit floats to fp8
+    cache_model(empty_hf_cache, "someone/d", _inline_modelopt("MIXED_PRECISION", fp8_static))
+    with pytest.raises(ValueError, match=r"config\.json: quantization_config\.quant_algo 'MIXED_PRECISION' is not"):
+        resolve_model("someone/d")
+
+
 def test_the_cache_folder_follows_the_environment(monkeypatch, tmp_path):
     assert hf_hub_cache_dir() == tmp_path / "hf-cache"
     monkeypatch.delenv("HF_HUB_CACHE")
@@ -93,11 +129,14 @@ def test_the_cache_folder_follows_the_environment(monkeypatch, tmp_path):
         ("deepseek-ai/DeepSeek-R1", 61, 256, "fp8_block"),
         ("Qwen/Qwen3-32B", 64, 1, None),
         ("nvidia/Llama-3.1-70B-Instruct-FP8", 80, 1, "fp8"),  # FP8 from its hf_quant_config.json
+        ("nvidia/Kimi-K2.5-NVFP4", 61, 384, "nvfp4"),  # NVFP4 from its config.json's ModelOpt quantization_config
     ],
 )
 def test_the_dependency_answers_when_the_cache_does_not(hf_id, layers, experts, quantization):
     m = resolve_model(hf_id)
     assert (m.name, m.num_layers, m.num_experts, m.quantization) == (hf_id, layers, experts, quantization)
+    # both NVIDIA checkpoints declare an FP8 KV cache (kv_cache_quant_algo, kv_cache_scheme); the others do not
+    assert m.kv_cache_bytes == (1.0 if hf_id.startswith("nvidia/") else 2.0)
     assert m.source.startswith("aiconfigurator-core 0.12.")
     assert m.source.endswith(f"model_configs/{hf_id.replace('/', '--')}_config.json")
 
