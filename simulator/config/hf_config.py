@@ -86,15 +86,14 @@ def _modelopt_algo(algo: object, where: str) -> str:
     )
 
 
-def _modelopt_quantization(path: Path) -> str:
-    """servesim's quantization of a ModelOpt ``hf_quant_config.json`` (``quantization.quant_algo``, as
-    ``_modelopt_algo``)."""
+def _modelopt_section(path: Path) -> dict:
+    """The ``quantization`` section of a ModelOpt ``hf_quant_config.json`` (empty when it has none: its
+    ``quant_algo`` is then refused by ``_modelopt_algo``)."""
     section = read_json_object(path, "quantization config").get("quantization")
-    algo = section.get("quant_algo") if isinstance(section, dict) else None
-    return _modelopt_algo(algo, f"{path}: quantization.quant_algo")
+    return section if isinstance(section, dict) else {}
 
 
-def _declared_fp8_kv(section: object) -> bool:
+def _declared_fp8_kv(section: dict) -> bool:
     """Whether a ModelOpt quantization section declares an FP8 KV cache, which the engines then allocate unless told
     otherwise (``--kv-cache-dtype auto``, their default).
 
@@ -109,8 +108,6 @@ def _declared_fp8_kv(section: object) -> bool:
     which vLLM main and TensorRT-LLM read) is not: servesim has no NVFP4 KV cache, so the cache keeps the weights'
     dtype.
     """
-    if not isinstance(section, dict):
-        return False
     scheme = section.get("kv_cache_scheme")
     if isinstance(scheme, dict):
         return scheme.get("type") == "float" and scheme.get("num_bits") == 8 and scheme.get("dynamic") is False
@@ -128,9 +125,9 @@ def model_spec_from_hf_config(
     """Build a ModelSpec from the fields of a Hugging Face decoder ``config.json``.
 
     A ``quantization_config`` gives the quantization it names (FP8, block-wise FP8, NVFP4, MXFP4) and
-    its bytes per weight (the KV cache keeps ``torch_dtype``); other quantization methods are refused. Without
-    one, a ModelOpt ``quant_config`` (``hf_quant_config.json``) beside the config is read the same way (vLLM
-    reads it then).
+    its bytes per weight (the KV cache keeps ``torch_dtype``, or is FP8 where a ModelOpt section declares it:
+    ``_declared_fp8_kv``); other quantization methods are refused. Without one, a ModelOpt ``quant_config``
+    (``hf_quant_config.json``) beside the config is read the same way (vLLM reads it then).
     ``name`` labels the spec (default: the config's ``_name_or_path``, else its folder's name);
     ``source`` is recorded as the spec's ``source``.
     Raises ValueError naming the file and the missing or bad field.
@@ -182,14 +179,13 @@ def model_spec_from_hf_config(
     if mla:  # the query/key head: its non-rotary and rotary parts
         head_dim = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
     quantization = _quantization(cfg, path)
-    kv_bytes = _DTYPE_BYTES[dtype]
-    qc = cfg.get("quantization_config")
-    if quantization is not None and qc.get("quant_method") == "modelopt" and _declared_fp8_kv(qc):
-        kv_bytes = 1.0
+    modelopt = None  # ModelOpt's quantization section, inline or beside the config: it may declare the KV cache
+    if quantization is not None and cfg["quantization_config"].get("quant_method") == "modelopt":
+        modelopt = cfg["quantization_config"]
     if quantization is None and "quantization_config" not in cfg and quant_config is not None:
-        quantization = _modelopt_quantization(quant_config)
-        if _declared_fp8_kv(read_json_object(quant_config, "quantization config").get("quantization")):
-            kv_bytes = 1.0
+        modelopt = _modelopt_section(quant_config)
+        quantization = _modelopt_algo(modelopt.get("quant_algo"), f"{quant_config}: quantization.quant_algo")
+    kv_bytes = 1.0 if modelopt is not None and _declared_fp8_kv(modelopt) else _DTYPE_BYTES[dtype]
     try:
         return ModelSpec(
             name=name or str(cfg.get("_name_or_path") or Path(path).parent.name or model_type or "model"),
