@@ -18,7 +18,13 @@ from policies.batching.sglang import sglang_chunked_prefill_size
 from simulator.cluster.dp_attention import check_dp_attention, context_balance, rank_chooser, rank_policy
 from simulator.cluster.replica import Replica
 from simulator.cluster.simulation import KvTransfer, Simulation
-from simulator.config.precision import KV_CACHE_DTYPE_BYTES, QUANTIZATIONS, STATE_DTYPE_BYTES
+from simulator.config.precision import (
+    KV_CACHE_DTYPE_BYTES,
+    QUANTIZATIONS,
+    SCALED_FP8_MLA_ENGINES,
+    STATE_DTYPE_BYTES,
+    served_kv_cache_dtype,
+)
 from simulator.config.presets import resolve_hardware, resolve_model
 from simulator.config.schema import MAX_KV_BLOCKS, KvCacheConfig, ReplicaGroupConfig, ScenarioConfig
 from simulator.config.specs import HardwareSpec, ModelSpec
@@ -65,13 +71,19 @@ class GroupSetup:
 
 
 def deployed_model(
-    model: ModelSpec, quantization: str | None, kv_cache_dtype: str = "auto", state_dtype: str = "auto"
+    model: ModelSpec,
+    quantization: str | None,
+    kv_cache_dtype: str = "auto",
+    state_dtype: str = "auto",
+    engine: str = "vllm",
 ) -> ModelSpec:
-    """``model`` as served with the scenario's quantization, KV-cache and recurrent-state dtypes (vLLM's flags).
+    """``model`` as ``engine`` serves it with the scenario's quantization, KV-cache and recurrent-state dtypes.
 
     ``quantization`` (``fp8``, ``fp8_block``, ``nvfp4``, ``mxfp4``) sets the weight format and its bytes per weight
     (simulator/config/precision.py); ``kv_cache_dtype`` other than ``auto`` sets the bytes per cached element,
     ``state_dtype`` (``--mamba-ssm-dtype``) a hybrid model's recurrent-state bytes. None / ``auto`` keep the spec's.
+    A DeepSeek-sparse-attention model's FP8 cache takes DeepSeek's scaled format under the engines that store it so
+    (``SCALED_FP8_MLA_ENGINES``).
     """
     update: dict[str, Any] = {}
     if quantization is not None:
@@ -85,6 +97,9 @@ def deployed_model(
         update["kv_cache_bytes"] = KV_CACHE_DTYPE_BYTES[kv_cache_dtype]
     if state_dtype != "auto" and model.num_linear_layers:
         update["linear_state_bytes"] = STATE_DTYPE_BYTES[state_dtype]
+    scaled = model.is_dsa and update.get("kv_cache_bytes", model.kv_cache_bytes) == 1
+    if scaled != model.mla_scaled_fp8_cache and (engine in SCALED_FP8_MLA_ENGINES or not scaled):
+        update["mla_scaled_fp8_cache"] = scaled
     return ModelSpec.model_validate(model.model_dump() | update) if update else model
 
 
@@ -115,13 +130,14 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
     """Resolve one group: its specs, parallelism, max length and KV capacity (ValueError if it cannot run)."""
     name = g.name or (g.role if g.role != "mixed" else f"group{index}")
     kv = g.kv_cache or cfg.kv_cache
-    model = deployed_model(
-        resolve_model(g.model if g.model is not None else cfg.model, base_dir),
-        g.quantization if g.quantization is not None else cfg.quantization,
-        kv.dtype,
-        kv.mamba_ssm_dtype,
-    )
     hardware = resolve_hardware(g.hardware if g.hardware is not None else cfg.hardware, base_dir)
+    # hardware-dependent policy defaults (vllm's None budget and max_num_seqs) for this GPU
+    policy = policies.batching.resolve_for_hardware(g.policy or cfg.policy, hardware.memory_bytes, hardware.name)
+    engine = policies.batching.traits_of(policy.kind).engine
+    base = resolve_model(g.model if g.model is not None else cfg.model, base_dir)
+    kv_dtype = served_kv_cache_dtype(kv.dtype, engine, base.is_dsa, hardware.compute_major)
+    quantization = g.quantization if g.quantization is not None else cfg.quantization
+    model = deployed_model(base, quantization, kv_dtype, kv.mamba_ssm_dtype, engine)
     par = g.parallelism or cfg.parallelism
     model.check_tensor_parallel(par.tp)
     model.check_expert_parallel(par.ep, par.tp)
@@ -139,13 +155,9 @@ def setup_group(cfg: ScenarioConfig, g: ReplicaGroupConfig, index: int, base_dir
             f"max_model_len ({max_model_len:,}): no sequence fills one block; use a block size like 16"
         )
     profile = resolve_profile(g.cost_model or cfg.cost_model, base_dir)
-    quantization = g.quantization if g.quantization is not None else cfg.quantization
-    proposer = _proposer(cfg, model, base_dir, quantization, kv.dtype)
+    proposer = _proposer(cfg, model, base_dir, quantization, kv_dtype, engine)
     if proposer is not None and par.pp > 1:
         raise ValueError("speculative decoding is modelled without pipeline parallelism: set parallelism.pp to 1")
-    # hardware-dependent policy defaults (vllm's None budget and max_num_seqs) for this GPU
-    policy = policies.batching.resolve_for_hardware(g.policy or cfg.policy, hardware.memory_bytes, hardware.name)
-    engine = policies.batching.traits_of(policy.kind).engine
     windowed = windowed_kv(policy.kind, model, kv, g.role)
     enforce_eager = bool(getattr(policy, "enforce_eager", False))
     if enforce_eager and g.role != "prefill":
@@ -493,7 +505,12 @@ def _speculation(cfg: ScenarioConfig, replica_id: int, engine_id: int) -> Specul
 
 
 def _proposer(
-    cfg: ScenarioConfig, model: ModelSpec, base_dir: Path | None, quantization: str | None, kv_dtype: str
+    cfg: ScenarioConfig,
+    model: ModelSpec,
+    base_dir: Path | None,
+    quantization: str | None,
+    kv_dtype: str,
+    engine: str,
 ) -> ModelSpec | None:
     """Speculative decoding's proposer: the draft model (deployed as the model is: its quantization and KV
     dtype), or the MTP module (one decoder layer of the deployed model's shapes, routed if the model's are,
@@ -507,7 +524,7 @@ def _proposer(
             draft = resolve_model(spec.draft_model, base_dir)
         except ValueError as exc:
             raise ValueError(f"speculative.draft_model: {exc}") from None
-        return deployed_model(draft, quantization, kv_dtype)
+        return deployed_model(draft, quantization, kv_dtype, engine=engine)
     # a hybrid model's MTP layer is a full-attention decoder layer (Qwen3.5's mtp_num_hidden_layers)
     mtp = model.model_copy(update={"name": f"{model.name} MTP", "num_layers": 1, "num_dense_layers": 0})
     return mtp.as_full_attention() if mtp.num_linear_layers else mtp

@@ -81,7 +81,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--kv-cache-dtype",
         choices=("auto", *KV_CACHE_DTYPE_BYTES),
         default="auto",
-        help="bytes per cached K/V element: auto (the model's), bfloat16, float16 or fp8",
+        help="bytes per cached K/V element: auto (the model's; with --framework sglang a DeepSeek-sparse-attention "
+        "model's is FP8 on Blackwell, bf16 below, as SGLang chooses), bfloat16, float16 or fp8",
     )
     p.add_argument("--prefill", type=_prefill, action="append", default=[], metavar="TOKENS[:CACHED]")
     p.add_argument("--decode", type=_decode, action="append", default=[], metavar="COUNT:CONTEXT")
@@ -104,6 +105,7 @@ def shape_from(prefills: list[tuple[int, int]], decodes: list[tuple[int, int]]) 
 
 def main(args: argparse.Namespace) -> int:
     from simulator.build import deployed_model, make_cost_model
+    from simulator.config.precision import served_kv_cache_dtype
     from simulator.config.presets import resolve_hardware, resolve_model
     from simulator.cost import OP_NAMES
     from simulator.cost.profile import load_profile
@@ -124,7 +126,9 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError("give --model and --hardware, or --profile")
     model = resolve_model(args.model) if args.model is not None else profile.model  # type: ignore[union-attr]
     hardware = resolve_hardware(args.hardware) if args.hardware is not None else profile.hardware  # type: ignore[union-attr]
-    model = deployed_model(model, args.quantization, args.kv_cache_dtype)
+    # SGLang's own choice for a DeepSeek-sparse-attention model's cache under auto (the engine is the tables')
+    kv_dtype = served_kv_cache_dtype(args.kv_cache_dtype, args.framework or "", model.is_dsa, hardware.compute_major)
+    model = deployed_model(model, args.quantization, kv_dtype)
     if profile is not None:
         if args.cost_model is not None:
             raise ValueError("--cost-model: give it or --profile, not both (a profile means the profiled model)")

@@ -78,3 +78,28 @@ FP8 block scales, quantized inside the kernels; weight-only formats) send the ac
 # is recognised in the measured tables by simulator/cost/silicon/convert.py's ``MOE_KERNEL_FAMILIES``.
 MoeKernelName = Literal["trtllm_gen", "deepgemm", "marlin", "cutlass", "triton_kernels", "triton"]
 MOE_KERNELS: tuple[str, ...] = get_args(MoeKernelName)
+
+
+# Engines that store a DeepSeek-sparse-attention model's FP8 MLA cache in DeepSeek's scaled format (FlashMLA's sparse
+# FP8 layout: FP8 latent, a float32 scale per 128 elements, bf16 rotary key; ModelSpec.mla_scaled_fp8_cache). vLLM maps
+# any FP8 cache dtype of DeepseekV32ForCausalLM to its fp8_ds_mla format (vllm/model_executor/models/config.py,
+# DeepseekV32ForCausalLM.verify_and_update_config); SGLang sizes its DSA pool's FP8 entry as the FP8 latent, the
+# scales and the bf16 rope (calculate_mla_kv_cache_dim). TensorRT-LLM keeps a per-tensor FP8 cache ("Sparse MLA, KV
+# cache: Per-tensor FP8": TensorRT-LLM's tech blog 15, Optimizing DeepSeek-V3.2 on NVIDIA Blackwell GPUs).
+SCALED_FP8_MLA_ENGINES = frozenset(("vllm", "sglang"))
+
+
+def served_kv_cache_dtype(requested: str, engine: str, sparse_mla: bool, compute_major: int | None) -> str:
+    """The ``kv_cache.dtype`` an engine allocates when the scenario asks for ``requested``.
+
+    SGLang resolves ``auto`` itself for a DeepSeek-sparse-attention model (DeepSeek-V3.2, GLM-5: MLA with an
+    indexer) on a CUDA or ROCm GPU before it reads the checkpoint: ``fp8_e4m3`` at compute capability 10 and above
+    (Blackwell), ``bfloat16`` below (``ServerArgs._set_default_nsa_kv_cache_dtype``, python/sglang/srt/
+    server_args.py, for the DeepSeek-family architectures that include GlmMoeDsaForCausalLM; its comment: "for
+    Blackwell, we support fp8 only currently"). So there a declared FP8 cache is bf16 on Hopper, and a bf16
+    checkpoint's cache is FP8 on Blackwell. Everything else keeps ``requested`` (``auto``: the model's own bytes).
+    ``compute_major`` None (a GPU whose capability is not known) leaves it too.
+    """
+    if requested == "auto" and engine == "sglang" and sparse_mla and compute_major is not None:
+        return "fp8" if compute_major >= 10 else "bfloat16"
+    return requested

@@ -119,8 +119,10 @@ class KvCacheConfig(_Frozen):
     dtype: Literal["auto", "bfloat16", "float16", "fp8"] = Field(
         "auto",
         description="Cached K/V dtype (vLLM's --kv-cache-dtype): auto keeps the model's kv_cache_bytes (its "
-        "weights' dtype, or FP8 where a ModelOpt checkpoint declares an FP8 cache, as the engines' auto does); "
-        "bfloat16/float16 store 2 bytes, fp8 1 byte (twice the tokens in the same memory).",
+        "weights' dtype, or FP8 where a ModelOpt checkpoint declares an FP8 cache, as the engines' auto does; "
+        "under the sglang policy a DeepSeek-sparse-attention model's is FP8 on GPUs of compute capability 10 and "
+        "above and bf16 below, as SGLang resolves auto); bfloat16/float16 store 2 bytes, fp8 1 byte (twice the "
+        "tokens in the same memory).",
     )
     mamba_ssm_dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
         "auto",

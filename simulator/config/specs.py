@@ -12,9 +12,9 @@ stay finite and within the simulated year); latencies at most a second.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import Field, model_serializer, model_validator
+from pydantic import Field, field_validator, model_serializer, model_validator
 
 from simulator.config.precision import QUANTIZATIONS, QuantizationName
 from workloads.booleans import NoBoolNumbers
@@ -134,6 +134,14 @@ class ModelSpec(NoBoolNumbers):
     index_topk: PositiveInt | None = Field(
         None, description="DSA: keys each query attends, the indexer's top-k of its cached keys."
     )
+    mla_scaled_fp8_cache: bool = Field(
+        False,
+        description="The MLA cache is DeepSeek's FP8 sparse-attention format (FlashMLA's): the latent in FP8 with "
+        "one float32 scale per 128 elements and the rotary key in bf16, kv_lora_rank + kv_lora_rank / 128 x 4 + "
+        "qk_rope_head_dim x 2 bytes a token and layer (656 for DeepSeek-V3.2 and GLM-5, against 576 stored plainly "
+        "in FP8). vLLM (fp8_ds_mla) and SGLang (its DSA pool) store a DSA model's FP8 cache so; set at deployment "
+        "from the engine. Needs MLA and kv_cache_bytes 1. Left out of the spec's dump when False.",
+    )
     sliding_window: PositiveInt | None = Field(
         None,
         description="Keys a sliding-window attention layer attends: each query the newest sliding_window tokens "
@@ -192,6 +200,8 @@ class ModelSpec(NoBoolNumbers):
             # as before these fields, so that stored points keep their keys
             if not self.qk_norm_across_heads:
                 data.pop("qk_norm_across_heads", None)
+            if not self.mla_scaled_fp8_cache:
+                data.pop("mla_scaled_fp8_cache", None)
             if not self.num_linear_layers:
                 for key in _LINEAR_FIELDS:
                     data.pop(key, None)
@@ -249,6 +259,8 @@ class ModelSpec(NoBoolNumbers):
             )
         if given and self.kv_lora_rank is None:
             raise ValueError("index_n_heads, index_head_dim and index_topk (DeepSeek sparse attention) need MLA")
+        if self.mla_scaled_fp8_cache and (self.kv_lora_rank is None or self.kv_cache_bytes != 1):
+            raise ValueError("mla_scaled_fp8_cache (DeepSeek's scaled FP8 MLA cache) needs MLA and kv_cache_bytes 1")
         if (self.sliding_window is None) != (self.num_sliding_layers == 0):
             raise ValueError("sliding_window and num_sliding_layers go together (a window and the layers using it)")
         if self.num_sliding_layers > self.num_layers:
@@ -383,6 +395,16 @@ class ModelSpec(NoBoolNumbers):
         """MLA: cached elements per token per layer, the latent and the shared rotary key (vLLM's MLA cache)."""
         assert self.kv_lora_rank is not None and self.qk_rope_head_dim is not None
         return self.kv_lora_rank + self.qk_rope_head_dim
+
+    @property
+    def mla_entry_bytes(self) -> float:
+        """MLA: bytes the cache holds per token and layer for the latent and the rotary key (``mla_latent_size`` x
+        ``kv_cache_bytes``, or DeepSeek's block-scaled FP8 format: ``mla_scaled_fp8_cache``); the DSA indexer's
+        key is ``indexer_key_bytes`` besides."""
+        assert self.kv_lora_rank is not None and self.qk_rope_head_dim is not None
+        if self.mla_scaled_fp8_cache:
+            return self.kv_lora_rank + 4 * -(-self.kv_lora_rank // 128) + 2 * self.qk_rope_head_dim
+        return self.mla_latent_size * self.kv_cache_bytes
 
     @property
     def is_dsa(self) -> bool:
@@ -617,7 +639,7 @@ class ModelSpec(NoBoolNumbers):
         if windowed and self.windows_sliding_kv:  # the full-attention layers only (a stage's share, rounded up)
             layers = -(-(self.num_layers - self.num_sliding_layers) // pp)
         if self.is_mla:
-            return layers * (self.mla_latent_size * self.kv_cache_bytes + self.indexer_key_bytes)
+            return layers * (self.mla_entry_bytes + self.indexer_key_bytes)
         return 2 * layers * self.kv_heads_per_gpu(tp // dp_attention) * self.head_dim * self.kv_cache_bytes
 
     def sliding_kv_bytes_per_token_per_gpu(self, tp: int, pp: int = 1, dp_attention: int = 1) -> float:
@@ -633,7 +655,7 @@ class ModelSpec(NoBoolNumbers):
         """KV-cache bytes one token occupies across all layers: 2 x layers x kv_heads x head_dim x bytes
         (MLA: layers x (kv_lora_rank + qk_rope_head_dim) x bytes, plus DSA's indexer key)."""
         if self.is_mla:
-            return self.num_layers * (self.mla_latent_size * self.kv_cache_bytes + self.indexer_key_bytes)
+            return self.num_layers * (self.mla_entry_bytes + self.indexer_key_bytes)
         return 2 * self.num_full_attention_layers * self.kv_size * self.kv_cache_bytes
 
 
@@ -704,12 +726,36 @@ class HardwareSpec(NoBoolNumbers):
         "`servesim presets` lists them); the default `silicon` cost model reads them. None: not measured, the "
         "roofline is the default.",
     )
+    compute_capability: str | None = Field(
+        None,
+        pattern=r"^[0-9]{1,2}\.[0-9]$",
+        description="What `torch.cuda.get_device_capability()` reports, as MAJOR.MINOR: NVIDIA's CUDA compute "
+        "capability (9.0 Hopper, 10.0 B200, 12.0 RTX PRO 6000 Blackwell), or ROCm's for an AMD GPU (9.4 MI300X). "
+        "Engines choose some defaults by it (SGLang's KV dtype for DeepSeek sparse attention). None: not known, or "
+        "neither CUDA nor ROCm; those defaults are then left at the scenario's. Left out of the spec's dump when "
+        "None.",
+    )
+
+    @field_validator("compute_capability", mode="before")
+    @classmethod
+    def _capability_as_text(cls, value: Any) -> Any:
+        """A YAML number (``10.0``, ``9``) reads as the capability it writes: ``"10.0"``, ``"9.0"``."""
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return f"{value:.1f}"
+        return value
+
+    @property
+    def compute_major(self) -> int | None:
+        """The compute capability's major version (10 for B200), or None when it is not known."""
+        return None if self.compute_capability is None else int(self.compute_capability.split(".")[0])
 
     @model_serializer(mode="wrap")
-    def _omit_unset_fp4(self, handler):
-        """The dump without ``fp4_flops_per_s`` when it is None, so that specs without FP4 dump (and key) as
-        before the field existed."""
+    def _omit_unset_fields(self, handler):
+        """The dump without ``fp4_flops_per_s`` and ``compute_capability`` when they are None, so that specs
+        without them dump (and key) as before the fields existed."""
         data = handler(self)
-        if self.fp4_flops_per_s is None and isinstance(data, dict):
-            data.pop("fp4_flops_per_s", None)
+        if isinstance(data, dict):
+            for name in ("fp4_flops_per_s", "compute_capability"):
+                if getattr(self, name) is None:
+                    data.pop(name, None)
         return data

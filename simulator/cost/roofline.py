@@ -606,10 +606,10 @@ class RooflineCostModel:
         """MLA prefill as vLLM runs it (the uncompressed form): kv_b up-projects every key's latent to
         per-head K_nope and V, then attention with (nope + rope)-wide query-key and v-wide value heads."""
         m, p = self.model, self.params
-        a, w, kvb = p.activation_bytes, m.dense_weight_bytes, m.kv_cache_bytes
+        a, w = p.activation_bytes, m.dense_weight_bytes
         assert m.kv_lora_rank is not None and m.qk_nope_head_dim is not None
         assert m.qk_rope_head_dim is not None and m.v_head_dim is not None
-        heads, r, latent = self._heads, m.kv_lora_rank, m.mla_latent_size
+        heads, r = self._heads, m.kv_lora_rank
         qk, v = m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim
         up = heads * (m.qk_nope_head_dim + v)  # kv_b's output width per GPU
         pairs = 0
@@ -626,9 +626,10 @@ class RooflineCostModel:
         if m.is_dsa:  # the indexer's FP8 scores of every causal pair (its keys written and read once)
             assert m.index_n_heads is not None and m.index_head_dim is not None
             flops += 2 * m.index_n_heads * m.index_head_dim * scored
+        entry = m.mla_entry_bytes  # a token's cached latent and rotary key, bytes
         nbytes = (
-            kvb * keys * latent  # the cached latents read
-            + kvb * queries * latent  # the new ones written
+            entry * keys  # the cached latents read
+            + entry * queries  # the new ones written
             + w * r * up  # kv_b's weights
             + a * keys * up  # the up-projected K_nope and V
             + a * queries * heads * (qk + v)  # queries in, outputs out
@@ -772,7 +773,7 @@ class RooflineCostModel:
         query, so each head scores the cached latent directly and W_UV applies after; every key's latent
         and rotary key (kv_lora + rope elements) is read once per step for all heads (MQA over the latent)."""
         m, p = self.model, self.params
-        a, w, kvb = p.activation_bytes, m.dense_weight_bytes, m.kv_cache_bytes
+        a, w = p.activation_bytes, m.dense_weight_bytes
         assert m.kv_lora_rank is not None and m.qk_nope_head_dim is not None and m.v_head_dim is not None
         heads, r, latent = self._heads, m.kv_lora_rank, m.mla_latent_size
         n, ctx = num_seqs, context_tokens
@@ -780,7 +781,7 @@ class RooflineCostModel:
         # DSA: each sequence attends its top index_topk keys (from the total alone, at most that many per sequence)
         attended = ctx if m.index_topk is None else min(ctx, n * m.index_topk)
         flops = 2 * n * absorb + 2 * heads * (latent + r) * attended
-        nbytes = kvb * attended * latent + kvb * n * latent + w * absorb + a * n * heads * (latent + r)
+        nbytes = m.mla_entry_bytes * (attended + n) + w * absorb + a * n * heads * (latent + r)
         if m.is_dsa:  # the indexer scores every cached key: its FP8 keys read, n x ctx x heads x dim MACs
             assert m.index_n_heads is not None and m.index_head_dim is not None
             flops += 2 * m.index_n_heads * m.index_head_dim * ctx

@@ -110,6 +110,32 @@ def test_custom_hardware_yaml(tmp_path):
     assert hw.name == "MyGPU" and hw.flops_per_s == 100e12
 
 
+def test_compute_capability_of_the_presets_and_of_a_spec_file(tmp_path):
+    # what torch.cuda.get_device_capability() reports (NVIDIA's CUDA GPUs list; ROCm's gfx942 for the MI300X)
+    majors = {name: spec.compute_major for name, spec in hardware_presets().items()}
+    assert majors["a100-80gb"] == 8 and majors["h100-sxm"] == majors["h200"] == 9 and majors["mi300x"] == 9
+    assert majors["b200"] == majors["gb200"] == majors["b300"] == majors["gb300"] == 10
+    assert majors["rtx-pro-6000"] == 12 and majors["b60"] is None  # an Intel XPU has none
+    assert resolve_hardware("b300").compute_capability == "10.3"
+    path = tmp_path / "gpu.yaml"
+    base = (
+        "name: MyGPU\nflops_per_s: 100e12\nmemory_bytes: 24e9\nmemory_bandwidth_bytes_per_s: 1e12\n"
+        "interconnect_bandwidth_bytes_per_s: 32e9\ninterconnect_latency_s: 1e-5\n"
+        "host_link_bandwidth_bytes_per_s: 32e9\nhost_link_latency_s: 1e-5\n"
+    )
+    path.write_text(base)
+    # left out, it is not known, and the dump (a stored point's key) is what it was before the field
+    assert resolve_hardware(str(path)).compute_major is None
+    assert "compute_capability" not in resolve_hardware(str(path)).model_dump()
+    path.write_text(base + 'compute_capability: "10.0"\n')
+    assert resolve_hardware(str(path)).compute_major == 10
+    path.write_text(base + "compute_capability: 9\n")  # a YAML number reads as the capability it writes
+    assert resolve_hardware(str(path)).compute_capability == "9.0"
+    path.write_text(base + "compute_capability: blackwell\n")
+    with pytest.raises(ValueError, match="compute_capability"):
+        resolve_hardware(str(path))
+
+
 def test_custom_hardware_yaml_misspelt_field_is_named(tmp_path):
     path = tmp_path / "gpu.yaml"
     path.write_text("name: X\nflop_per_s: 1\n")

@@ -114,3 +114,82 @@ def test_glm5_attention_is_priced_by_the_measured_dsa_module():
     # only by the indexer
     assert c.breakdown(decode(4, 65536)).ops["attn_decode"].seconds < 4 * c.breakdown(shape).ops["attn_decode"].seconds
     assert np.isfinite(c.step_time(BatchShape((8192,), (0,), num_sampled_tokens=1)).total_s)
+
+
+def _served(model: str, hardware: str, policy: str, kv_dtype: str = "auto"):
+    """The first group's deployed model spec and KV blocks for ``model`` at TP 8 (FP8 weights)."""
+    from simulator.build import build
+    from simulator.config.scenario import validate_scenario
+
+    cfg = validate_scenario(
+        {
+            "model": model,
+            "hardware": hardware,
+            "parallelism": {"tp": 8},
+            "policy": policy,
+            "quantization": "fp8",
+            "kv_cache": {"dtype": kv_dtype},
+            "workload": {"num_requests": 4},
+        }
+    )
+    group = build(cfg).resolved_config["resolved_groups"][0]
+    return ModelSpec.model_validate(group["model"]), group["num_blocks_per_replica"]
+
+
+def test_sglang_resolves_auto_for_a_dsa_model_by_the_gpus_compute_capability():
+    # ServerArgs._set_default_nsa_kv_cache_dtype: fp8_e4m3 at SM >= 10, bfloat16 below, before the checkpoint is read
+    assert B200.compute_major == 10 and resolve_hardware("h200").compute_major == 9
+    on_b200, _ = _served("zai-org/GLM-5", "b200", "sglang")
+    on_h200, _ = _served("zai-org/GLM-5", "h200", "sglang")
+    assert on_b200.kv_cache_bytes == 1 and on_h200.kv_cache_bytes == 2
+    # the other engines keep the checkpoint's bf16 under auto; a dense-attention MLA model is not touched
+    assert _served("zai-org/GLM-5", "b200", "vllm")[0].kv_cache_bytes == 2
+    assert _served("zai-org/GLM-5", "b200", "trtllm")[0].kv_cache_bytes == 2
+    assert _served("deepseek-ai/DeepSeek-V3", "b200", "sglang")[0].kv_cache_bytes == 2
+    # an explicit dtype is the user's
+    assert _served("zai-org/GLM-5", "b200", "sglang", "bfloat16")[0].kv_cache_bytes == 2
+
+
+def test_sglang_on_hopper_serves_a_declared_fp8_dsa_cache_in_bf16():
+    from simulator.config.precision import served_kv_cache_dtype
+
+    # SGLang turns auto into bfloat16 on SM 9 before ModelRunner reads a checkpoint's kv_cache_quant_algo
+    assert served_kv_cache_dtype("auto", "sglang", sparse_mla=True, compute_major=9) == "bfloat16"
+    assert served_kv_cache_dtype("auto", "sglang", sparse_mla=True, compute_major=12) == "fp8"
+    assert served_kv_cache_dtype("auto", "sglang", sparse_mla=False, compute_major=10) == "auto"
+    assert served_kv_cache_dtype("auto", "vllm", sparse_mla=True, compute_major=10) == "auto"
+    # a GPU whose capability is not known keeps the scenario's (and so the checkpoint's) choice
+    assert served_kv_cache_dtype("auto", "sglang", sparse_mla=True, compute_major=None) == "auto"
+    assert served_kv_cache_dtype("fp8", "sglang", sparse_mla=True, compute_major=9) == "fp8"
+
+
+def test_a_dsa_models_fp8_cache_takes_deepseeks_scaled_format_under_vllm_and_sglang():
+    # FP8 latent (512 B), a float32 scale per 128 elements (16 B), the rotary key in bf16 (128 B): 656 B a token and
+    # layer, plus the indexer's 132; TensorRT-LLM stores the latent and rope plainly in FP8 (576 B)
+    for policy in ("vllm", "sglang"):
+        spec, _ = _served("zai-org/GLM-5", "h200", policy, "fp8")
+        assert spec.mla_scaled_fp8_cache and spec.mla_entry_bytes == 656
+        assert spec.kv_bytes_per_token() == 78 * (656 + 132)
+    spec, _ = _served("zai-org/GLM-5", "h200", "trtllm", "fp8")
+    assert not spec.mla_scaled_fp8_cache and spec.kv_bytes_per_token() == 78 * (576 + 132)
+    # DeepSeek-V3's dense MLA keeps the plain FP8 cache everywhere
+    spec, _ = _served("deepseek-ai/DeepSeek-V3", "h200", "vllm", "fp8")
+    assert not spec.mla_scaled_fp8_cache and spec.kv_bytes_per_token() == 61 * 576
+    # the wider entry leaves fewer blocks in the same memory: 708 / 788 of them
+    plain = GLM5.model_copy(update={"kv_cache_bytes": 1.0})
+    scaled = plain.model_copy(update={"mla_scaled_fp8_cache": True})
+    assert scaled.kv_bytes_per_token() / plain.kv_bytes_per_token() == pytest.approx(788 / 708)
+    # bf16 has no scaled format, and the dump leaves the flag out unless it is set
+    with pytest.raises(ValueError, match="mla_scaled_fp8_cache"):
+        ModelSpec.model_validate(GLM5.model_dump() | {"kv_cache_bytes": 2.0, "mla_scaled_fp8_cache": True})
+    assert "mla_scaled_fp8_cache" not in plain.model_dump() and scaled.model_dump()["mla_scaled_fp8_cache"]
+
+
+def test_the_roofline_reads_the_scaled_entry():
+    plain = GLM5.model_copy(update={"kv_cache_bytes": 1.0})
+    scaled = plain.model_copy(update={"mla_scaled_fp8_cache": True})
+    shape = decode(32, 8000)
+    a = RooflineCostModel(RooflineParams(), plain, B200, tp=8).breakdown(shape).ops["attn_decode"]
+    b = RooflineCostModel(RooflineParams(), scaled, B200, tp=8).breakdown(shape).ops["attn_decode"]
+    # the top-k keys' entries and the new ones: 80 bytes more each
+    assert b.bytes - a.bytes == pytest.approx(80 * (min(32 * 8000, 32 * 2048) + 32) * 78)
