@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -148,6 +150,7 @@ def model_spec_from_hf_config(
             f"{path}: field 'hybrid_override_pattern' makes this a hybrid Mamba model, not modelled by servesim "
             "(its layers are attention plus MLP)"
         )
+    _refuse_unmodelled_layers(cfg, path)
 
     def count(key: str) -> int:
         value = cfg[key]
@@ -299,6 +302,40 @@ def _mla_fields(cfg: dict, path: Path, need, optional) -> dict:
         "qk_nope_head_dim": need("qk_nope_head_dim"),
         "v_head_dim": need("v_head_dim"),
     } | _dsa_fields(cfg, path, need)
+
+
+# Fields of architectures whose layers servesim does not model, each with what it would need: (field, whether its
+# value changes the layer, what it is). Read silently, each made a wrong spec of a config the dependency ships.
+_UNMODELLED_LAYER_FIELDS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    # DeepSeek-V4: attention over keys compressed 4x or 128x with a sliding window, hyper-connections, hash routing
+    ("compress_ratios", bool, "DeepSeek-V4's compressed sparse attention"),
+    ("hc_mult", lambda v: v not in (None, 1), "hyper-connections (several residual streams a layer)"),
+    # Nemotron-H's newer configs name each layer's block instead of a hybrid_override_pattern
+    ("layers_block_type", lambda v: isinstance(v, list) and "mamba" in v, "Mamba layers (a hybrid Mamba model)"),
+    ("sparse_attention_config", bool, "MiniMax-M3's sparse attention"),
+    ("hybrid_layer_pattern", bool, "layers of two attention kinds, each with its own heads (MiMo-V2)"),
+    # Llama-4: local attention within chunks on three layers of four, experts on every k-th layer
+    ("attention_chunk_size", bool, "local attention within chunks of that many tokens (Llama-4)"),
+    ("interleave_moe_layer_step", lambda v: v not in (None, 1), "experts on every k-th layer only (Llama-4)"),
+    # Gemma-4: its full-attention layers have their own head size and KV heads, K shared with V
+    ("global_head_dim", bool, "a head size of the full-attention layers of their own (Gemma-4)"),
+    ("num_global_key_value_heads", bool, "KV heads of the full-attention layers of their own (Gemma-4)"),
+    ("attention_k_eq_v", bool, "keys reused as values (Gemma-4)"),
+    ("num_kv_shared_layers", bool, "layers reading another layer's KV cache"),
+    ("hidden_size_per_layer_input", bool, "per-layer input embeddings"),
+    ("share_expert_dim", bool, "Step-3's shared expert beside the routed ones"),
+)
+
+
+def _refuse_unmodelled_layers(cfg: dict, path: Path) -> None:
+    """ValueError naming the first field of ``_UNMODELLED_LAYER_FIELDS`` whose value ``cfg`` sets."""
+    for field, changes, what in _UNMODELLED_LAYER_FIELDS:
+        value = cfg.get(field)
+        if value is not None and changes(value):
+            raise ValueError(
+                f"{path}: field {field!r} ({what}) is not modelled by servesim; give a spec .yaml of the nearest "
+                "model it reads, or leave the model out"
+            )
 
 
 def _sliding_fields(cfg: dict, path: Path, num_layers: int, need) -> dict:

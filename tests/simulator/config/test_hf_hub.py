@@ -194,6 +194,40 @@ def test_a_hybrid_mamba_model_is_refused_not_misread():
         resolve_model("nvidia/Nemotron-H-56B-Base-8K")
 
 
+@pytest.mark.parametrize(
+    ("hf_id", "field"),
+    [
+        # each was read before, into a spec of another architecture: DeepSeek-V4 as 43 layers of one 512-wide KV head
+        # with neither its compressed attention nor its FP4 experts, Nemotron-3.5 (Mamba) as attention + MoE,
+        # Llama-4 Maverick with experts on all 48 layers (773 B of expert weights where it has 24 MoE layers)
+        ("deepseek-ai/DeepSeek-V4-Flash", "compress_ratios"),
+        ("nvidia/DeepSeek-V4-Pro-NVFP4", "compress_ratios"),
+        ("nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4", "layers_block_type"),
+        ("MiniMaxAI/MiniMax-M3", "sparse_attention_config"),
+        ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", "attention_chunk_size"),
+        ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "attention_chunk_size"),
+        ("google/gemma-4-26B-A4B", "global_head_dim"),
+        ("nvidia/Gemma-4-31B-IT-NVFP4", "global_head_dim"),
+        ("stepfun-ai/Step-3.7-Flash", "share_expert_dim"),
+        ("XiaomiMiMo/MiMo-V2-Flash", "hybrid_layer_pattern"),
+    ],
+)
+def test_an_architecture_servesim_does_not_model_is_refused_naming_its_field(hf_id, field):
+    with pytest.raises(ValueError, match=rf"field '{field}' \(.*\) is not modelled by servesim"):
+        resolve_model(hf_id)
+
+
+def test_a_field_at_its_plain_value_is_read(tmp_path):
+    # Gemma-style fields that leave the layers as they are, and one KV stream (hc_mult 1), are not refused
+    plain = {"num_kv_shared_layers": 0, "hidden_size_per_layer_input": 0, "hc_mult": 1, "attention_k_eq_v": False}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(dependency_config("Qwen/Qwen3-8B") | plain))
+    assert resolve_model(str(path)).num_layers == 36
+    path.write_text(json.dumps(dependency_config("Qwen/Qwen3-8B") | {"hc_mult": 4}))
+    with pytest.raises(ValueError, match="'hc_mult'"):
+        resolve_model(str(path))
+
+
 def test_a_gated_deltanet_model_is_read_and_kimi_delta_attention_refused():
     # Qwen3.5's config nests its language model under text_config; three layers in four are Gated DeltaNet
     qwen = resolve_model("Qwen/Qwen3.5-397B-A17B")
