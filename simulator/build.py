@@ -431,6 +431,13 @@ def resolve_cost_model(
     if getattr(params, "eplb_slots", None) is not None:
         _check_eplb(params.eplb_slots, update.get("framework", params.framework), ep, model, params.moe_kernel)
     roofline = _roofline_params(params)
+    if roofline is not None and dp_attention == 1:  # the attention-DP layout's settings, where there is none
+        where = "cost_model" if roofline is params else "cost_model.roofline"
+        for name in ("dp_attention_mlp", "dp_attention_padding"):
+            if getattr(roofline, name) is not None:
+                raise ValueError(
+                    f"{where}.{name}: it sets the attention-DP layout, which needs parallelism.dp_attention > 1"
+                )
     if roofline is not None:
         nested: dict[str, Any] = {}
         if roofline.cpu_overlap is None and roofline is not params:
@@ -443,8 +450,9 @@ def resolve_cost_model(
             nested["dp_attention_mlp"] = "local" if traits.dp_attention_local_mlp else "gathered"
         local = nested.get("dp_attention_mlp", roofline.dp_attention_mlp) == "local"
         if roofline.dp_attention_scattered and (dp_attention == 1 or local):
+            where = "cost_model" if roofline is params else "cost_model.roofline"
             raise ValueError(
-                "cost_model.roofline.dp_attention_scattered: SGLang's scattered layers need attention data "
+                f"{where}.dp_attention_scattered: SGLang's scattered layers need attention data "
                 "parallelism (parallelism.dp_attention > 1) in the gathered layout (dp_attention_mlp: gathered)"
             )
         if roofline.dp_attention_scattered is None:
@@ -673,11 +681,32 @@ def _kv_transfer(cfg: ScenarioConfig, setups: list[GroupSetup]) -> KvTransfer | 
         return None
     hw = prefill[0].hardware
     t = cfg.kv_transfer
+    others = sorted({s.hardware.name for s in prefill} - {hw.name})
+    if others and (t.bandwidth_bytes_per_s is None or t.latency_s is None):
+        raise ValueError(
+            f"kv_transfer: the prefill groups run on {hw.name} and {', '.join(others)}, whose interconnects differ; "
+            "give the link's bandwidth_bytes_per_s and latency_s"
+        )
     link = Link(
         t.bandwidth_bytes_per_s if t.bandwidth_bytes_per_s is not None else hw.interconnect_bandwidth_bytes_per_s,
         t.latency_s if t.latency_s is not None else hw.interconnect_latency_s,
     )
     return KvTransfer(link, t.layerwise_overlap)
+
+
+def _check_priorities(cfg: ScenarioConfig, stream: RequestStream) -> None:
+    """ValueError when requests carry priorities that a group's policy would not read (it serves them in arrival
+    order): vLLM refuses a non-zero priority unless it schedules by priority (``--scheduling-policy priority``)."""
+    if stream.priority is None or not stream.priority.any():
+        return
+    for g in cfg.replica_groups():
+        kind = (g.policy or cfg.policy).kind
+        if not policies.batching.traits_of(kind).by_priority:
+            raise ValueError(
+                f"workload: its requests carry priorities (workload.classes' priority, or a trace's priority column), "
+                f"which policy {kind} does not schedule by; use policy priority (vLLM's --scheduling-policy "
+                "priority), or leave the priorities at 0"
+            )
 
 
 def build(
@@ -703,6 +732,7 @@ def build(
     setups = [setup_group(cfg, g, i, base_dir) for i, g in enumerate(cfg.replica_groups())]
     if stream is None:
         stream = generate(cfg.workload, cfg.seed, base_dir)
+    _check_priorities(cfg, stream)
     env = simpy.Environment()
     recorder = MetricsRecorder(record_steps=record_steps)
     ids = itertools.count()

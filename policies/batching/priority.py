@@ -62,7 +62,9 @@ class PriorityParams(BaseModel):
 
 
 # Received KV must be admitted before requests waiting for blocks; priority order cannot promise it.
-@BATCH_POLICIES.register("priority", params=PriorityParams, traits=BatchTraits(steady_decode=True, kv_transfer=False))
+@BATCH_POLICIES.register(
+    "priority", params=PriorityParams, traits=BatchTraits(steady_decode=True, kv_transfer=False, by_priority=True)
+)
 class PriorityPolicy:
     """Priority-ordered prefill-first batching; lowest-priority victims."""
 

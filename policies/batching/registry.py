@@ -28,6 +28,10 @@ class BatchTraits:
     """It can serve a prefill or a decode group of a disaggregated cluster."""
     prefix_caching: bool = True
     """It reuses cached prefixes (``kv_cache.prefix_caching`` may be on)."""
+    by_priority: bool = False
+    """It schedules by request priority (a request's ``priority``, from the workload's classes or a trace column);
+    the others would serve prioritised requests in arrival order, so a workload that sets priorities is refused
+    under them (vLLM itself rejects a non-zero priority unless ``--scheduling-policy priority``)."""
     engine: str = "vllm"
     """The serving engine whose kernels it runs: the framework measured kernel tables are read for (``vllm``,
     ``sglang`` or ``trtllm``; the generic policies take vLLM's)."""

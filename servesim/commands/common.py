@@ -136,6 +136,7 @@ def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path |
     if args.trace is not None:
         _use_trace(data, args.trace)
     check_workload_flags(data.get("workload"), rate=args.rate, num_requests=args.num_requests, duration=args.duration)
+    check_group_flags(data.get("groups"), args, source)
     overrides: dict[str, Any] = {
         "model": args.model,
         "hardware": args.hardware,
@@ -177,7 +178,7 @@ def scenario_from_args(args: argparse.Namespace) -> tuple[ScenarioConfig, Path |
     except ValueError as exc:
         raise ValueError(f"{source}: {exc}") from None
     if getattr(args, "profile", None) is not None:
-        _apply_profile(data, args.profile)
+        _apply_profile(data, args.profile, base_dir)
     given = {path for path, value in overrides.items() if value is not None}
     names = {loc: f"{flag}: {loc}" for loc, (flag, path) in _FLAG_LOCS.items() if path in given}
     try:
@@ -206,6 +207,37 @@ _FLAG_LOCS: dict[str, tuple[str, str]] = {
 }
 
 
+def check_group_flags(groups: Any, args: argparse.Namespace, source: str) -> None:
+    """ValueError naming the flag when the scenario's groups set the field it would change: a flag sets the top-level
+    value, which a group with its own does not read (its ``kv_cache``, ``parallelism`` or ``policy`` replaces the
+    top-level one whole), and ``--disaggregate`` would replace groups the scenario already has."""
+    if not isinstance(groups, list):
+        return
+    if getattr(args, "disaggregate", None) is not None:
+        raise ValueError(f"--disaggregate: {source} already has groups; change their counts and roles there")
+    flags = (
+        ("--model", args.model, "model"),
+        ("--hardware", args.hardware, "hardware"),
+        ("--quantization", args.quantization, "quantization"),
+        ("--tp", args.tp, "parallelism"),
+        ("--ep", args.ep, "parallelism"),
+        ("--dp-attention", args.dp_attention, "parallelism"),
+        ("--pp", args.pp, "parallelism"),
+        ("--kv-cache-dtype", args.kv_cache_dtype, "kv_cache"),
+        ("--prefix-caching", args.prefix_caching or None, "kv_cache"),
+        ("--policy", getattr(args, "policy", None), "policy"),
+    )
+    for flag, value, key in flags:
+        if value is None:
+            continue
+        for i, group in enumerate(groups):
+            if isinstance(group, dict) and group.get(key) is not None:
+                raise ValueError(
+                    f"{flag}: {source}'s groups[{i}] sets its own {key}, which the flag does not reach; set it "
+                    f"there (groups[{i}].{key})"
+                )
+
+
 def check_workload_flags(
     workload: Any, rate: Any = None, num_requests: Any = None, duration: Any = None, rate_flag: str = "--rate"
 ) -> None:
@@ -229,6 +261,11 @@ def check_workload_flags(
                 "--duration: the scenario's workload is a closed loop, which ends after its requests "
                 "(--num-requests), not at a time"
             )
+    if kind == "sessions" and rate is not None and rate_flag == "--rate":
+        raise ValueError(
+            "--rate: the scenario's workload is sessions, whose arrival rate counts sessions per second (each "
+            "session sends several requests), not requests; set workload.arrival.rate_per_s instead"
+        )
     if kind == "sessions" and num_requests is not None:
         raise ValueError(
             "--num-requests: the scenario's workload is sessions, counted by workload.num_sessions (each session "
@@ -241,7 +278,7 @@ def check_workload_flags(
         )
 
 
-def _apply_profile(data: dict[str, Any], path: Path) -> None:
+def _apply_profile(data: dict[str, Any], path: Path, base_dir: Path | None = None) -> None:
     """Point the scenario at a calibration profile (read here to default the model and hardware, and to repeat
     what calibrate warned of it)."""
     from simulator.cost.profile import load_profile
@@ -254,7 +291,16 @@ def _apply_profile(data: dict[str, Any], path: Path) -> None:
     if len(profile.engines) == 1 and "engine" not in params:  # the engine it was calibrated against
         data["cost_model"]["engine"] = next(iter(profile.engines))
     data.setdefault("model", profile.model.model_dump())
-    data.setdefault("hardware", profile.hardware.model_dump())
+    given = data.setdefault("hardware", profile.hardware.model_dump())
+    if not isinstance(given, dict):  # a preset or spec file named: it must be the GPU the profile timed
+        from simulator.config.presets import resolve_hardware
+
+        name = resolve_hardware(given, base_dir).name
+        if name != profile.hardware.name:
+            raise ValueError(
+                f"{path}: measured on {profile.hardware.name}, not on the scenario's hardware {name} (its timings "
+                "and memory are that GPU's); calibrate this GPU, or leave the hardware out"
+            )
 
 
 def timestamped_out_dir(command: str) -> Path:

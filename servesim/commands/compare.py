@@ -90,6 +90,8 @@ COLUMNS = (
 
 def main(args: argparse.Namespace) -> int:
     check_report_args(args)
+    if args.rate is not None and args.rates is not None:
+        raise ValueError("--rate: not with --rates, which gives the rate of each comparison (put it in --rates)")
     cfg, base_dir = scenario_from_args(args)
     from workloads.validators import first_repeat
 

@@ -126,14 +126,21 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError("give --model and --hardware, or --profile")
     model = resolve_model(args.model) if args.model is not None else profile.model  # type: ignore[union-attr]
     hardware = resolve_hardware(args.hardware) if args.hardware is not None else profile.hardware  # type: ignore[union-attr]
-    # SGLang's own choice for a DeepSeek-sparse-attention model's cache under auto (the engine is the tables')
-    kv_dtype = served_kv_cache_dtype(args.kv_cache_dtype, args.framework or "", model.is_dsa, hardware.compute_major)
-    model = deployed_model(model, args.quantization, kv_dtype)
+    # the engine whose tables are read serves the model: SGLang's own cache for a DeepSeek-sparse-attention model
+    # under auto, vLLM's and SGLang's scaled FP8 MLA format
+    engine = args.framework or "vllm"
+    kv_dtype = served_kv_cache_dtype(args.kv_cache_dtype, engine, model.is_dsa, hardware.compute_major)
+    model = deployed_model(model, args.quantization, kv_dtype, engine=engine)
     if profile is not None:
         if args.cost_model is not None:
             raise ValueError("--cost-model: give it or --profile, not both (a profile means the profiled model)")
-        if args.moe_kernel is not None:
-            raise ValueError("--moe-kernel: a profile times its own kernels (give it without --profile)")
+        for flag, value in (
+            ("--moe-kernel", args.moe_kernel),
+            ("--framework", args.framework),
+            ("--version", args.version),
+        ):
+            if value is not None:
+                raise ValueError(f"{flag}: a profile times its own kernels (give it without --profile)")
         params = ProfiledParams(profile=str(args.profile))
     elif args.cost_model == "roofline" or (args.cost_model is None and hardware.silicon_tables is None):
         if args.framework is not None or args.version is not None or args.moe_kernel is not None:

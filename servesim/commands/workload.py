@@ -79,6 +79,16 @@ def workload_stats(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
         raise ValueError(f"--hash-block-tokens must be at least 1 (got {args.hash_block_tokens})")
     path = Path(args.source)
     if path.suffix.lower() in SCENARIO_SUFFIXES:
+        for flag, value in (
+            ("--format", None if args.format == "auto" else args.format),
+            ("--hash-block-tokens", args.hash_block_tokens),
+            ("--skip-bad-rows", args.skip_bad_rows or None),
+        ):
+            if value is not None:
+                raise ValueError(
+                    f"{flag}: {path} is a scenario, whose workload says how its trace is read; set it there "
+                    "(a replay workload's format, hash_block_tokens and skip_bad_rows)"
+                )
         if args.seed is not None and args.seed < 0:
             raise ValueError(f"--seed must be at least 0 (got {args.seed})")
         cfg = validate_scenario(read_scenario_dict(path), source=str(path))

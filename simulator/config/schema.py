@@ -178,6 +178,30 @@ class KvCacheConfig(_Frozen):
         "prefix blocks and reloads them over the host link.",
     )
 
+    @model_validator(mode="after")
+    def _settings_that_apply(self) -> KvCacheConfig:
+        """Refuse a setting the rest make unread: memory settings beside ``num_blocks`` (which sets the capacity
+        itself), a host tier without prefix caching (it keeps evicted prefixes)."""
+        if self.num_blocks is not None:
+            default = type(self).model_fields["gpu_memory_utilization"].default
+            for name in ("mem_fraction_static", "free_gpu_memory_fraction", "reserve_bytes"):
+                if getattr(self, name) is not None:
+                    raise ValueError(
+                        f"{name}: kv_cache.num_blocks sets the KV capacity itself, so the memory settings are not "
+                        "read; give one or the other"
+                    )
+            if self.gpu_memory_utilization != default:
+                raise ValueError(
+                    "gpu_memory_utilization: kv_cache.num_blocks sets the KV capacity itself, so the memory settings "
+                    "are not read; give one or the other"
+                )
+        if self.host_cache_bytes > 0 and not self.prefix_caching:
+            raise ValueError(
+                "host_cache_bytes: the host tier keeps the prefix blocks the GPU evicts, which needs prefix caching; "
+                "set kv_cache.prefix_caching, or leave host_cache_bytes at 0"
+            )
+        return self
+
 
 # The memory flag each engine's KV capacity reads (simulator/kv/memory.py); the other policies are vLLM-like.
 _ENGINE_MEMORY_FLAG = {"sglang": "mem_fraction_static", "trtllm": "free_gpu_memory_fraction"}
@@ -302,6 +326,11 @@ def _spec(model: type[BaseModel], value: Any) -> Any:
     return model.model_validate(value) if isinstance(value, dict) else value
 
 
+def _ref(spec: str | BaseModel) -> str:
+    """A model or hardware as its reference: the preset, path or id, or an inline spec's name."""
+    return spec if isinstance(spec, str) else str(getattr(spec, "name", spec))
+
+
 class SpeculativeConfig(_Frozen):
     """Speculative decoding (vLLM's ``--speculative-config``): each step a draft proposes ``num_tokens``
     tokens per decoding request, the model verifies them and the ``num_tokens + 1`` positions in one
@@ -354,7 +383,8 @@ class SpeculativeConfig(_Frozen):
 
 
 class ReplicaGroupConfig(_Frozen):
-    """Identical replicas; fields left out take the scenario's top-level values."""
+    """Identical replicas; fields left out take the scenario's top-level values. A group's kv_cache, parallelism,
+    policy or cost_model replaces the top-level one whole (a top-level field it would drop is refused)."""
 
     name: str | None = Field(None, description="Label of the group in tables and reports.")
     count: Replicas = Field(1, description="Replicas in the group.")
@@ -472,6 +502,12 @@ class ScenarioConfig(_Frozen, NoBoolNumbers):
 
     @model_validator(mode="after")
     def _check_cluster(self) -> ScenarioConfig:
+        disaggregated = self.groups is not None and any(g.role != "mixed" for g in self.groups)
+        if not disaggregated and self.kv_transfer != KvTransferConfig():  # (a full dump carries the defaults)
+            raise ValueError(
+                "kv_transfer: it is the link between prefill and decode groups, and this scenario has none (give "
+                "groups with role prefill and decode, or leave kv_transfer out)"
+            )
         if self.groups is None:
             return self
         if self.replicas != 1:
@@ -487,7 +523,45 @@ class ScenarioConfig(_Frozen, NoBoolNumbers):
                 kind = (g.policy or self.policy).kind
                 if not policies.BATCH_POLICIES.entry(kind).traits.kv_transfer:
                     raise ValueError(f"policy {kind} cannot serve a {g.role} group of a disaggregated cluster")
+            # a decode group continues the prompts its prefill groups computed: the same model, the same KV layout
+            first = self.groups[0]
+            for i, g in enumerate(self.groups[1:], start=1):
+                if _ref(g.model or self.model) != _ref(first.model or self.model):
+                    raise ValueError(
+                        f"groups[{i}].model: a disaggregated cluster serves one model (groups[0] serves "
+                        f"{_ref(first.model or self.model)}, groups[{i}] {_ref(g.model or self.model)})"
+                    )
+                dtype, first_dtype = (g.kv_cache or self.kv_cache).dtype, (first.kv_cache or self.kv_cache).dtype
+                if dtype != first_dtype:
+                    raise ValueError(
+                        f"groups[{i}].kv_cache.dtype: the KV a prefill group sends is the KV its decode group stores "
+                        f"(groups[0] caches {first_dtype}, groups[{i}] {dtype})"
+                    )
+        self._check_groups_keep_the_top_level()
         return self
+
+    def _check_groups_keep_the_top_level(self) -> None:
+        """A group's ``kv_cache``, ``parallelism``, ``policy`` or ``cost_model`` replaces the top-level one whole: a
+        field set at the top level that the group's leaves out would silently not apply to it, so it is refused."""
+        assert self.groups is not None
+        for i, g in enumerate(self.groups):
+            for name in ("kv_cache", "parallelism", "policy", "cost_model"):
+                own: BaseModel | None = getattr(g, name)
+                top: BaseModel = getattr(self, name)
+                if own is None or getattr(own, "kind", None) != getattr(top, "kind", None):
+                    continue  # the top level's applies, or the group runs another kind with its own parameters
+                lost = sorted(
+                    field
+                    for field in top.model_fields_set - own.model_fields_set
+                    if field != "kind" and getattr(top, field) != getattr(own, field)
+                )
+                if lost:
+                    field = lost[0]
+                    raise ValueError(
+                        f"groups[{i}].{name} replaces the top-level {name} whole, so {name}.{field} "
+                        f"({getattr(top, field)!r}) does not reach it: set {field} in groups[{i}].{name} too, or "
+                        "leave it out of the top level"
+                    )
 
     @model_validator(mode="after")
     def _check_prefix_caching(self) -> ScenarioConfig:

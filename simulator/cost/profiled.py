@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simulator.config.specs import HardwareSpec, ModelSpec
 from simulator.cost.eager import eager_step_s
@@ -81,6 +81,23 @@ class ProfiledParams(BaseModel):
         "scale, overheads and attention layout replace the fields above.",
     )
     roofline: RooflineParams = Field(default_factory=RooflineParams, description="The fallback roofline's parameters.")
+
+    @model_validator(mode="after")
+    def _fit_or_fields(self) -> ProfiledParams:
+        """An engine fit replaces the fields it holds: one set besides it would silently not apply."""
+        if self.engine is None:
+            return self
+        for name in _ENGINE_FIT_FIELDS:
+            if name in self.model_fields_set and getattr(self, name) != type(self).model_fields[name].default:
+                raise ValueError(
+                    f"{name}: the profile's {self.engine} engine fit (cost_model.engine, which --profile sets when the "
+                    "profile holds one fit) replaces it; leave it out, or set cost_model.engine to null to use it"
+                )
+        return self
+
+
+# The fields an engine-level fit replaces (``_with_engine_fit``).
+_ENGINE_FIT_FIELDS = ("time_scale", "step_overhead_s", "per_seq_overhead_s", "per_kv_token_overhead_s", "attention")
 
 
 def interpolator(table: OpTable, space: Space | None = None) -> GridInterpolator:

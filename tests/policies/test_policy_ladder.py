@@ -138,10 +138,11 @@ def test_priority_victim_is_lowest_priority_not_newest(by_id):
     stream = _with_priority(make_stream([0.0, 0.5], [3, 3], [4, 4]), [1, 0])
     r = by_id(run_checked(cfg, stream))
     assert r.loc[0, "num_preemptions"] == 1 and r.loc[1, "num_preemptions"] == 0
-    # vllm would have preempted the newest (H)
+    # vllm would have preempted the newest (H): it serves arrival order (and refuses prioritised requests)
+    plain = _with_priority(make_stream([0.0, 0.5], [3, 3], [4, 4]), [0, 0])
     v = by_id(
         run_checked(
-            make_config(policy={"kind": "vllm_v0", "watermark": 0}, kv_cache={"num_blocks": 4, "block_size": 2}), stream
+            make_config(policy={"kind": "vllm_v0", "watermark": 0}, kv_cache={"num_blocks": 4, "block_size": 2}), plain
         )
     )
     assert v.loc[1, "num_preemptions"] == 1 and v.loc[0, "num_preemptions"] == 0

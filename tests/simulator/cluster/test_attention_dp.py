@@ -10,6 +10,7 @@ from simulator.config.scenario import validate_scenario
 from simulator.cost.dp_attention import ATTENTION_OPS, EMPTY, gathered_shape
 from simulator.cost.roofline import RooflineParams
 from simulator.cost.shape import BatchShape
+from simulator.cost.silicon import SiliconParams
 from simulator.kv.memory import plan_memory
 from tests.conftest import make_config, make_stream, run_checked
 
@@ -306,8 +307,15 @@ def test_scattered_settings_that_cannot_apply_are_refused_in_one_line():
     with pytest.raises(ValueError, match=r"^policy.enable_dp_lm_head needs attention data parallelism"):
         resolve_cost_model(RooflineParams(), "sglang", 1, 8, model, policy=SglangParams(enable_dp_lm_head=True))
     for dp, kind in ((1, "sglang"), (8, "trtllm")):
-        with pytest.raises(ValueError, match=r"^cost_model.roofline.dp_attention_scattered: SGLang's scattered"):
+        # the roofline is the cost model itself: its own field is named; nested in another, the nested one
+        with pytest.raises(ValueError, match=r"^cost_model.dp_attention_scattered: SGLang's scattered"):
             resolve_cost_model(RooflineParams(dp_attention_scattered=("moe",)), kind, dp, 8, model)
+    for field, value in (("dp_attention_mlp", "local"), ("dp_attention_padding", "none")):
+        with pytest.raises(ValueError, match=rf"^cost_model.{field}: it sets the attention-DP layout"):
+            resolve_cost_model(RooflineParams(**{field: value}), "sglang", 1, 8, model)
+    nested = SiliconParams(roofline=RooflineParams(dp_attention_scattered=("moe",)))
+    with pytest.raises(ValueError, match=r"^cost_model.roofline.dp_attention_scattered: SGLang's scattered"):
+        resolve_cost_model(nested, "sglang", 1, 8, model)
 
 
 def test_sglangs_flashinfer_cutlass_fp4_experts_all_gather_each_ranks_quantized_tokens():

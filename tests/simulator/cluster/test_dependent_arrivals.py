@@ -17,7 +17,8 @@ def test_child_arrives_think_time_after_parent_finishes(by_id):
         think_s=np.array([0.0, 0.5]),
         priority=np.array([0, 1]),
     )
-    r = by_id(run_checked(make_config(), stream))
+    # (the priority policy, as the stream carries priorities: the others refuse them)
+    r = by_id(run_checked(make_config(policy={"kind": "priority"}), stream))
     assert r.loc[0, "finished_s"] == 2.0
     assert r.loc[1, "arrival_s"] == 2.5 and r.loc[1, "first_token_s"] == 3.5
     assert r.loc[1, "session_id"] == 7 and r.loc[1, "parent"] == 0 and r.loc[1, "priority"] == 1

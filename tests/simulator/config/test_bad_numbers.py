@@ -271,7 +271,6 @@ SCENARIOS = {
             "reserve_bytes": 2**30,
         },
         "client": {"ingest_delay_s": 4e-3, "tokenize_s_per_token": 1e-6, "stream_delay_s": 0.0},
-        "kv_transfer": {"bandwidth_bytes_per_s": 1e11, "latency_s": 1e-5},
         "slo": {"ttft_ms": 500.0, "tpot_ms": 50.0, "e2el_ms": 10_000.0},
         "max_model_len": 8192,
         "workload": {
@@ -283,6 +282,10 @@ SCENARIOS = {
                 "output": {"kind": "normal", "mean_tokens": 100.0, "std_tokens": 20.0},
             },
         },
+    },
+    "disaggregated": {  # the KV link is read only between prefill and decode groups
+        "groups": [{"role": "prefill", "count": 1}, {"role": "decode", "count": 1}],
+        "kv_transfer": {"bandwidth_bytes_per_s": 1e11, "latency_s": 1e-5},
     },
     "timed": {
         "workload": {

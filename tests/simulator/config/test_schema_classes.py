@@ -82,7 +82,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
             "max_cudagraph_capture_size": 64,
         },
         "cost_model": {"kind": "roofline", "eager_host_s_per_layer": 1e-3},
-        "kv_cache": {"num_blocks": 5000, "reserve_bytes": 1e9, "prefix_caching": True, "host_cache_bytes": 1e9},
+        "kv_cache": {"reserve_bytes": 1e9, "prefix_caching": True, "host_cache_bytes": 1e9},
         "replicas": 2,
         "router": {"kind": "prefix_aware"},
         "slo": {"ttft_ms": 500, "tpot_ms": 50, "e2el_ms": 20000},
@@ -106,6 +106,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
             {"role": "decode", "count": 2, "parallelism": {"tp": 1, "pp": 2}},
         ],
         "kv_transfer": {"bandwidth_bytes_per_s": 5e10, "latency_s": 1e-5},
+        "kv_cache": {"num_blocks": 5000},  # (memory settings beside it are refused: the first scenario has them)
         "router": {"kind": "session_affinity"},
         "speculative": {"method": "mtp", "num_tokens": 1, "acceptance_lengths": [0.25, 0.75]},
         "workload": {"duration_s": 10.0, "arrival": {"kind": "constant", "rate_per_s": 2.0}},

@@ -113,7 +113,7 @@ def test_a_bare_router_name_takes_parameters_like_policy_and_cost_model():
 def test_keys_follow_group_models_and_profile_contents(tmp_path):
     from tests.simulator.cost.test_profiled import make_profile, save_profile
 
-    groups = lambda model: [{"role": "prefill", "count": 1}, {"role": "decode", "count": 1, "model": model}]  # noqa: E731
+    groups = lambda model: [{"count": 1}, {"count": 1, "model": model}]  # noqa: E731  (a heterogeneous cluster)
     a = validate_scenario({"groups": groups("llama-3.1-8b")}, "a")
     b = validate_scenario({"groups": groups("llama-2-7b")}, "b")
     assert point_key(resolved_config(a)) != point_key(resolved_config(b))

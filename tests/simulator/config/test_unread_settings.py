@@ -1,0 +1,163 @@
+"""Settings the rest of a scenario would leave unread are refused in one line naming them, not run silently.
+
+Each case was accepted before and ran as if the setting were absent (a review of the scenario fields and the command
+line found them): a group's kv_cache, parallelism, policy or cost model replaces the top-level one whole; a flag sets
+the top-level value a group with its own does not read; memory settings beside kv_cache.num_blocks; a host tier
+without prefix caching; a KV link without disaggregation; priorities under a policy that serves arrival order; a
+profile timed on another GPU; an engine fit that replaces explicit overheads.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.build import build
+from simulator.config.scenario import validate_scenario
+from simulator.cost.profiled import ProfiledParams
+from tests.simulator.config.test_bad_numbers import run_refused
+
+
+def refused(scenario: dict, *needles: str, at_build: bool = False) -> None:
+    with pytest.raises(ValueError) as err:
+        cfg = validate_scenario(scenario)
+        if at_build:
+            build(cfg)
+    for needle in needles:
+        assert needle in str(err.value), str(err.value)
+
+
+def test_a_group_object_must_not_drop_a_top_level_field():
+    refused(
+        {
+            "kv_cache": {"dtype": "fp8", "prefix_caching": True},
+            "groups": [{"kv_cache": {"gpu_memory_utilization": 0.8}}],
+        },
+        "groups[0].kv_cache replaces the top-level kv_cache whole",
+        "kv_cache.dtype ('fp8')",
+    )
+    refused(
+        {"parallelism": {"tp": 2}, "groups": [{"count": 2}, {"parallelism": {"pp": 1}}]},
+        "groups[1].parallelism",
+        "parallelism.tp (2)",
+    )
+    refused(
+        {
+            "policy": {"kind": "vllm", "max_num_seqs": 64},
+            "groups": [{"policy": {"kind": "vllm", "max_num_batched_tokens": 4096}}],
+        },
+        "groups[0].policy",
+        "policy.max_num_seqs (64)",
+    )
+    # a group that sets the field itself means its own value; another policy kind has parameters of its own; a field
+    # equal to the top level's is not lost
+    validate_scenario(
+        {"policy": {"kind": "vllm", "max_num_seqs": 64}, "groups": [{"policy": {"kind": "vllm", "max_num_seqs": 8}}]}
+    )
+    validate_scenario({"policy": {"kind": "vllm", "max_num_seqs": 64}, "groups": [{"policy": "sglang"}]})
+    validate_scenario({"kv_cache": {"dtype": "fp8"}, "groups": [{"kv_cache": {"dtype": "fp8", "block_size": 32}}]})
+
+
+def test_a_disaggregated_cluster_serves_one_model_and_one_kv_layout():
+    refused(
+        {"groups": [{"role": "prefill"}, {"role": "decode", "model": "llama-2-7b"}]},
+        "groups[1].model",
+        "serves one model",
+    )
+    refused(
+        {"groups": [{"role": "prefill"}, {"role": "decode", "kv_cache": {"dtype": "fp8"}}]},
+        "groups[1].kv_cache.dtype",
+    )
+
+
+def test_a_kv_link_needs_prefill_and_decode_groups():
+    refused({"kv_transfer": {"bandwidth_bytes_per_s": 1e9}}, "kv_transfer:", "prefill and decode")
+    validate_scenario({"kv_transfer": {"layerwise_overlap": False}})  # the defaults (a full dump carries them)
+    disagg = {"groups": [{"role": "prefill"}, {"role": "decode"}]}
+    validate_scenario(disagg | {"kv_transfer": {"bandwidth_bytes_per_s": 1e9}})
+    # two prefill GPUs with their own links, and no link given: the first one's was used for both
+    mixed = {"groups": [{"role": "prefill"}, {"role": "prefill", "hardware": "a100-80gb"}, {"role": "decode"}]}
+    refused(mixed, "kv_transfer:", "A100-SXM4-80GB", at_build=True)
+    build(validate_scenario(mixed | {"kv_transfer": {"bandwidth_bytes_per_s": 50e9, "latency_s": 1e-5}}))
+
+
+def test_memory_settings_beside_num_blocks_and_a_host_tier_without_prefix_caching():
+    refused({"kv_cache": {"num_blocks": 2000, "gpu_memory_utilization": 0.3}}, "gpu_memory_utilization:", "num_blocks")
+    refused({"kv_cache": {"num_blocks": 2000, "reserve_bytes": 5e9}}, "reserve_bytes:")
+    refused({"policy": "sglang", "kv_cache": {"num_blocks": 2000, "mem_fraction_static": 0.5}}, "mem_fraction_static:")
+    validate_scenario({"kv_cache": {"num_blocks": 2000}})
+    refused({"kv_cache": {"host_cache_bytes": 1e10}}, "host_cache_bytes:", "prefix caching")
+    validate_scenario({"kv_cache": {"host_cache_bytes": 1e10, "prefix_caching": True}})
+
+
+def test_priorities_need_a_policy_that_schedules_by_them():
+    classes = [{"priority": 0, "weight": 1}, {"priority": 5, "weight": 1}]
+    workload = {"num_requests": 20, "classes": classes}
+    refused({"workload": workload}, "priorities", "policy vllm", at_build=True)
+    refused({"workload": workload, "policy": "sglang"}, "policy sglang", at_build=True)
+    build(validate_scenario({"workload": workload, "policy": "priority"}))
+    # classes that only label requests (priority 0 throughout) run under any policy
+    build(validate_scenario({"workload": {"num_requests": 20, "classes": [{"weight": 1, "slo_class": "chat"}]}}))
+
+
+def test_an_engine_fit_replaces_the_overheads_it_holds():
+    with pytest.raises(ValueError, match="time_scale: the profile's hf engine fit"):
+        ProfiledParams(engine="hf", time_scale=5.0)
+    with pytest.raises(ValueError, match="step_overhead_s"):
+        ProfiledParams(engine="builtin", step_overhead_s=0.05)
+    assert ProfiledParams(engine="hf", time_scale=1.0).time_scale == 1.0  # the default: nothing is lost
+    assert ProfiledParams(time_scale=5.0).time_scale == 5.0  # no fit: the field is read
+
+
+GROUPS_YAML = """
+groups:
+  - {role: prefill, parallelism: {tp: 1}, kv_cache: {gpu_memory_utilization: 0.9}}
+  - {role: decode, parallelism: {tp: 1}, kv_cache: {gpu_memory_utilization: 0.9}}
+workload: {num_requests: 5}
+"""
+
+
+@pytest.mark.parametrize(
+    ("flags", "needles"),
+    [
+        (("--tp", "2"), ("--tp:", "groups[0] sets its own parallelism")),
+        (("--kv-cache-dtype", "fp8"), ("--kv-cache-dtype:", "groups[0] sets its own kv_cache")),
+        (("--prefix-caching",), ("--prefix-caching:", "kv_cache")),
+        (("--disaggregate", "2:1"), ("--disaggregate:", "already has groups")),
+    ],
+)
+def test_a_flag_a_group_does_not_read_is_refused(tmp_path, capsys, flags, needles):
+    run_refused(tmp_path, GROUPS_YAML, *flags, needles=needles, capsys=capsys)
+
+
+def test_rate_flags_that_would_be_read_otherwise(tmp_path, capsys):
+    sessions = "workload: {kind: sessions, num_sessions: 5}\n"
+    run_refused(tmp_path, sessions, "--rate", "2", needles=("--rate:", "sessions per second"), capsys=capsys)
+    from tests.simulator.config.test_bad_numbers import assert_refused, cli
+
+    proc = cli(["compare", "--policies", "vllm", "--rate", "1", "--rates", "2", "--num-requests", "5"], capsys)
+    assert_refused(proc, "--rate: not with --rates")
+
+
+def test_a_profile_is_read_on_its_own_gpu_and_times_its_own_kernels(tmp_path, capsys):
+    from simulator.cost.profile import save_profile
+    from tests.simulator.config.test_bad_numbers import assert_refused, cli
+    from tests.simulator.cost.test_profiled import make_profile
+
+    path = save_profile(make_profile(), tmp_path / "p.json")  # timed on an H200
+    run_refused(
+        tmp_path, None, "--profile", path, "--hardware", "l4", needles=("measured on H200", "L4"), capsys=capsys
+    )
+    for flag, value in (("--framework", "sglang"), ("--version", "0.0.1")):
+        proc = cli(["estimate", "--profile", path, "--decode", "8:1000", flag, value], capsys)
+        assert_refused(proc, f"{flag}: a profile times its own kernels")
+
+
+def test_workload_describe_of_a_scenario_refuses_the_trace_flags(tmp_path, capsys):
+    from tests.simulator.config.test_bad_numbers import assert_refused, cli
+
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("workload: {num_requests: 5}\n")
+    for flags in (("--format", "mooncake"), ("--hash-block-tokens", "7"), ("--skip-bad-rows",)):
+        proc = cli(["workload", "describe", scenario, *flags], capsys)
+        assert_refused(proc, f"{flags[0]}: {scenario} is a scenario")
+    assert cli(["workload", "describe", scenario], capsys).returncode == 0
