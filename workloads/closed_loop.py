@@ -67,6 +67,18 @@ class ClosedLoopWorkload(BaseModel):
     def _classes(cls, value: tuple[RequestClass, ...] | None) -> tuple[RequestClass, ...] | None:
         return check_classes(value)
 
+    @model_validator(mode="after")
+    def _users_send_a_request_each(self) -> ClosedLoopWorkload:
+        if self.concurrency > self.num_requests:  # the extra users would never send one: fewer would run
+            raise field_error(
+                "ClosedLoopWorkload",
+                ("concurrency",),
+                f"{self.concurrency} users for {self.num_requests} requests: each user sends at least one, so only "
+                f"{self.num_requests} would run; set num_requests to at least the concurrency",
+                self.concurrency,
+            )
+        return self
+
 
 def generate_closed_loop(cfg: ClosedLoopWorkload, seed: int, base_dir: Path | None = None) -> RequestStream:
     """The requests of ``cfg``; random streams LENGTHS, THINK and CLASSES."""

@@ -52,6 +52,21 @@ def _rates(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a number or comma-separated numbers") from None
 
 
+# flags with a default that the N-GPU question does not read (no capacity curves, frontier of cost, or intervals)
+UNREAD_WITH_GPUS = (
+    ("attainment", "--attainment"),
+    ("confidence", "--confidence"),
+    ("ci_method", "--ci-method"),
+    ("pareto_latency", "--pareto-latency"),
+    ("rel_tol", "--rel-tol"),
+    ("curve_points", "--curve-points"),
+)
+# and those that intervals over replicates read, refused with one replicate (no interval is computed)
+UNREAD_WITHOUT_REPLICATES = (("confidence", "--confidence"), ("ci_method", "--ci-method"))
+_PARSER_DEFAULTS = {"attainment": 0.9, "confidence": 0.95, "ci_method": "t", "pareto_latency": "ttft", "rel_tol": 0.02,
+                    "curve_points": 8}  # fmt: skip
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "plan",
@@ -75,7 +90,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             type=float,
             help=f"bound on the p99 {what}, ms (default: the scenario's slo.{name}_ms)",
         )
-    g.add_argument("--attainment", type=float, default=0.9, help="SLO attainment for per-GPU goodput (0.9)")
+    g.add_argument(
+        "--attainment",
+        type=float,
+        default=_PARSER_DEFAULTS["attainment"],
+        help="SLO attainment for per-GPU goodput (0.9)",
+    )
     g.add_argument(
         "--target-rate",
         type=_rates,
@@ -111,19 +131,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--prices", type=Path, help="YAML file of hardware: USD per GPU-hour")
     s = p.add_argument_group("statistics and search")
     s.add_argument("--replicates", type=int, default=1, help="independent seeds; intervals need 2 or more")
-    s.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals")
-    s.add_argument("--ci-method", choices=("t", "bootstrap"), default="t", help="t-interval or bootstrap")
-    s.add_argument("--pareto-latency", choices=("ttft", "tpot", "e2el"), default="ttft", help="p99 for the frontier")
+    s.add_argument(
+        "--confidence", type=float, default=_PARSER_DEFAULTS["confidence"], help="confidence level of the intervals"
+    )
+    s.add_argument(
+        "--ci-method", choices=("t", "bootstrap"), default=_PARSER_DEFAULTS["ci_method"], help="t-interval or bootstrap"
+    )
+    s.add_argument(
+        "--pareto-latency",
+        choices=("ttft", "tpot", "e2el"),
+        default=_PARSER_DEFAULTS["pareto_latency"],
+        help="p99 for the frontier",
+    )
     s.add_argument("--requests-per-point", type=int, default=2000, help="requests simulated per rate")
     s.add_argument("--warmup-fraction", type=float, default=0.2, help="first arrivals left out of statistics")
     s.add_argument("--cooldown-fraction", type=float, default=0.1, help="last arrivals left out of statistics")
     s.add_argument("--max-growth", type=float, default=0.05, help="queue growth (fraction of rate) still stable")
-    s.add_argument("--rel-tol", type=float, default=0.02, help="relative width at which bisection stops")
+    s.add_argument(
+        "--rel-tol", type=float, default=_PARSER_DEFAULTS["rel_tol"], help="relative width at which bisection stops"
+    )
     s.add_argument("--start-rate", type=float, help="first load tried, in the target's unit (default: the target)")
     s.add_argument(
         "--curve-points",
         type=int,
-        default=8,
+        default=_PARSER_DEFAULTS["curve_points"],
         help="extra rates for the chosen candidate's capacity curves (every candidate's with --exhaustive)",
     )
     s.add_argument(
@@ -360,15 +391,22 @@ def main(args: argparse.Namespace) -> int:
     request = plan_request(args, scenario_slo(base, label))
     if args.gpus is not None:
         return gpus_main(args, base, base_dir, label, request)
+    if args.replicates < 2:
+        for name, flag in UNREAD_WITHOUT_REPLICATES:
+            if getattr(args, name) != _PARSER_DEFAULTS[name]:
+                raise ValueError(f"{flag}: intervals need --replicates 2 or more (one seed gives none)")
     prices = _prices(args)
     tune = parse_tune(args.tune)
     # the question is checked: now the planning machinery (pandas, the simulator) loads
     from simulator.planning.plans.candidates import load_candidates, scenario_only
     from simulator.planning.plans.plan import execute_load_curve, execute_plan, prepare_plan
+    from simulator.planning.plans.prepare import check_prices_apply
+    from simulator.planning.plans.prices import parse_price
     from simulator.planning.search.load import check_load
 
     cset = load_candidates(args.candidates, tune) if args.candidates is not None else scenario_only(tune)
     inputs = prepare_plan(base, base_dir, label, cset, request, prices)  # every input checked before Ray starts
+    check_prices_apply((parse_price(text)[0] for text in args.price), inputs.candidates)
     for target in args.target_rate or []:
         check_load(inputs.load, target, "--target-rate")
     with output_folder(args.out, "plan", args.overwrite) as out:  # refused before Ray starts; undone if it fails
@@ -422,6 +460,9 @@ def gpus_main(
             raise ValueError(f"{flag}: not with --gpus (the N-GPU question searches its own layouts on N GPUs)")
     if args.replicates != 1:
         raise ValueError("--replicates: not with --gpus (each layout is checked by one simulation)")
+    for name, flag in UNREAD_WITH_GPUS:
+        if getattr(args, name) != _PARSER_DEFAULTS[name]:
+            raise ValueError(f"{flag}: not with --gpus (each layout is judged by its checked point meeting the SLOs)")
     from simulator.planning.layouts.best import GpusQuestion, best_on_gpus
 
     t0 = time.perf_counter()

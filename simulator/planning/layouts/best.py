@@ -122,6 +122,18 @@ def _lengths(base: dict[str, Any], base_dir: Path | None, label: str) -> Lengths
             f"{label}: --gpus searches vLLM V1's max_num_seqs and max_num_batched_tokens; the scenario's policy is "
             f"{policy!r} (set policy: vllm)"
         )
+    if cfg.groups is not None:  # each layout is a replica count or prefill and decode groups of its own
+        raise ValueError(
+            f"{label}: --gpus lays the N GPUs out itself, so the scenario's groups would not be read; give the model "
+            "and hardware at the top level instead"
+        )
+    # each layout deploys vLLM with its own max_num_seqs and token budget: any other policy setting would be dropped
+    dropped = sorted(cfg.policy.model_fields_set - {"kind", "max_num_seqs", "max_num_batched_tokens"})
+    if dropped:
+        raise ValueError(
+            f"{label}: policy.{dropped[0]}: --gpus deploys each layout with vLLM's defaults besides the max_num_seqs "
+            "and token budget it searches, so this setting would not be read; leave it out"
+        )
     try:
         stream = generate(cfg.workload, cfg.seed, base_dir)
     except ValueError as exc:

@@ -3,6 +3,7 @@ resolved, priced and bounded (``prepare_plan``); ValueError naming the culprit."
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -171,6 +172,22 @@ def prepare_candidates(
             )
         )
     return out
+
+
+def check_prices_apply(names: Iterable[str], candidates: list[Candidate], flag: str = "--price") -> None:
+    """ValueError naming a price (of ``flag``) that no candidate's hardware reads, by its reference or spec name: the
+    candidates would be priced as if it were not given (``h100`` for candidates on ``h100-sxm``). A price list file
+    may name more GPUs than the candidates use; a price given on its own must apply."""
+    read = {
+        name
+        for c in candidates
+        for g in c.resolved["deployment"]
+        for name in (g["hardware_ref"], g["hardware"].get("name"))
+        if isinstance(name, str)
+    }
+    for name in names:
+        if name not in read:
+            raise ValueError(f"{flag} {name}=...: no candidate runs on {name} (they run on {', '.join(sorted(read))})")
 
 
 def _at_start(load: Load, request: PlanRequest, target_rate_per_s: float) -> dict[str, Any]:

@@ -71,11 +71,30 @@ def _set(data: dict[str, Any], path: str, value: Any) -> None:
     node[keys[-1]] = copy.deepcopy(value)
 
 
+# The top-level fields a replica group may set for itself (``ReplicaGroupConfig``).
+GROUP_FIELDS = frozenset(("model", "hardware", "quantization", "parallelism", "policy", "cost_model", "kv_cache"))
+
+
 def apply_overrides(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """A deep copy of ``base`` with every ``path: value`` of ``overrides`` set (shorter paths first)."""
+    """A deep copy of ``base`` with every ``path: value`` of ``overrides`` set (shorter paths first).
+
+    ValueError when a path sets a top-level field that one of the resulting scenario's groups sets itself: the group
+    would not read it (a sweep's grid, a plan's candidate or ``--hardware`` would run unchanged, labelled as set)."""
     data = copy.deepcopy(dict(base))
     for path in sorted(overrides, key=lambda p: p.count(".")):
         _set(data, check_path(path), overrides[path])
+    groups = data.get("groups")
+    if isinstance(groups, list):
+        for path in overrides:
+            head = path.split(".", 1)[0]
+            if head not in GROUP_FIELDS:
+                continue
+            for i, group in enumerate(groups):
+                if isinstance(group, Mapping) and group.get(head) is not None:
+                    raise ValueError(
+                        f"{path}: groups[{i}] sets its own {head}, which {path} does not reach; set it in the groups "
+                        "instead"
+                    )
     return data
 
 

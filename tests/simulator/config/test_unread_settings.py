@@ -161,3 +161,53 @@ def test_workload_describe_of_a_scenario_refuses_the_trace_flags(tmp_path, capsy
         proc = cli(["workload", "describe", scenario, *flags], capsys)
         assert_refused(proc, f"{flags[0]}: {scenario} is a scenario")
     assert cli(["workload", "describe", scenario], capsys).returncode == 0
+
+
+def test_an_override_a_group_does_not_read_is_refused():
+    from simulator.planning.points.overrides import apply_overrides
+
+    base = {"groups": [{"count": 1, "hardware": "h100-sxm", "parallelism": {"tp": 1}}]}
+    for path, value in (("hardware", "a100-80gb"), ("parallelism.tp", 2)):
+        with pytest.raises(ValueError, match=rf"^{path}: groups\[0\] sets its own"):
+            apply_overrides(base, {path: value})
+    assert apply_overrides(base, {"quantization": "fp8"})["quantization"] == "fp8"  # no group sets it: all read it
+    assert apply_overrides(base, {"hardware": "l40s", "groups": None})["hardware"] == "l40s"  # the groups replaced
+
+
+def test_a_closed_loop_has_no_more_users_than_requests():
+    refused({"workload": {"kind": "closed_loop", "concurrency": 80, "num_requests": 40}}, "workload.concurrency", "80")
+    validate_scenario({"workload": {"kind": "closed_loop", "concurrency": 40, "num_requests": 40}})
+
+
+PLAN_YAML = "workload: {num_requests: 50, arrival: {kind: poisson, rate_per_s: 2}}\nslo: {ttft_ms: 2000}\n"
+
+
+@pytest.mark.parametrize(
+    ("scenario", "flags", "needle"),
+    [
+        ("groups: [{count: 2, hardware: l40s}]\n", ("--gpus", "2"), "--gpus lays the N GPUs out itself"),
+        ("policy: {kind: vllm, long_prefill_token_threshold: 16}\n", ("--gpus", "2"), "policy.long_prefill_token"),
+        ("", ("--gpus", "2", "--attainment", "0.5"), "--attainment: not with --gpus"),
+        ("", ("--gpus", "2", "--pareto-latency", "e2el"), "--pareto-latency: not with --gpus"),
+        ("", ("--target-rate", "2", "--confidence", "0.5"), "--confidence: intervals need --replicates 2"),
+        ("", ("--target-rate", "2", "--requests-per-point", "50", "--price", "h100=1"), "no candidate runs on h100"),
+    ],
+)
+def test_plan_flags_a_question_does_not_read_are_refused(tmp_path, capsys, scenario, flags, needle):
+    from tests.simulator.config.test_bad_numbers import assert_refused, cli
+
+    path = tmp_path / "s.yaml"
+    path.write_text(PLAN_YAML + scenario)
+    out = tmp_path / "out"
+    proc = cli(["plan", path, *flags, "--out", out, "--no-report", "--quiet"], capsys)
+    assert_refused(proc, needle, out=out)
+
+
+def test_compare_refuses_policies_a_group_does_not_read(tmp_path, capsys):
+    from tests.simulator.config.test_bad_numbers import assert_refused, cli
+
+    path = tmp_path / "g.yaml"
+    path.write_text("groups: [{count: 1, policy: {kind: vllm, max_num_seqs: 64}}]\nworkload: {num_requests: 5}\n")
+    out = tmp_path / "out"
+    proc = cli(["compare", path, "--policies", "static,vllm", "--out", out, "--no-report", "--quiet"], capsys)
+    assert_refused(proc, "groups[0] sets its own policy", out=out)
