@@ -55,7 +55,8 @@ def policy_params(draw, kind: str | None = None) -> dict[str, Any]:
         params["watermark"] = draw(st.sampled_from([0.0, 0.01, 0.1]))
     if kind == "priority":
         params["mode"] = draw(st.sampled_from(["strict", "aging"]))
-        params["aging_s"] = draw(st.sampled_from([0.05, 1.0]))
+        if params["mode"] == "aging":  # (read with aging only: refused beside strict classes)
+            params["aging_s"] = draw(st.sampled_from([0.05, 1.0]))
         params["preempt_for_admission"] = draw(st.booleans())
     if kind == "dynamic":
         params["max_wait_s"] = draw(st.sampled_from([0.0, 0.01, 0.2]))
@@ -157,7 +158,7 @@ def workload(draw, priorities: bool, max_requests: int = 24) -> dict[str, Any]:
     else:
         out = {
             "kind": kind,
-            "concurrency": draw(st.integers(1, 4)),
+            "concurrency": draw(st.integers(1, min(4, n))),  # (each user sends at least one request)
             "num_requests": n,
             "think_s": draw(seconds()),
             "lengths": draw(lengths()),
@@ -203,7 +204,9 @@ def scenarios(draw, kind: str | None = None, max_requests: int = 24) -> dict[str
     data["kv_cache"] = kv
     if draw(st.integers(0, 4)) == 0:
         data["max_model_len"] = draw(st.sampled_from([64, 256, 1024]))
-    layout = draw(st.sampled_from(["single", "replicas", "parallel", "disaggregated"]))
+    # (a policy that cannot hand KV over is refused in prefill and decode groups: no draw is spent on that)
+    layouts = ["single", "replicas", "parallel"] + (["disaggregated"] if traits.kv_transfer else [])
+    layout = draw(st.sampled_from(layouts))
     if layout == "replicas":
         data["replicas"] = draw(st.integers(2, 3))
         data["router"] = {"kind": draw(st.sampled_from(sorted(policies.ROUTERS.names())))}

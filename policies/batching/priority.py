@@ -50,6 +50,12 @@ class PriorityParams(BaseModel):
     preemption_mode: PreemptionMode = Field("recompute", description="As for vllm: recompute or swap.")
 
     @model_validator(mode="after")
+    def _aging_with_aging(self) -> PriorityParams:
+        if self.mode == "strict" and self.aging_s != type(self).model_fields["aging_s"].default:
+            raise ValueError("aging_s: classes age only with mode aging (strict classes never do); set mode: aging")
+        return self
+
+    @model_validator(mode="after")
     def _check_budget(self) -> PriorityParams:
         # vLLM's SchedulerConfig refuses a token budget below max_num_seqs, whatever the scheduling policy (as
         # vllm and vllm_v0 here): every running request decodes one token a step, and the step must hold them all.

@@ -143,6 +143,15 @@ class VllmParams(BaseModel):
         return largest_cudagraph_size(self.max_num_seqs, self.max_num_batched_tokens, self.max_cudagraph_capture_size)
 
     @model_validator(mode="after")
+    def _graphs_without_eager(self) -> VllmParams:
+        if self.enforce_eager and self.max_cudagraph_capture_size is not None:
+            raise ValueError(
+                "max_cudagraph_capture_size: enforce_eager captures no CUDA graphs, so no size is read; give one or "
+                "the other"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _check_budget(self) -> VllmParams:
         tokens, seqs = self.max_num_batched_tokens, self.max_num_seqs
         if tokens is not None and seqs is not None and tokens < seqs:

@@ -40,6 +40,11 @@ def test_random_valid_scenarios_keep_every_invariant(kind):
     def scenario_keeps_every_invariant(data):
         verdict = check_scenario(data)
         ran.append(verdict.refused is None)
+        if verdict.refused is not None:
+            refusals.append(verdict.refused)
 
+    refusals: list[str] = []
     scenario_keeps_every_invariant()
-    assert sum(ran) >= EXAMPLES_PER_POLICY // 2, f"{kind}: only {sum(ran)} of {len(ran)} scenarios ran (not refused)"
+    assert sum(ran) >= EXAMPLES_PER_POLICY // 2, (
+        f"{kind}: only {sum(ran)} of {len(ran)} scenarios ran (not refused); the refusals: {refusals}"
+    )

@@ -211,3 +211,14 @@ def test_compare_refuses_policies_a_group_does_not_read(tmp_path, capsys):
     out = tmp_path / "out"
     proc = cli(["compare", path, "--policies", "static,vllm", "--out", out, "--no-report", "--quiet"], capsys)
     assert_refused(proc, "groups[0] sets its own policy", out=out)
+
+
+def test_policy_parameters_another_one_makes_unread():
+    refused({"policy": {"kind": "priority", "aging_s": 30}}, "aging_s", "mode aging")
+    validate_scenario({"policy": {"kind": "priority", "mode": "aging", "aging_s": 30}})
+    refused(
+        {"policy": {"kind": "vllm", "enforce_eager": True, "max_cudagraph_capture_size": 64}},
+        "max_cudagraph_capture_size",
+        "enforce_eager",
+    )
+    validate_scenario({"policy": {"kind": "vllm", "max_cudagraph_capture_size": 64}})
