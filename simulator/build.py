@@ -97,8 +97,9 @@ def deployed_model(
         update["kv_cache_bytes"] = KV_CACHE_DTYPE_BYTES[kv_cache_dtype]
     if state_dtype != "auto" and model.num_linear_layers:
         update["linear_state_bytes"] = STATE_DTYPE_BYTES[state_dtype]
-    scaled = model.is_dsa and update.get("kv_cache_bytes", model.kv_cache_bytes) == 1
-    if scaled != model.mla_scaled_fp8_cache and (engine in SCALED_FP8_MLA_ENGINES or not scaled):
+    fp8 = update.get("kv_cache_bytes", model.kv_cache_bytes) == 1
+    scaled = model.is_dsa and fp8 and engine in SCALED_FP8_MLA_ENGINES
+    if scaled != model.mla_scaled_fp8_cache:
         update["mla_scaled_fp8_cache"] = scaled
     return ModelSpec.model_validate(model.model_dump() | update) if update else model
 
@@ -431,8 +432,8 @@ def resolve_cost_model(
     if getattr(params, "eplb_slots", None) is not None:
         _check_eplb(params.eplb_slots, update.get("framework", params.framework), ep, model, params.moe_kernel)
     roofline = _roofline_params(params)
+    where = "cost_model" if roofline is params else "cost_model.roofline"  # the roofline's fields, in errors
     if roofline is not None and dp_attention == 1:  # the attention-DP layout's settings, where there is none
-        where = "cost_model" if roofline is params else "cost_model.roofline"
         for name in ("dp_attention_mlp", "dp_attention_padding"):
             if getattr(roofline, name) is not None:
                 raise ValueError(
@@ -450,7 +451,6 @@ def resolve_cost_model(
             nested["dp_attention_mlp"] = "local" if traits.dp_attention_local_mlp else "gathered"
         local = nested.get("dp_attention_mlp", roofline.dp_attention_mlp) == "local"
         if roofline.dp_attention_scattered and (dp_attention == 1 or local):
-            where = "cost_model" if roofline is params else "cost_model.roofline"
             raise ValueError(
                 f"{where}.dp_attention_scattered: SGLang's scattered layers need attention data "
                 "parallelism (parallelism.dp_attention > 1) in the gathered layout (dp_attention_mlp: gathered)"

@@ -211,6 +211,8 @@ def check_group_flags(groups: Any, args: argparse.Namespace, source: str) -> Non
     """ValueError naming the flag when the scenario's groups set the field it would change: a flag sets the top-level
     value, which a group with its own does not read (its ``kv_cache``, ``parallelism`` or ``policy`` replaces the
     top-level one whole), and ``--disaggregate`` would replace groups the scenario already has."""
+    from simulator.planning.points.overrides import group_setting
+
     if not isinstance(groups, list):
         return
     if getattr(args, "disaggregate", None) is not None:
@@ -228,14 +230,12 @@ def check_group_flags(groups: Any, args: argparse.Namespace, source: str) -> Non
         ("--policy", getattr(args, "policy", None), "policy"),
     )
     for flag, value, key in flags:
-        if value is None:
-            continue
-        for i, group in enumerate(groups):
-            if isinstance(group, dict) and group.get(key) is not None:
-                raise ValueError(
-                    f"{flag}: {source}'s groups[{i}] sets its own {key}, which the flag does not reach; set it "
-                    f"there (groups[{i}].{key})"
-                )
+        i = None if value is None else group_setting(groups, key)
+        if i is not None:
+            raise ValueError(
+                f"{flag}: {source}'s groups[{i}] sets its own {key}, which the flag does not reach; set it there "
+                f"(groups[{i}].{key})"
+            )
 
 
 def check_workload_flags(

@@ -739,10 +739,13 @@ class HardwareSpec(NoBoolNumbers):
     @field_validator("compute_capability", mode="before")
     @classmethod
     def _capability_as_text(cls, value: Any) -> Any:
-        """A YAML number (``10.0``, ``9``) reads as the capability it writes: ``"10.0"``, ``"9.0"``."""
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return f"{value:.1f}"
-        return value
+        """A YAML number (``10.0``, ``9``) reads as the capability it writes: ``"10.0"``, ``"9.0"`` (a float of more
+        digits, ``10.25``, stays as written and is refused by the pattern)."""
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int):
+            return f"{value}.0"
+        return str(value) if isinstance(value, float) else value
 
     @property
     def compute_major(self) -> int | None:

@@ -115,15 +115,7 @@ def _with_engine_fit(params: ProfiledParams, profile: CalibrationProfile | None)
             f"cost_model.engine: {source} holds no fit for engine {params.engine!r} (it has: {have}); "
             f"run `servesim calibrate --engine {params.engine}`"
         )
-    return params.model_copy(
-        update={
-            "time_scale": fit.time_scale,
-            "step_overhead_s": fit.step_overhead_s,
-            "per_seq_overhead_s": fit.per_seq_overhead_s,
-            "per_kv_token_overhead_s": fit.per_kv_token_overhead_s,
-            "attention": fit.attention,
-        }
-    )
+    return params.model_copy(update={name: getattr(fit, name) for name in _ENGINE_FIT_FIELDS})
 
 
 @COST_MODELS.register("profiled", params=ProfiledParams)

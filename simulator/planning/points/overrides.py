@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from simulator.config.schema import TAGGED_FIELDS, ScenarioConfig
+from simulator.config.schema import TAGGED_FIELDS, ReplicaGroupConfig, ScenarioConfig
 
 _PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
@@ -71,8 +71,16 @@ def _set(data: dict[str, Any], path: str, value: Any) -> None:
     node[keys[-1]] = copy.deepcopy(value)
 
 
-# The top-level fields a replica group may set for itself (``ReplicaGroupConfig``).
-GROUP_FIELDS = frozenset(("model", "hardware", "quantization", "parallelism", "policy", "cost_model", "kv_cache"))
+# The top-level fields a replica group may set for itself: model, hardware, quantization, parallelism, policy...
+GROUP_FIELDS = frozenset(ReplicaGroupConfig.model_fields) & frozenset(ScenarioConfig.model_fields)
+
+
+def group_setting(groups: Any, field: str) -> int | None:
+    """The index of the first of a raw scenario's ``groups`` that sets ``field`` itself (a top-level value of it
+    does not reach that group), or None."""
+    if not isinstance(groups, list):
+        return None
+    return next((i for i, g in enumerate(groups) if isinstance(g, Mapping) and g.get(field) is not None), None)
 
 
 def apply_overrides(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -83,18 +91,13 @@ def apply_overrides(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> di
     data = copy.deepcopy(dict(base))
     for path in sorted(overrides, key=lambda p: p.count(".")):
         _set(data, check_path(path), overrides[path])
-    groups = data.get("groups")
-    if isinstance(groups, list):
-        for path in overrides:
-            head = path.split(".", 1)[0]
-            if head not in GROUP_FIELDS:
-                continue
-            for i, group in enumerate(groups):
-                if isinstance(group, Mapping) and group.get(head) is not None:
-                    raise ValueError(
-                        f"{path}: groups[{i}] sets its own {head}, which {path} does not reach; set it in the groups "
-                        "instead"
-                    )
+    for path in overrides:
+        head = path.split(".", 1)[0]
+        i = group_setting(data.get("groups"), head) if head in GROUP_FIELDS else None
+        if i is not None:
+            raise ValueError(
+                f"{path}: groups[{i}] sets its own {head}, which {path} does not reach; set it in the groups instead"
+            )
     return data
 
 

@@ -107,7 +107,8 @@ def run_refused(tmp_path, scenario_yaml: str | None, *flags, needles, capsys=Non
     ],
 )
 def test_bad_number_flags(tmp_path, capsys, flags, needles, named):
-    run_refused(tmp_path, None, *flags, needles=needles, capsys=None if named else capsys)
+    stderr = run_refused(tmp_path, None, *flags, needles=needles, capsys=None if named else capsys)
+    assert all(needle in stderr for needle in needles) and "Traceback" not in stderr
 
 
 @pytest.mark.parametrize(
